@@ -1,0 +1,270 @@
+"""What every memory action shares: the result type, the arguments-to-schema step, error handling.
+
+A memory action is a tool an LLM calls. Its arguments are a pydantic model whose JSON schema is the
+tool's parameter schema; its description is a prompt for the model. :meth:`MemoryAction.run` never
+raises for a mistake the *model* made (a bad id, a malformed JSON string, a wrong argument, a
+transform that does not apply): it returns ``ToolResult(ok=False, ...)`` whose ``content`` tells the
+model what to do next. Errors of the developer or the machine (``ConfigurationError``,
+``StoreError``, ``VectorIndexError``) are raised as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+from agent_memory import AgentMemory
+from agent_memory.errors import AgentMemoryError, InvalidIdError, ItemNotFoundError, TransformError
+
+__all__ = [
+    "ActionArguments",
+    "MemoryAction",
+    "ToolCallError",
+    "ToolJsonSchema",
+    "ToolResult",
+    "format_call",
+]
+
+FIND_IDS_HINT = "Use query_memory to find ids."
+"""The next step suggested to a model that named a wrong memory id."""
+
+
+class ToolResult(BaseModel):
+    """What a memory action gives back for one tool call.
+
+    Send ``content`` to the model as the tool's output (with Anthropic, set ``is_error`` to
+    ``not ok``); keep ``data`` for the program.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    """``True`` when the call did what it was asked (an empty search result is still ``ok``)."""
+    content: str
+    """The text the model reads: the answer, or what went wrong and what to do next."""
+    data: dict[str, JsonValue] | None = None
+    """The structured result (JSON-able), or ``None`` for an error."""
+    error: str | None = None
+    """``None`` on success; else a short code: ``invalid_arguments`` (bad JSON, missing, unknown
+    or wrongly typed arguments), ``invalid_id`` (not of the form ``mem_`` + 12 hex digits),
+    ``not_found`` (no item with that id), ``transform_error`` (the transform does not apply to the
+    item, or the page is past the end) or ``unknown_tool``."""
+
+    @classmethod
+    def success(cls, content: str, data: Mapping[str, Any] | None = None) -> ToolResult:
+        """An ``ok`` result."""
+        return cls(ok=True, content=content, data=dict(data) if data is not None else None)
+
+    @classmethod
+    def failure(cls, error: str, message: str) -> ToolResult:
+        """A result marked as an error: ``content`` is ``"Error: " + message``."""
+        return cls(ok=False, content=f"Error: {message}", error=error)
+
+
+class ToolCallError(AgentMemoryError, ValueError):
+    """A mistake in a tool call that the model can correct; :meth:`MemoryAction.run` turns it into
+    ``ToolResult(ok=False, error=code, ...)``. Raised only inside :meth:`MemoryAction.execute`.
+
+    Args:
+        message: what is wrong and what to do instead, written for the model.
+        code: the ``ToolResult.error`` code, keyword-only (default ``invalid_arguments``).
+    """
+
+    def __init__(self, message: str, *, code: str = "invalid_arguments") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ActionArguments(BaseModel):
+    """Base of the arguments models: flat fields, attribute docstrings become the parameter
+    descriptions the model reads, unknown arguments are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ToolJsonSchema(GenerateJsonSchema):
+    """JSON schema for function calling: no titles, optional fields as their plain type.
+
+    ``str | None = None`` becomes ``{"type": "string"}`` (not required) instead of an ``anyOf``
+    with ``null``; flat argument models need no ``$defs``. The model's own title and docstring
+    are left out: the tool's name and description say it.
+    """
+
+    def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
+        out = super().generate(schema, mode)
+        out.pop("title", None)
+        out.pop("description", None)
+        return out
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        out = super().default_schema(schema)
+        if "default" in out and out["default"] is None:
+            del out["default"]
+        return out
+
+
+def format_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """A tool call as the model reads it: ``retrieve_memory(id="mem_3f9a0c41b2de", page=2)``.
+
+    Values are written as JSON (strings double-quoted, ``true``/``false``, lists in brackets), so
+    the call can be sent back as JSON arguments unchanged.
+    """
+    parts = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
+    return f"{name}({parts})"
+
+
+ArgsT = TypeVar("ArgsT", bound=ActionArguments)
+
+
+class MemoryAction(ABC, Generic[ArgsT]):
+    """A memory tool: its name, its prompt, its arguments model, and how it runs.
+
+    Subclasses set the class attributes and implement :meth:`execute`; everything else
+    (schemas, argument parsing, turning the model's mistakes into error results) is shared.
+    Actions hold no state: one instance serves any number of memories and threads.
+    """
+
+    name: ClassVar[str]
+    """The tool name the model calls, e.g. ``retrieve_memory``."""
+    title: ClassVar[str]
+    """The human name, e.g. ``Retrieve from Memory``."""
+    description: ClassVar[str]
+    """The tool description: a prompt saying when to use the tool, an example call, its limits."""
+    Arguments: ClassVar[type[ActionArguments]]
+    """The pydantic arguments model; its JSON schema is the tool's parameter schema."""
+    example: ClassVar[dict[str, Any]]
+    """Arguments of a typical call (shown in the description and in error messages)."""
+
+    # -- schemas -------------------------------------------------------------------------------
+    @classmethod
+    def parameters_schema(cls) -> dict[str, Any]:
+        """The JSON schema of the arguments (``"type": "object"``, no ``$defs``)."""
+        return cls.Arguments.model_json_schema(schema_generator=ToolJsonSchema)
+
+    @classmethod
+    def openai_schema(cls) -> dict[str, Any]:
+        """The tool for OpenAI function calling: ``{"type": "function", "function": {...}}``."""
+        return {
+            "type": "function",
+            "function": {"name": cls.name, "description": cls.description, "parameters": cls.parameters_schema()},
+        }
+
+    @classmethod
+    def anthropic_schema(cls) -> dict[str, Any]:
+        """The tool for the Anthropic Messages API: ``{"name", "description", "input_schema"}``."""
+        return {"name": cls.name, "description": cls.description, "input_schema": cls.parameters_schema()}
+
+    # -- running -------------------------------------------------------------------------------
+    def parse_arguments(self, arguments: str | Mapping[str, Any] | BaseModel | None) -> ArgsT:
+        """Validate arguments given as the JSON string a provider returns, a dict, or the model.
+
+        ``None`` and an empty string mean no arguments.
+
+        Raises:
+            ToolCallError: if the JSON is malformed or not an object, or an argument is missing,
+                unknown or of the wrong type (code ``invalid_arguments``).
+        """
+        if isinstance(arguments, self.Arguments):
+            return arguments  # type: ignore[return-value]
+        if isinstance(arguments, BaseModel):
+            arguments = arguments.model_dump(exclude_unset=True)
+        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+            arguments = {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as exc:
+                raise ToolCallError(
+                    f"the arguments of {self.name} are not valid JSON ({exc.msg} at line {exc.lineno} column "
+                    f"{exc.colno}). Send a JSON object, e.g. {json.dumps(self.example, ensure_ascii=False)}"
+                ) from exc
+        if not isinstance(arguments, Mapping):
+            raise ToolCallError(
+                f"the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}; "
+                f"e.g. {json.dumps(self.example, ensure_ascii=False)}"
+            )
+        try:
+            return self.Arguments.model_validate(dict(arguments))  # type: ignore[return-value]
+        except ValidationError as exc:
+            raise ToolCallError(self._explain(exc)) from exc
+
+    def _explain(self, exc: ValidationError) -> str:
+        problems = []
+        for err in exc.errors(include_url=False):
+            field = ".".join(str(part) for part in err["loc"]) or "arguments"
+            if err["type"] == "missing":
+                problems.append(f"the required argument '{field}' is missing")
+            elif err["type"] == "extra_forbidden":
+                problems.append(f"{self.name} has no argument '{field}'")
+            else:
+                got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
+                got = got if len(got) <= 60 else got[:57] + "..."
+                problems.append(f"'{field}' = {got}: {err['msg']}")
+        fields = self.Arguments.model_fields
+        takes = ", ".join(f"{key} (required)" if field.is_required() else key for key, field in fields.items())
+        return (
+            f"invalid arguments for {self.name}: {'; '.join(problems)}. {self.name} takes: {takes}. "
+            f"Example: {format_call(self.name, self.example)}"
+        )
+
+    def run(self, memory: AgentMemory, arguments: str | Mapping[str, Any] | BaseModel | None) -> ToolResult:
+        """Run the tool call on ``memory`` and return what the model should read.
+
+        Args:
+            memory: the agent's memory.
+            arguments: the JSON string from the provider, a dict, or an ``Arguments`` instance.
+
+        Returns:
+            ``ToolResult(ok=True, ...)`` with the answer, or ``ToolResult(ok=False, error=code)``
+            for a mistake of the model (see :attr:`ToolResult.error`); never raises for those.
+
+        Raises:
+            ConfigurationError, StoreError, VectorIndexError: faults of the setup or the machine,
+                which the model cannot fix.
+        """
+        try:
+            return self.execute(memory, self.parse_arguments(arguments))
+        except ToolCallError as exc:
+            return ToolResult.failure(exc.code, str(exc))
+        except InvalidIdError as exc:
+            return ToolResult.failure(
+                "invalid_id",
+                f"{exc.value!r} is not a memory id: ids are 'mem_' and 12 hex digits, like 'mem_3f9a0c41b2de'. "
+                + FIND_IDS_HINT,
+            )
+        except ItemNotFoundError as exc:
+            return ToolResult.failure("not_found", f"No memory item {exc.item_id!r}. {FIND_IDS_HINT}")
+        except TransformError as exc:
+            return ToolResult.failure(
+                "transform_error", f"{exc}. Change the arguments and call {self.name} again."
+            )
+
+    async def arun(
+        self, memory: AgentMemory, arguments: str | Mapping[str, Any] | BaseModel | None
+    ) -> ToolResult:
+        """:meth:`run` in a worker thread, for async agent loops."""
+        return await asyncio.to_thread(self.run, memory, arguments)
+
+    @abstractmethod
+    def execute(self, memory: AgentMemory, args: ArgsT) -> ToolResult:
+        """Do the work for validated ``args``.
+
+        May raise :class:`ToolCallError`, ``InvalidIdError``, ``ItemNotFoundError`` or
+        ``TransformError`` for the model's mistakes; :meth:`run` turns them into error results.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,100 @@
+"""agent-memory: memory as a fourth channel for LLM agents.
+
+Full action results are stored out of the context (:class:`AgentMemory`), shown to the model once,
+then cited by memory id; the model gets content back with the Store / Retrieve / Query memory
+tools (package ``actions``). Importing this package is fast: chromadb, torch and
+sentence-transformers load on first use of the index.
+"""
+
+from agent_memory.config import (
+    DEFAULT_CHUNK_OVERLAP_TOKENS,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_QUERY_LIMIT,
+    DEFAULT_RETRIEVE_MAX_TOKENS,
+    MemoryConfig,
+)
+from agent_memory.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    CorruptRecordError,
+    EmbeddingError,
+    InvalidIdError,
+    ItemNotFoundError,
+    LLMConnectionError,
+    LLMError,
+    LLMOutputError,
+    LLMStatusError,
+    LLMTimeoutError,
+    StoreError,
+    TransformError,
+    VectorIndexError,
+)
+from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
+from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
+from agent_memory.memory import AgentMemory
+from agent_memory.models.items import (
+    ExcerptTransform,
+    FilteredTransform,
+    FirstNTransform,
+    FullTransform,
+    ItemMetadata,
+    ItemRecord,
+    LastNTransform,
+    MemoryCriteria,
+    MemoryItem,
+    MemorySnapshot,
+    MemoryTransform,
+    MemoryType,
+    QueryHit,
+    RetrieveResult,
+    SummaryTransform,
+)
+from agent_memory.tokens import TiktokenCounter, TokenCounter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentMemory",
+    "AgentMemoryError",
+    "ChunkHit",
+    "ConfigurationError",
+    "CorruptRecordError",
+    "DEFAULT_CHUNK_OVERLAP_TOKENS",
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_QUERY_LIMIT",
+    "DEFAULT_RETRIEVE_MAX_TOKENS",
+    "Embedder",
+    "EmbeddingError",
+    "ExcerptTransform",
+    "FilteredTransform",
+    "FirstNTransform",
+    "FullTransform",
+    "IndexChunk",
+    "InvalidIdError",
+    "ItemMetadata",
+    "ItemNotFoundError",
+    "ItemRecord",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMOutputError",
+    "LLMStatusError",
+    "LLMTimeoutError",
+    "LastNTransform",
+    "MemoryConfig",
+    "MemoryCriteria",
+    "MemoryItem",
+    "MemorySnapshot",
+    "MemoryTransform",
+    "MemoryType",
+    "QueryHit",
+    "RetrieveResult",
+    "SentenceTransformerEmbedder",
+    "StoreError",
+    "SummaryTransform",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TransformError",
+    "VectorIndex",
+    "VectorIndexError",
+    "__version__",
+]

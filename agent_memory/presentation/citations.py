@@ -1,0 +1,127 @@
+"""Citation: the compact stand-in for a result after its first showing (seed 002).
+
+A citation names the memory id, the type, the source (title / URL / tool), the size in tokens, the
+key content a compaction plugin extracted, and the exact memory-tool call that brings more back.
+Its size follows the result's: BASELINES.md shows that on ordinary tool runs a citation longer
+than ~10% of the result it replaces saves less than simply dropping old results, so the key
+content gets ``key_share`` of the result's tokens, never more than the hard cap
+``max_tokens`` for the whole citation. Small results get a header-only citation.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.models.items import MemoryItem
+from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.tokens import TokenCounter
+
+__all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "CitationBuilder"]
+
+DEFAULT_CITATION_MAX_TOKENS = 100
+"""Hard cap of one rendered citation, in tokens (issue #3: "most under 100 tokens")."""
+
+DEFAULT_KEY_SHARE = 0.1
+"""Share of the result's tokens the key content may use (BASELINES.md: within 10% of the
+10-token citation's saving needs citations of about a tenth of typical results)."""
+
+MIN_KEY_TOKENS = 12
+"""Below this budget the key content is left out (a header-only citation)."""
+
+
+class Citation(BaseModel):
+    """What the model sees of a stored result after its first showing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    """The memory id."""
+    type: str
+    """The item's type."""
+    source: str
+    """Where the result came from (tool name, URL)."""
+    title: str | None = None
+    """Title when known."""
+    tokens: int
+    """Size of the full result as the model would read it, in tokens."""
+    key_content: str = ""
+    """What the plugin (or LLM compactor) found most useful; "" for a header-only citation."""
+    plugin: str | None = None
+    """Name of the plugin (or ``"llm"``) that made ``key_content``; ``None`` for header-only."""
+
+    def render(self) -> str:
+        """The citation as the one line (plus key content) the model reads."""
+        label = self.source if not self.title else f'{self.title} ({self.source})' if self.source not in (
+            "agent", "user") else self.title
+        head = f"[{self.item_id} · {self.type} · {label} · {self.tokens:,} tokens"
+        tail = f'retrieve_memory(id="{self.item_id}") for more]'
+        if not self.key_content:
+            return f"{head} · {tail}"
+        return f"{head}]\n{self.key_content}\n[{tail}"
+
+
+class CitationBuilder:
+    """Makes citations with the plugins of a registry.
+
+    Args:
+        registry: compaction plugins; the first that matches an item makes its key content.
+        counter: counts tokens.
+        max_tokens: hard cap of a rendered citation, in tokens.
+        key_share: share of the item's tokens the key content may use.
+    """
+
+    def __init__(
+        self,
+        registry: PluginRegistry,
+        counter: TokenCounter,
+        *,
+        max_tokens: int = DEFAULT_CITATION_MAX_TOKENS,
+        key_share: float = DEFAULT_KEY_SHARE,
+    ) -> None:
+        self.registry = registry
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.key_share = key_share
+
+    def header(self, item: MemoryItem) -> Citation:
+        """The header-only citation of ``item``."""
+        meta = item.metadata
+        source = meta.source if len(meta.source) <= 80 else meta.source[:77] + "…"
+        title = meta.title if not meta.title or len(meta.title) <= 80 else meta.title[:77] + "…"
+        tokens = meta.text_tokens if meta.text_tokens is not None else meta.tokens
+        return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens)
+
+    def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None) -> Citation:
+        """A citation of ``item``, within ``max_tokens``.
+
+        Args:
+            item: the stored result.
+            key_content: key content made elsewhere (the LLM compactor); ``None``: the plugin's.
+            plugin: name to record with ``key_content``.
+        """
+        base = self.header(item)
+        room = self.max_tokens - self.counter.count(base.render())
+        budget = min(room, int(base.tokens * self.key_share))
+        if budget < MIN_KEY_TOKENS:
+            return base
+        if key_content is None:
+            chosen = self.registry.for_item(item)
+            if chosen is None:
+                return base
+            key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
+        key_content = _cap(key_content.strip(), budget, self.counter)
+        while key_content:  # the layout's separators and the "…" can add a token or two: shrink
+            cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})
+            over = self.counter.count(cited.render()) - self.max_tokens
+            if over <= 0:
+                return cited
+            budget -= over
+            key_content = _cap(key_content, budget, self.counter) if budget >= MIN_KEY_TOKENS else ""
+        return base
+
+
+def _cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    if counter.count(text) <= max_tokens:
+        return text
+    offsets = counter.token_char_offsets(text)
+    return text[: offsets[max(0, max_tokens - 1)]].rstrip() + "…"

@@ -1,0 +1,52 @@
+"""When a stored result is shown in full and when as its citation (seed 002, "Action Result Flow").
+
+- ``full_once`` (default): in full in the first LLM call after it arrives, as its citation after.
+- ``keep_last_k``: the ``k`` newest results in full, older ones as citations (like observation
+  masking, but each masked result keeps its memory id and a way back).
+- ``always_cite``: citations only, even the first time.
+
+Provider prompt caches reuse only an unchanged prefix, and every swap from full result to citation
+changes the prompt from that result on. ``min_swap_tokens`` batches swaps: results due for a swap
+stay in full until the tokens their swap would save reach the threshold, then all swap at once
+(0: swap as soon as due). A result, once swapped, is never shown in full again by the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_FULL_RESULT_MAX_TOKENS",
+    "DEFAULT_KEEP_LAST_K",
+    "PresentationPolicy",
+]
+
+DEFAULT_FULL_RESULT_MAX_TOKENS = 4_000
+"""Cap of a result's first showing, in tokens; beyond it the first showing is the citation plus
+the head of the content (the same cap as a retrieve answer)."""
+
+DEFAULT_KEEP_LAST_K = 3
+"""Results kept in full by ``keep_last_k``: 3, as Anthropic's context editing keeps 3 tool uses."""
+
+
+class PresentationPolicy(BaseModel):
+    """How results appear in the messages built for each LLM call. Immutable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["full_once", "keep_last_k", "always_cite"] = "full_once"
+    """Which results are shown in full (see the module docstring)."""
+    k: int = Field(default=DEFAULT_KEEP_LAST_K, ge=0)
+    """``keep_last_k`` only: how many of the newest results stay in full."""
+    full_result_max_tokens: int = Field(default=DEFAULT_FULL_RESULT_MAX_TOKENS, ge=100)
+    """Cap of a full showing, in tokens."""
+    min_swap_tokens: int = Field(default=0, ge=0)
+    """Swaps wait until the tokens they would save together reach this (0: no batching)."""
+
+    @property
+    def label(self) -> str:
+        """A short name for reports: ``full_once``, ``keep_last_3``, ``always_cite`` (+ batching)."""
+        name = f"keep_last_{self.k}" if self.kind == "keep_last_k" else self.kind
+        return f"{name}+batch{self.min_swap_tokens}" if self.min_swap_tokens else name

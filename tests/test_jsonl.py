@@ -1,0 +1,281 @@
+"""JSONL files: torn-line repair, corrupt-line detection, atomic rewrite (DESIGN.md, Storage).
+
+Disk failures are simulated by monkeypatching ``os.replace`` / ``os.fsync`` to raise ``OSError``:
+the tests run as any user (a read-only directory does not stop root), and the code under test
+must treat these calls failing exactly like a full or broken disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, TypeAdapter
+
+from agent_memory import AgentMemory, CorruptRecordError, MemoryConfig, StoreError
+from agent_memory.store.jsonl import JsonlFile, atomic_write_bytes
+
+
+class Row(BaseModel):
+    id: str
+    n: int
+
+
+ADAPTER: TypeAdapter[Row] = TypeAdapter(Row)
+
+
+def _rows(*ns: int) -> list[Row]:
+    return [Row(id=f"r{n}", n=n) for n in ns]
+
+
+def _lines(path: Path) -> list[dict]:
+    """Every line of ``path`` parsed strictly (fails on any torn or corrupt line)."""
+    data = path.read_bytes()
+    assert data.endswith(b"\n"), "file must end with a newline"
+    return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> JsonlFile[Row]:
+    return JsonlFile(tmp_path / "sub" / "rows.jsonl", ADAPTER)
+
+
+def test_append_and_read_back_in_order(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1, 2))
+    jsonl.append(_rows(3))
+    jsonl.append([])  # nothing to write is a no-op
+
+    assert jsonl.read_all() == _rows(1, 2, 3)
+    assert _lines(jsonl.path) == [{"id": "r1", "n": 1}, {"id": "r2", "n": 2}, {"id": "r3", "n": 3}]
+
+
+def test_missing_file_reads_as_empty(jsonl: JsonlFile[Row]) -> None:
+    assert jsonl.read_all() == []
+    assert jsonl.file_id() == (0, 0)
+
+
+def test_read_from_offset_returns_only_new_records(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1, 2))
+    first = jsonl.read_from(0)
+    jsonl.append(_rows(3, 4))
+
+    tail = jsonl.read_from(first.next_offset)
+
+    assert first.records == _rows(1, 2)
+    assert tail.records == _rows(3, 4)
+    assert tail.next_offset == jsonl.path.stat().st_size
+    assert jsonl.read_from(tail.next_offset).records == []
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        pytest.param(b'{"id": "r9", "n"', id="partial-json"),
+        pytest.param(b'{"id": "r9", "n": 9}', id="complete-json-without-newline"),
+        pytest.param(b"\xe2\x82", id="cut-utf8"),
+    ],
+)
+def test_torn_last_line_is_skipped_then_moved_to_torn_file(jsonl: JsonlFile[Row], fragment: bytes) -> None:
+    jsonl.append(_rows(1, 2))
+    with open(jsonl.path, "ab") as handle:  # a writer killed mid-append
+        handle.write(fragment)
+    good_size = jsonl.path.stat().st_size - len(fragment)
+
+    tail = jsonl.read_from(0)
+    assert tail.records == _rows(1, 2)
+    assert tail.next_offset == good_size  # the torn line is not consumed
+
+    jsonl.append(_rows(3))
+
+    assert jsonl.read_all() == _rows(1, 2, 3)
+    assert [line["n"] for line in _lines(jsonl.path)] == [1, 2, 3]
+    torn = Path(str(jsonl.path) + ".torn").read_bytes()
+    assert torn == fragment + b"\n"  # kept for audit, not silently dropped
+
+
+def test_torn_file_collects_every_repair(jsonl: JsonlFile[Row]) -> None:
+    for n, fragment in ((1, b'{"id"'), (2, b'{"id": "x"')):
+        jsonl.append(_rows(n))
+        with open(jsonl.path, "ab") as handle:
+            handle.write(fragment)
+    jsonl.append(_rows(3))
+
+    assert jsonl.read_all() == _rows(1, 2, 3)
+    assert Path(str(jsonl.path) + ".torn").read_bytes() == b'{"id"\n{"id": "x"\n'
+
+
+def test_torn_line_longer_than_the_scan_block_is_repaired(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1))
+    fragment = b'{"id": "' + b"x" * 200_000  # spans several 64 KiB scan blocks
+    with open(jsonl.path, "ab") as handle:
+        handle.write(fragment)
+
+    jsonl.append(_rows(2))
+
+    assert jsonl.read_all() == _rows(1, 2)
+    assert Path(str(jsonl.path) + ".torn").read_bytes() == fragment + b"\n"
+
+
+def test_file_that_is_only_a_torn_line(jsonl: JsonlFile[Row]) -> None:
+    jsonl.path.parent.mkdir(parents=True)
+    jsonl.path.write_bytes(b'{"id": "r0"')
+
+    assert jsonl.read_all() == []
+    jsonl.append(_rows(1))
+    assert jsonl.read_all() == _rows(1)
+    assert _lines(jsonl.path) == [{"id": "r1", "n": 1}]
+
+
+@pytest.mark.parametrize(
+    ("bad", "line_no"),
+    [
+        pytest.param(b"not json at all\n", 2, id="garbage"),
+        pytest.param(b'{"id": "r9"}\n', 2, id="missing-field"),
+        pytest.param(b'{"id": "r9", "n": "nine"}\n', 2, id="wrong-type"),
+    ],
+)
+def test_corrupt_middle_line_raises(jsonl: JsonlFile[Row], bad: bytes, line_no: int) -> None:
+    jsonl.append(_rows(1))
+    with open(jsonl.path, "ab") as handle:
+        handle.write(bad)
+    jsonl.append(_rows(3))
+
+    with pytest.raises(CorruptRecordError) as info:
+        jsonl.read_all()
+
+    assert isinstance(info.value, StoreError)
+    assert info.value.line_no == line_no
+    assert info.value.path == str(jsonl.path)
+
+
+def test_blank_lines_are_ignored(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1))
+    with open(jsonl.path, "ab") as handle:
+        handle.write(b"\n   \n")
+    jsonl.append(_rows(2))
+
+    assert jsonl.read_all() == _rows(1, 2)
+
+
+def test_rewrite_replaces_the_file_and_changes_its_identity(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1, 2, 3))
+    old_id = jsonl.file_id()
+
+    jsonl.rewrite(_rows(2))
+
+    assert jsonl.read_all() == _rows(2)
+    assert jsonl.file_id() != old_id  # a new inode: readers holding an offset notice the rewrite
+    assert sorted(p.name for p in jsonl.path.parent.iterdir()) == ["rows.jsonl", "rows.jsonl.lock"]
+
+
+@pytest.mark.parametrize("failing", ["replace", "fsync"])
+def test_failed_rewrite_leaves_the_old_file_intact(
+    jsonl: JsonlFile[Row], monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    jsonl.append(_rows(1, 2, 3))
+    before = jsonl.path.read_bytes()
+
+    def disk_failure(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, failing, disk_failure)
+    with pytest.raises(StoreError, match="No space left"):
+        jsonl.rewrite(_rows(9))
+    monkeypatch.undo()
+
+    assert jsonl.path.read_bytes() == before
+    assert jsonl.read_all() == _rows(1, 2, 3)
+    leftovers = [p.name for p in jsonl.path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_failed_append_raises_store_error_and_keeps_earlier_lines(
+    jsonl: JsonlFile[Row], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jsonl.append(_rows(1))
+
+    def disk_failure(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", disk_failure)
+    with pytest.raises(StoreError, match="Input/output error"):
+        jsonl.append(_rows(2))
+    monkeypatch.undo()
+
+    assert jsonl.read_all()[0] == Row(id="r1", n=1)
+
+
+def test_atomic_write_bytes_never_exposes_a_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "blob"
+    atomic_write_bytes(target, b"old")
+
+    def fail_replace(src: object, dst: object) -> None:
+        # At this point the new bytes are complete in the temporary file, not in the target.
+        assert target.read_bytes() == b"old"
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", fail_replace)
+    with pytest.raises(StoreError):
+        atomic_write_bytes(target, b"new content")
+    monkeypatch.undo()
+
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob"]
+    atomic_write_bytes(target, b"new content")
+    assert target.read_bytes() == b"new content"
+
+
+# -- the same rules through AgentMemory (no index needed) ---------------------------------------
+
+NO_INDEX = MemoryConfig(index_on_store=False)
+
+
+def test_memory_reads_past_a_torn_items_line_and_repairs_it_on_the_next_store(tmp_path: Path) -> None:
+    memory = AgentMemory("agent", tmp_path, config=NO_INDEX)
+    first = memory.store("first")
+    items = memory.path / "items.jsonl"
+    with open(items, "ab") as handle:
+        handle.write(b'{"id": "mem_0000000000')
+
+    reader = AgentMemory("agent", tmp_path, config=NO_INDEX)  # a fresh reader, no cache
+    assert [r.id for r in reader.records()] == [first]
+
+    second = reader.store("second")
+
+    assert [line["id"] for line in _lines(items)] == [first, second]
+    assert Path(str(items) + ".torn").read_bytes() == b'{"id": "mem_0000000000\n'
+    assert [AgentMemory("agent", tmp_path, config=NO_INDEX).get(i).content for i in (first, second)] == [
+        "first",
+        "second",
+    ]
+
+
+def test_memory_refuses_a_corrupt_items_file(tmp_path: Path) -> None:
+    memory = AgentMemory("agent", tmp_path, config=NO_INDEX)
+    memory.store("first")
+    with open(memory.path / "items.jsonl", "ab") as handle:
+        handle.write(b"{broken}\n")
+    memory.store("third")
+
+    with pytest.raises(CorruptRecordError):
+        AgentMemory("agent", tmp_path, config=NO_INDEX).records()
+
+
+def test_failed_clear_keeps_every_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = AgentMemory("agent", tmp_path, config=NO_INDEX)
+    ids = [memory.store(f"item {n}") for n in range(3)]
+    items_before = (memory.path / "items.jsonl").read_bytes()
+
+    def disk_failure(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_failure)
+    with pytest.raises(StoreError):
+        memory.clear()
+    monkeypatch.undo()
+
+    assert (memory.path / "items.jsonl").read_bytes() == items_before
+    fresh = AgentMemory("agent", tmp_path, config=NO_INDEX)
+    assert [fresh.get(i).content for i in ids] == ["item 0", "item 1", "item 2"]

@@ -1,0 +1,188 @@
+"""Retrieve transforms: each kind, its errors, the token cap and paging."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory import ItemMetadata, MemoryItem, TiktokenCounter, TransformError
+from agent_memory.models.items import content_to_bytes
+from agent_memory.transforms import PAGE_NOTICE_TOKENS, apply_transform, extractive_summary, parse_transform
+
+COUNTER = TiktokenCounter()
+LINES = "\n".join(f"line {i}: value {i * i}" for i in range(1, 201))
+ROWS = [{"id": i, "city": "Paris" if i % 3 == 0 else "Oslo", "price": i * 10} for i in range(30)]
+TABLE = {"columns": ["name", "qty"], "rows": [["bolt", 3], ["nut", 7], ["gear", 3]]}
+
+
+def make_item(content: Any, **meta: Any) -> MemoryItem:
+    _, encoding = content_to_bytes(content)
+    return MemoryItem(id="mem_000000000001", content=content, metadata=ItemMetadata(content_encoding=encoding, **meta))
+
+
+def run(content: Any, transform: Any, *, max_tokens: int = 4_000, page: int = 1, **meta: Any):
+    return apply_transform(make_item(content, **meta), transform, counter=COUNTER, max_tokens=max_tokens, page=page)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    content: Any
+    transform: dict[str, Any]
+    expected: str
+
+
+CASES = [
+    Case("full text", "alpha\nbeta", {"type": "full"}, "alpha\nbeta"),
+    Case("chars", "0123456789", {"type": "excerpt", "start_char": 2, "end_char": 5}, "234"),
+    Case("chars open end", "0123456789", {"type": "excerpt", "start_char": 7}, "789"),
+    Case("lines", LINES, {"type": "excerpt", "start_line": 3, "end_line": 4}, "line 3: value 9\nline 4: value 16"),
+    Case("first lines", LINES, {"type": "first_n", "n": 2}, "line 1: value 1\nline 2: value 4"),
+    Case("last lines", LINES, {"type": "last_n", "n": 1}, "line 200: value 40000"),
+    Case("first tokens", "one two three four", {"type": "first_n", "n": 2, "unit": "tokens"}, "one two"),
+    Case("last tokens", "one two three four", {"type": "last_n", "n": 2, "unit": "tokens"}, " three four"),
+    Case("regex lines", LINES, {"type": "filtered", "pattern": r"value 1[2-6]\d$"}, "L11: line 11: value 121\nL12: line 12: value 144\nL13: line 13: value 169"),
+    Case("json path", {"a": {"b": [10, {"c": "x"}]}}, {"type": "filtered", "json_path": "a.b.1.c"}, '"x"'),
+    Case("json star", {"results": [{"url": "u1"}, {"url": "u2"}]}, {"type": "filtered", "json_path": "results.*.url"}, '[\n  "u1",\n  "u2"\n]'),
+    Case("table rows", TABLE, {"type": "filtered", "column": "qty", "value": 3},
+         json.dumps({"columns": ["name", "qty"], "rows": [["bolt", 3], ["gear", 3]]}, indent=2)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_transform_cases(case: Case) -> None:
+    result = run(case.content, case.transform)
+    assert result.content == case.expected
+    assert result.pages == 1 and result.tokens == COUNTER.count(case.expected)
+
+
+def test_json_content_is_pretty_json_not_python_repr() -> None:
+    result = run({"k": [1, None, True]}, "full")
+    assert json.loads(result.content) == {"k": [1, None, True]}
+    assert "None" not in result.content and "True" not in result.content
+
+
+def test_keywords_with_context_lines_mark_gaps() -> None:
+    result = run(LINES, {"type": "filtered", "keywords": ["line 5:", "LINE 100:"], "context_lines": 1})
+    shown = result.content.splitlines()
+    assert shown == [
+        "L4: line 4: value 16", "L5: line 5: value 25", "L6: line 6: value 36", "…",
+        "L99: line 99: value 9801", "L100: line 100: value 10000", "L101: line 101: value 10201",
+    ]
+    assert any("match" in note for note in result.notes)
+
+
+def test_rows_as_list_of_objects() -> None:
+    result = run(ROWS, {"type": "filtered", "column": "city", "value": "Paris"})
+    rows = json.loads(result.content)
+    assert [row["id"] for row in rows] == [i for i in range(30) if i % 3 == 0]
+    assert "10 of 30 rows" in result.notes[0]
+
+
+def test_excerpt_around_merges_windows_and_reports_misses() -> None:
+    text = "x" * 1000 + "NEEDLE one" + "y" * 30 + "needle two" + "z" * 1000
+    result = run(text, {"type": "excerpt", "around": "needle", "context_chars": 20})
+    assert result.content.count("[chars") == 1  # overlapping windows merged
+    assert "NEEDLE one" in result.content and "needle two" in result.content
+    miss = run(text, {"type": "excerpt", "around": "absent"})
+    assert miss.content == "" and "no match for 'absent'" in miss.notes
+
+
+@pytest.mark.parametrize(
+    ("content", "transform", "message"),
+    [
+        ("abc", {"type": "excerpt"}, "exactly one of"),
+        ("abc", {"type": "excerpt", "start_char": 1, "start_line": 1}, "exactly one of"),
+        ("abc", {"type": "excerpt", "start_char": 10}, "past the end"),
+        ("abc", {"type": "excerpt", "start_line": 5}, "past the end"),
+        ("abc", {"type": "filtered"}, "at least one of"),
+        ("abc", {"type": "filtered", "pattern": "("}, "invalid regular expression"),
+        ("plain text", {"type": "filtered", "json_path": "a"}, "need JSON content"),
+        ({"a": 1}, {"type": "filtered", "json_path": "b"}, "no key 'b'"),
+        ([1, 2], {"type": "filtered", "json_path": "5"}, "list of 2"),
+        (TABLE, {"type": "filtered", "column": "colour", "value": "red"}, "no column 'colour'"),
+        ("abc", {"type": "nonsense"}, "invalid transform"),
+        ("abc", {"type": "first_n", "n": 0}, "invalid transform"),
+    ],
+)
+def test_transform_errors_say_what_is_wrong(content: Any, transform: dict[str, Any], message: str) -> None:
+    with pytest.raises(TransformError, match=message):
+        run(content, transform)
+
+
+def test_parse_transform_shorthands() -> None:
+    assert parse_transform(None).type == "full"
+    assert parse_transform("summary").type == "summary"
+    assert parse_transform({"type": "first_n", "n": 3}).n == 3
+
+
+def _word_lines(n_words: int) -> str:
+    words = [f"w{i}" for i in range(n_words)]
+    return "\n".join(" ".join(words[i : i + 20]) for i in range(0, len(words), 20))
+
+
+def test_one_megabyte_never_comes_back_uncapped() -> None:
+    text = _word_lines(200_000)
+    assert len(text.encode()) > 1_000_000
+    for transform in ("full", "summary", {"type": "first_n", "n": 100_000, "unit": "tokens"}):
+        result = run(text, transform, max_tokens=4_000)
+        assert result.tokens <= 4_000
+    first = run(text, "full", max_tokens=4_000)
+    assert first.pages > 50 and first.truncated
+    assert first.total_tokens == COUNTER.count(text)
+    assert first.content.endswith("\n")  # cut at a line break, not mid-word
+
+
+def test_pages_cover_the_text_exactly_once() -> None:
+    text = _word_lines(20_000)
+    first = run(text, "full", max_tokens=1_000)
+    pieces = [first.content]
+    for page in range(2, first.pages + 1):
+        result = run(text, "full", max_tokens=1_000, page=page)
+        assert result.tokens <= 1_000 - PAGE_NOTICE_TOKENS
+        pieces.append(result.content)
+    assert first.pages > 5 and "".join(pieces) == text
+    assert not result.truncated
+    with pytest.raises(TransformError, match="does not exist"):
+        run(text, "full", max_tokens=1_000, page=first.pages + 1)
+
+
+def test_small_answer_has_one_page_and_page_two_is_an_error() -> None:
+    assert run("short", "full").pages == 1
+    with pytest.raises(TransformError, match="1 page"):
+        run("short", "full", page=2)
+
+
+def test_bytes_utf8_shown_as_text_and_binary_as_base64() -> None:
+    assert run("héllo".encode(), "full").content == "héllo"
+    binary = run(b"\xff\x00\xfe", "full")
+    assert binary.content == "/wD+" and "base64" in binary.notes[0]
+
+
+def test_summary_is_deterministic_capped_and_keeps_the_lead() -> None:
+    text = (
+        "Chromadb stores vectors for retrieval. "
+        + " ".join(f"Vectors and retrieval matter in sentence {i}." for i in range(60))
+        + " Unrelated closing words here."
+    )
+    first = extractive_summary(text, 60, COUNTER)
+    assert first == extractive_summary(text, 60, COUNTER)
+    assert first.startswith("Chromadb stores vectors for retrieval.")
+    assert COUNTER.count(first) <= 60
+    assert "Unrelated closing" not in first
+
+
+def test_html_page_is_read_as_main_text(data_dir: Path) -> None:
+    page_dir = sorted(data_dir.glob("webpages/readability/*/source.html"))[0].parent
+    html = (page_dir / "source.html").read_text(encoding="utf-8")
+    item = make_item(html, media_type="text/html")
+    text = apply_transform(item, "full", counter=COUNTER, max_tokens=16_000).content
+    assert "<div" not in text and "<script" not in text
+    metadata = json.loads((page_dir / "expected-metadata.json").read_text(encoding="utf-8"))
+    assert metadata["title"].split()[0] in text
+    raw = apply_transform(item, "full", counter=COUNTER, max_tokens=16_000, raw=True)
+    assert raw.content.lstrip().startswith("<") and raw.total_tokens > COUNTER.count(text)
