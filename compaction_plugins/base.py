@@ -93,6 +93,8 @@ def short(value: Any, max_chars: int = 60) -> str:
         text = " ".join(value.split())
     elif isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         text = str(int(value))
+    elif isinstance(value, float):
+        text = f"{value:.10g}"  # 523.0600000000003 -> 523.06
     else:
         text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + ELLIPSIS

@@ -43,7 +43,9 @@ class Table:
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             return min(values), max(values)
         if all(isinstance(v, str) and _DATE.match(v) for v in values):
-            return min(values), max(values)
+            lo, hi = min(values), max(values)
+            midnight = all(v[10:].strip(" T") in ("", "00:00:00", "00:00") for v in (lo, hi))
+            return (lo[:10], hi[:10]) if midnight else (lo, hi)
         return None
 
     def distinct(self, index: int) -> list[tuple[str, int]]:

@@ -17,12 +17,18 @@ from compaction_plugins.base import BasePlugin, cap, fit, item_text, short
 __all__ = ["ERROR_LINE", "TextPlugin", "error_lines"]
 
 ERROR_LINE = re.compile(
-    r"^\s*(?:[\w.]*(?:Error|Exception|Warning)\b:?|Traceback \(most recent call last\)|E\s{2,}\S)"
-    r"|\b(?:FAILED|FAIL:|ERROR\b|[Ee]rror:|fatal:|panic:|Segmentation fault|command not found|"
-    r"No such file or directory|Permission denied|[Ee]xit (?:code|status):? *[1-9]\d*|returned non-zero)",
+    r"^\s*(?:Traceback \(most recent call last\)|E\s{2,}\S)"
+    r"|\b\w*(?:Error|Exception)\b(?::|$)"
+    r"|\b(?:FAILED|FAIL:|ERRORS?\b|fatal:|panic:|Segmentation fault|command not found|syntax error|"
+    r"No such file or directory|Permission denied|[Ee]xit (?:code|status):? *[1-9]\d*|returned non-zero)"
+    r"|(?:^|:\s*|\]\s*)[Ee]rror:",
 )
 """A line that reports a failure."""
-_FINAL_EXCEPTION = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
+_FINAL_EXCEPTION = re.compile(r"(?:^|\s)[\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""Terminal colour and cursor codes (shell output), removed before reading lines."""
+_NUMBERED_CODE = re.compile(r"^\s*\d+:")
+"""A line of a numbered file listing (``123:    raise ValueError(...)``): code, not an error."""
 LINE_CHARS = 120
 """Lines are cut to this many characters in key content."""
 PROSE_LINE_CHARS = 300
@@ -32,8 +38,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 def error_lines(lines: list[str]) -> list[int]:
     """Indices of lines that report errors, most telling first (final exception lines first)."""
-    hits = [i for i, line in enumerate(lines) if ERROR_LINE.search(line)]
-    final = [i for i in hits if _FINAL_EXCEPTION.match(lines[i].strip())]
+    hits = [i for i, line in enumerate(lines) if ERROR_LINE.search(line) and not _NUMBERED_CODE.match(line)]
+    final = [i for i in hits if _FINAL_EXCEPTION.search(lines[i].strip())]
     seen: set[str] = set()
     ordered = []
     for i in final[::-1] + [i for i in hits if i not in final]:
@@ -45,7 +51,7 @@ def error_lines(lines: list[str]) -> list[int]:
 
 
 def _lines(text: str) -> list[str]:
-    text = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n").strip("\n")
     return [line.rstrip() for line in text.split("\n")]
 
 

@@ -21,12 +21,17 @@ __all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "Cita
 DEFAULT_CITATION_MAX_TOKENS = 100
 """Hard cap of one rendered citation, in tokens (issue #3: "most under 100 tokens")."""
 
-DEFAULT_KEY_SHARE = 0.1
-"""Share of the result's tokens the key content may use (BASELINES.md: within 10% of the
-10-token citation's saving needs citations of about a tenth of typical results)."""
+DEFAULT_KEY_SHARE = 0.08
+"""Share of the result's tokens the key content may use (BASELINES.md: to stay within 10% of the
+10-token citation's saving, a citation must be about a tenth of the result it replaces)."""
 
-MIN_KEY_TOKENS = 12
-"""Below this budget the key content is left out (a header-only citation)."""
+LABEL_MAX_CHARS = 60
+"""Title and source are cut to this many characters in a citation (the tool call with its full
+arguments stands right before the result in the conversation)."""
+
+MIN_KEY_TOKENS = 24
+"""Below this budget the key content is left out (a header-only citation): with the default
+share, results under 300 tokens are cited by their header alone."""
 
 
 class Citation(BaseModel):
@@ -50,14 +55,15 @@ class Citation(BaseModel):
     """Name of the plugin (or ``"llm"``) that made ``key_content``; ``None`` for header-only."""
 
     def render(self) -> str:
-        """The citation as the one line (plus key content) the model reads."""
-        label = self.source if not self.title else f'{self.title} ({self.source})' if self.source not in (
-            "agent", "user") else self.title
-        head = f"[{self.item_id} · {self.type} · {label} · {self.tokens:,} tokens"
-        tail = f'retrieve_memory(id="{self.item_id}") for more]'
-        if not self.key_content:
-            return f"{head} · {tail}"
-        return f"{head}]\n{self.key_content}\n[{tail}"
+        """The citation as the model reads it: one bracketed line that names the source, the
+        size and the exact call that brings the result back (the id appears once, inside the
+        call), then the key content if any. A header-only citation costs ~20 tokens."""
+        if self.title and self.source not in ("agent", "user", "") and self.source not in self.title:
+            label = f"{self.title} ({self.source})"
+        else:
+            label = self.title or self.source or self.type
+        head = f'[{label} · {self.tokens:,} tokens · retrieve_memory(id="{self.item_id}")]'
+        return f"{head}\n{self.key_content}" if self.key_content else head
 
 
 class CitationBuilder:
@@ -86,8 +92,10 @@ class CitationBuilder:
     def header(self, item: MemoryItem) -> Citation:
         """The header-only citation of ``item``."""
         meta = item.metadata
-        source = meta.source if len(meta.source) <= 80 else meta.source[:77] + "…"
-        title = meta.title if not meta.title or len(meta.title) <= 80 else meta.title[:77] + "…"
+        source = meta.source if len(meta.source) <= LABEL_MAX_CHARS else meta.source[: LABEL_MAX_CHARS - 1] + "…"
+        title = meta.title
+        if title and len(title) > LABEL_MAX_CHARS:
+            title = title[: LABEL_MAX_CHARS - 1] + "…"
         tokens = meta.text_tokens if meta.text_tokens is not None else meta.tokens
         return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens)
 

@@ -21,13 +21,16 @@ from agent_memory.transforms import readable_text
 
 __all__ = ["ContextBuilder", "ContextStats", "ResultView"]
 
+HEAD_LABEL_TOKENS = 8
+"""Tokens of the "Beginning of the content:" label and the closing ellipsis of a capped showing."""
+
 
 @dataclass(frozen=True, slots=True)
 class ResultView:
     """The two ways one stored result can appear, computed once per result."""
 
     full: str
-    """The first showing: the readable content (capped) and its memory id."""
+    """The first showing: the readable content (capped; beyond the cap, the citation and the head)."""
     full_tokens: int
     cited: str
     """The citation's text."""
@@ -88,18 +91,21 @@ class ContextBuilder:
     def _full(self, item: MemoryItem, cited: str, cited_tokens: int) -> tuple[str, int]:
         counter = self.memory.tokens
         text, _ = readable_text(item)
-        marker = f"\n[memory id: {item.id}]"
-        full = text + marker
+        full = text  # the id reaches the model with the citation that replaces this showing
         tokens = counter.count(full)
         cap = self.policy.full_result_max_tokens
         if tokens <= cap:
             return full, tokens
         self.stats.capped_first_showings += 1
-        room = max(0, cap - cited_tokens - 2)
         offsets = counter.token_char_offsets(text)
-        head = text[: offsets[min(room, len(offsets) - 1)]]
-        full = f"{cited}\nBeginning of the content:\n{head}…"
-        return full, counter.count(full)
+        room = cap - cited_tokens - HEAD_LABEL_TOKENS
+        while True:  # token counts of joined pieces can differ by a few from their sum
+            head = text[: offsets[max(0, min(room, len(offsets) - 1))]]
+            full = f"{cited}\nBeginning of the content:\n{head}…"
+            tokens = counter.count(full)
+            if tokens <= cap or room <= 0:
+                return full, tokens
+            room -= tokens - cap
 
     def build(self, history: Sequence[Message]) -> list[Message]:
         """The messages for the next LLM call, oldest first.

@@ -2,7 +2,8 @@
 
 The compactor asks an :class:`~agent_memory.llm.LLMClient` for a 2-3 sentence summary and 3-5
 key facts of a stored result, relevant to the agent's goal, as one JSON object. The answer is
-validated by :class:`LLMCompaction`; its summary and facts become the key content of a
+validated by :class:`LLMCompaction` (which also rejects placeholders copied from the prompt's
+template, as SmolLM2-135M does); its summary and facts become the key content of a
 :class:`~agent_memory.presentation.citations.Citation` (``plugin="llm"``), capped by the
 :class:`~agent_memory.presentation.citations.CitationBuilder` like any plugin's.
 
@@ -34,9 +35,9 @@ from agent_memory.presentation.citations import Citation, CitationBuilder
 from agent_memory.transforms import readable_text
 
 __all__ = [
+    "DEFAULT_LLM_COMPACTION_TIMEOUT_S",
     "DEFAULT_LLM_MAX_INPUT_TOKENS",
     "DEFAULT_LLM_MAX_OUTPUT_TOKENS",
-    "DEFAULT_LLM_COMPACTION_TIMEOUT_S",
     "LLM_PLUGIN_NAME",
     "CompactionOutcome",
     "LLMCompaction",
@@ -66,10 +67,18 @@ MAX_KEY_FACTS = 10
 SYSTEM_PROMPT = """\
 You compact tool results for an AI agent. After this, the agent sees only your compaction and a \
 memory id it can use to retrieve the full result, so keep what the agent needs for its goal.
-Answer with ONE JSON object and nothing else, exactly in this form:
-{"summary": "2-3 sentences on what the result contains", "key_facts": ["fact", "fact", "fact"]}
-Give 3-5 key facts relevant to the goal, each a short sentence with the concrete names, numbers \
-and dates from the result, the most relevant first. Use only information found in the result."""
+Answer with ONE JSON object and nothing else, in this form (replace each <...> with your text):
+{"summary": "<2-3 sentences>", "key_facts": ["<fact>", "<fact>", "<fact>"]}
+The summary says what the result contains. Give 3-5 key facts relevant to the goal, each a short \
+sentence with the concrete names, numbers and dates from the result, the most relevant first. Use \
+only information found in the result."""
+
+_TEMPLATE_ECHO = re.compile(r"^(<[^<>]*>|\.\.\.|…|(key )?facts?( \d+)?|summary|2-3 sentences\.?)$", re.IGNORECASE)
+"""Values a small model copies from the prompt's template instead of writing content."""
+
+
+def _is_template(text: str) -> bool:
+    return bool(_TEMPLATE_ECHO.match(text.strip()))
 
 
 class LLMCompaction(BaseModel):
@@ -82,13 +91,23 @@ class LLMCompaction(BaseModel):
     key_facts: list[str] = Field(min_length=1, max_length=MAX_KEY_FACTS)
     """Facts relevant to the goal, most relevant first (blank entries are dropped)."""
 
+    @field_validator("summary")
+    @classmethod
+    def _not_template(cls, value: str) -> str:
+        if _is_template(value):
+            raise ValueError(f"{value!r} is copied from the prompt's template, not a summary")
+        return value
+
     @field_validator("key_facts")
     @classmethod
     def _drop_blank(cls, value: list[str]) -> list[str]:
         facts = [fact.strip() for fact in value if fact.strip()]
         if not facts:
             raise ValueError("key_facts has no non-blank fact")
-        return facts
+        copied = [fact for fact in facts if _is_template(fact)]
+        if copied:
+            raise ValueError(f"{copied[0]!r} is copied from the prompt's template, not a fact")
+        return list(dict.fromkeys(facts))  # duplicates once
 
     def key_content(self) -> str:
         """The citation body: the summary, then one line per fact (the builder caps its length)."""

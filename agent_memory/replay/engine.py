@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_memory.config import MemoryConfig
+from agent_memory.config import MAX_QUERY_LIMIT, MemoryConfig
 from agent_memory.errors import AgentMemoryError
 from agent_memory.html import looks_like_html
 from agent_memory.memory import AgentMemory
@@ -47,6 +47,7 @@ __all__ = [
     "RunResult",
     "StrategyCurve",
     "message_tokens",
+    "parse_policy",
     "react_query_check",
     "replay_many",
     "replay_run",
@@ -154,7 +155,7 @@ def _result_entry(message: Message, hint: ResultHint | None, call_args: str | No
     tool = message.name or "tool"
     title = hint.title
     if title is None and call_args:
-        title = f"{tool}({call_args})" if len(call_args) <= 120 else f"{tool}({call_args[:117]}…)"
+        title = f"{tool}({call_args})" if len(call_args) <= 60 else f"{tool}(…)"
     return {
         "content": content,
         "type": kind,
@@ -314,7 +315,7 @@ class ReactCheck:
     runs_checked: int = 0
     """Runs whose final answer occurs in one of their observations."""
     hits_in_run: int = 0
-    """Checked runs where a query filtered to the run's own observations found one in its top 5."""
+    """Checked runs where one is in the top 5 of the ranking restricted to the run's own observations."""
     hits_pooled: int = 0
     """Checked runs where a query over the pooled observations of every run found one in its top 5."""
     pooled_items: int = 0
@@ -332,9 +333,10 @@ def react_query_check(
     top_k: int = QUERY_TOP_K,
 ) -> ReactCheck:
     """Store every distinct observation of the runs that have a question in one memory (tagged with
-    the runs that saw it), index once, and query with each checkable run's question: once within
-    the run's own observations (tag filter), once over the whole pool (the harder test: the same
-    questions recur across trials, and other runs' pages compete)."""
+    the runs that saw it), index once, and query with each checkable run's question (once per
+    distinct question, ``MAX_QUERY_LIMIT`` hits). Pooled: the top ``top_k`` over every run's
+    observations (other runs' pages compete). In run: the same ranking restricted to the run's own
+    observations (nearly always a hit: a run has a handful of observations)."""
     check = ReactCheck()
     wanted = [(run, result) for run, result in zip(runs, results) if run.question and result.answer_observations]
     if not wanted:
@@ -357,14 +359,18 @@ def react_query_check(
     content_of = dict(zip(ids, contents))
     memory.flush_index()
     check.pooled_items = len(ids)
+    ranked: dict[str, list[str]] = {}
     for run, result in wanted:
+        if run.question not in ranked:  # the same question recurs across trials: encode it once
+            hits = memory.query(text=run.question, limit=MAX_QUERY_LIMIT)
+            ranked[run.question] = [hit.item.id for hit in hits]
+        order = ranked[run.question]
         answers = set(result.answer_observations)
         check.runs_checked += 1
-        in_run = memory.query(text=run.question, limit=top_k, tags=(run.run_id,))
-        if any(content_of.get(hit.item.id) in answers for hit in in_run):
+        own = [item_id for item_id in order if run.run_id in tags_of[content_of[item_id]]]
+        if any(content_of[item_id] in answers for item_id in own[:top_k]):
             check.hits_in_run += 1
-        pooled = memory.query(text=run.question, limit=top_k)
-        if any(content_of.get(hit.item.id) in answers for hit in pooled):
+        if any(content_of[item_id] in answers for item_id in order[:top_k]):
             check.hits_pooled += 1
         else:
             check.misses.append(run.run_id)
@@ -410,3 +416,25 @@ def replay_many(
                     counter=counter,
                 )
     return done, checks
+
+
+_POLICY_NAME = re.compile(r"^(full_once|always_cite|keep_last_(\d+))(?:\+batch(\d+))?$")
+
+
+def parse_policy(name: str) -> PresentationPolicy:
+    """A policy from its report label: ``full_once``, ``keep_last_3``, ``always_cite``, each
+    optionally with ``+batch<tokens>`` (``min_swap_tokens``).
+
+    Raises:
+        ValueError: if ``name`` is not such a label.
+    """
+    found = _POLICY_NAME.match(name.strip())
+    if not found:
+        raise ValueError(f"unknown policy {name!r}; use full_once, keep_last_<k>, always_cite (+batch<tokens>)")
+    kind, k, batch = found.groups()
+    args: dict[str, Any] = {"min_swap_tokens": int(batch or 0)}
+    if k is not None:
+        args.update(kind="keep_last_k", k=int(k))
+    else:
+        args["kind"] = kind
+    return PresentationPolicy(**args)

@@ -20,7 +20,8 @@ from agent_memory.replay.engine import MASKING, NAIVE, ReactCheck, RunResult
 __all__ = ["ReplayReport", "SourceSummary", "StrategySummary", "summarize", "write_report"]
 
 TOTAL = "total"
-"""Name of the summary over every source."""
+"""Name of the summary over every real (not scripted) source; over all sources when every one is
+scripted. The page session's raw HTML would otherwise swamp the real traces' figures."""
 
 
 @dataclass
@@ -149,7 +150,8 @@ def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | No
         name: {label: [t for r in group for t in r.curves[label].prompt_tokens] for label in strategies}
         for name, group in by_source.items()
     }
-    total = _summary(TOTAL, results, strategies)
+    real = [r for r in results if not r.scripted] or list(results)
+    total = _summary(TOTAL, real, strategies)
     return ReplayReport(sources=sources, total=total, strategies=strategies, curves=curves, seconds=seconds)
 
 
@@ -171,6 +173,8 @@ def _rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     rows = []
     for summary in [*report.sources, report.total]:
         name = summary.source + (" (scripted turns, real pages)" if summary.scripted and summary.source != TOTAL else "")
+        if summary.source == TOTAL and any(not s.scripted for s in report.sources):
+            name = "total (real traces only)"
         row = [name, f"{summary.runs:,}", f"{summary.calls:,}", _k(summary.strategies[NAIVE].prompt_tokens)]
         for label in report.strategies[1:]:
             s = summary.strategies[label]
@@ -193,15 +197,33 @@ def _short(label: str) -> str:
 
 
 def rich_table(report: ReplayReport) -> Any:
-    """The totals as a rich :class:`~rich.table.Table`."""
+    """The summaries as a rich :class:`~rich.table.Table` (narrower than the Markdown one)."""
     from rich.table import Table
 
-    headers, rows = _rows(report)
-    table = Table(title="agent-memory replay: prompt tokens per LLM call, summed", show_lines=False)
+    first = report.strategies[2] if len(report.strategies) > 2 else report.strategies[-1]
+    table = Table(title="agent-memory replay: Σ prompt tokens over LLM calls (reduction vs naive)")
+    headers = ["source", "runs", "calls", "naive", *(_short(s) for s in report.strategies[1:]),
+               f"largest naive→{_short(first)}", f"cache prefix naive/mask3/{_short(first)}", "citation p50/p95/max",
+               "round trip", "ReAct top-5 run/pool"]
     for n, header in enumerate(headers):
         table.add_column(header, justify="left" if n == 0 else "right", overflow="fold")
-    for n, row in enumerate(rows):
-        table.add_row(*row, style="bold" if n == len(rows) - 1 else None)
+    for summary in [*report.sources, report.total]:
+        name = summary.source + (" (scripted)" if summary.scripted and summary.source != TOTAL else "")
+        if summary.source == TOTAL:
+            name = "total (real traces)" if any(not s.scripted for s in report.sources) else TOTAL
+        st = summary.strategies
+        react = "–"
+        if summary.react:
+            react = f"{summary.react['hit_rate_in_run'] * 100:.0f}% / {summary.react['hit_rate_pooled'] * 100:.1f}%"
+        table.add_row(
+            name, f"{summary.runs:,}", f"{summary.calls:,}", _k(st[NAIVE].prompt_tokens),
+            *(f"{_k(st[s].prompt_tokens)} {_pct(st[s].reduction)}" for s in report.strategies[1:]),
+            f"{_k(st[NAIVE].largest_prompt)}→{_k(st[first].largest_prompt)}",
+            " / ".join(f"{st[s].prefix_share * 100:.0f}%" for s in (NAIVE, MASKING, first)),
+            f"{summary.citation_tokens_p50:.0f}/{summary.citation_tokens_p95:.0f}/{summary.citation_tokens_max}",
+            f"{summary.roundtrip_ok:,}/{summary.results:,}", react,
+            style="bold" if summary.source == TOTAL else None,
+        )
     return table
 
 

@@ -1,0 +1,204 @@
+"""Replay: loaders on the real traces, the engine's accounting, the report files and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent_memory.cli import app
+from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.replay import load_page_session, load_traces, replay_run, summarize, write_report
+from agent_memory.replay.engine import (
+    MASK_PLACEHOLDER,
+    MASKING,
+    NAIVE,
+    parse_policy,
+    react_query_check,
+)
+from agent_memory.replay.loaders import load_react_log, load_swe_agent
+from agent_memory.tokens import default_token_counter
+
+pytestmark = pytest.mark.data
+
+
+@pytest.fixture(scope="module")
+def traces(data_dir: Path) -> Path:
+    return data_dir / "traces"
+
+
+@pytest.fixture(scope="module")
+def registry() -> PluginRegistry:
+    return PluginRegistry.from_entry_points()
+
+
+# -- loaders -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("folder", "runs", "calls"),
+    [("tau_bench", 140, 2023), ("swe_agent", 15, 143), ("react_hotpotqa", 308, 1131)],
+)
+def test_loaders_match_baselines_counts(traces: Path, folder: str, runs: int, calls: int) -> None:
+    loaded = load_traces([traces / folder])
+    assert len(loaded) == runs
+    assert sum(len(run.calls) for run in loaded) == calls  # BASELINES.md's LLM calls per source
+    assert len({run.run_id for run in loaded}) == runs
+    assert all(run.source == folder for run in loaded)
+
+
+def test_tau_bench_messages_keep_tool_calls_and_results(traces: Path) -> None:
+    runs = load_traces([traces / "tau_bench"])
+    assert sum(1 for run in runs for m in run.messages if m.role == "tool") == 1001
+    raw = json.loads((traces / "tau_bench" / "gpt-4o-airline-dev.json").read_text(encoding="utf-8"))[0]["traj"]
+    first = runs[0]
+    assert len(first.messages) == len(raw)
+    call_msg = next(m for m in first.messages if m.tool_calls)
+    assert call_msg.tool_calls[0].name == "get_user_details"
+    assert json.loads(call_msg.tool_calls[0].arguments) == {"user_id": "mia_li_3668"}
+
+
+def test_swe_agent_history_observations_become_tool_results(traces: Path) -> None:
+    path = next(p for p in sorted((traces / "swe_agent").glob("*.traj")) if "function_calling_simple" in p.name)
+    (run,) = load_swe_agent(path)
+    roles = [m.role for m in run.messages]
+    assert roles[:3] == ["system", "user", "assistant"]  # the task stays a user message
+    tools = [m for m in run.messages if m.role == "tool"]
+    assert tools and tools[0].content.startswith("Found 1 matches")
+    assert run.messages[2].tool_calls[0].name == "find_file"  # parsed from SWE-agent's Python repr
+    assert tools[0].tool_call_id == run.messages[2].tool_calls[0].id
+
+
+def test_react_runs_have_questions_answers_and_multiline_observations(traces: Path) -> None:
+    runs = load_react_log(traces / "react_hotpotqa" / "react_trials_1-3.txt")
+    first = runs[0]
+    assert first.question == "Which of Jonny Craig and Pete Doherty has been a member of more bands ?"
+    assert first.answer == "Jonny Craig"
+    assert first.run_id == "trial1-correct-000"
+    assert first.messages[0].content.startswith("Question: ")
+    assert first.messages[1].content.startswith("Thought 1: ") and "\nAction 1: Search[Jonny Craig]" in first.messages[1].content
+    assert first.messages[2].role == "tool" and first.messages[2].content.startswith("Jonathan Monroe Craig")
+    assert sum(1 for run in runs if run.answer) > 200  # halted runs have no Finish
+    assert any("\n" in m.content for run in runs for m in run.messages if m.role == "tool")
+
+
+# -- engine -------------------------------------------------------------------------------------
+def _hand_naive(raw_messages: list[dict]) -> list[int]:
+    """BASELINES.md accounting straight from the raw OpenAI messages."""
+    counter = default_token_counter()
+
+    def size(m: dict) -> int:
+        tokens = 4 + counter.count(m.get("content") or "")
+        for call in m.get("tool_calls") or []:
+            tokens += counter.count(call["function"]["name"]) + counter.count(call["function"]["arguments"])
+        return tokens
+
+    sizes = [size(m) for m in raw_messages]
+    return [sum(sizes[:i]) for i, m in enumerate(raw_messages) if m["role"] == "assistant"]
+
+
+def test_engine_naive_and_masking_match_hand_count(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
+    raw = json.loads((traces / "tau_bench" / "gpt-4o-airline-dev.json").read_text(encoding="utf-8"))[0]["traj"]
+    run = load_traces([traces / "tau_bench"])[0]
+    result = replay_run(run, registry=registry, workdir=tmp_path)
+    assert result.curves[NAIVE].prompt_tokens == _hand_naive(raw)
+    # Masking: same, with every result but the 3 newest replaced by the placeholder.
+    masked = []
+    tools_total = [i for i, m in enumerate(raw) if m["role"] == "tool"]
+    for i, m in enumerate(raw):
+        if m["role"] != "assistant":
+            continue
+        older = set(t for t in tools_total if t < i)
+        keep = set(sorted(older)[-3:])
+        prompt = [dict(x, content=MASK_PLACEHOLDER) if j in older - keep else x for j, x in enumerate(raw[:i])]
+        masked.append(_hand_naive(prompt + [{"role": "assistant"}])[-1])
+    assert result.curves[MASKING].prompt_tokens == masked
+    # Naive prompts always extend the previous one: the cache-reusable prefix is the previous prompt.
+    assert result.curves[NAIVE].prefix_tokens[1:] == result.curves[NAIVE].prompt_tokens[:-1]
+
+
+def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
+    with_results = [
+        run for run in load_traces([traces / "tau_bench", traces / "swe_agent"])
+        if sum(1 for m in run.messages if m.role == "tool") >= 3
+    ]
+    runs = [r for r in with_results if r.source == "tau_bench"][:3] + [r for r in with_results if r.source == "swe_agent"][:2]
+    for n, run in enumerate(runs):
+        result = replay_run(run, registry=registry, workdir=tmp_path / str(n))
+        assert result.roundtrip_ok == result.results > 0
+        naive = result.curves[NAIVE].total
+        assert result.curves["full_once"].total < naive
+        assert result.curves["always_cite"].total < naive
+        assert len(result.curves["full_once"].prompt_tokens) == result.calls == len(run.calls)
+        assert len(result.citation_tokens) == result.results
+
+
+def test_page_session_is_scripted_and_saves_most(data_dir: Path, registry: PluginRegistry, tmp_path: Path) -> None:
+    run = load_page_session(data_dir / "webpages" / "readability", max_pages=3)
+    assert run.scripted and run.source == "pages"
+    tools = [m for m in run.messages if m.role == "tool"]
+    assert [m.name for m in tools] == ["web_search", "fetch_page", "fetch_page", "fetch_page"]
+    assert tools[1].content.lstrip().lower().startswith(("<!doctype", "<html", "<"))
+    assert all(m.content.startswith("[scripted]") for m in run.messages if m.role == "assistant")
+    result = replay_run(run, policies=[PresentationPolicy()], registry=registry, workdir=tmp_path)
+    assert result.roundtrip_ok == 4
+    assert result.curves["full_once"].total < 0.5 * result.curves[NAIVE].total
+
+
+def test_react_query_check_finds_answer_observations(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
+    runs = load_traces([traces / "react_hotpotqa"])[:12]
+    results = [replay_run(run, policies=[PresentationPolicy()], registry=registry, workdir=tmp_path / str(n))
+               for n, run in enumerate(runs)]
+    check = react_query_check(results, runs, workdir=tmp_path / "check")
+    assert check.runs_checked >= 5
+    assert check.hits_in_run == check.runs_checked
+    assert check.hits_pooled >= 0.8 * check.runs_checked
+
+
+def test_parse_policy() -> None:
+    assert parse_policy("full_once") == PresentationPolicy()
+    assert parse_policy("keep_last_5").k == 5
+    assert parse_policy("always_cite+batch300").min_swap_tokens == 300
+    with pytest.raises(ValueError, match="unknown policy"):
+        parse_policy("sometimes")
+
+
+# -- report and CLI ------------------------------------------------------------------------------
+def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
+    runs = load_traces([traces / "swe_agent"])[:2]
+    results = [replay_run(run, registry=registry, workdir=tmp_path / str(n)) for n, run in enumerate(runs)]
+    report = summarize(results)
+    paths = write_report(report, tmp_path / "out")
+    data = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert data["strategies"][:2] == [NAIVE, MASKING]
+    total = data["total"]
+    assert total["calls"] == sum(len(run.calls) for run in runs)
+    assert total["strategies"]["full_once"]["reduction"] < 0
+    assert total["roundtrip_ok"] == total["results"]
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| source |" in paths["md"].read_text(encoding="utf-8")
+
+
+def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        app,
+        ["replay", str(traces / "swe_agent"), str(traces / "tau_bench"), "--limit-runs", "2",
+         "--pages", str(data_dir / "webpages" / "readability"), "--pages-max", "3",
+         "--policy", "full_once", "--policy", "keep_last_3", "--no-react-check", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert [s["source"] for s in data["sources"]] == ["swe_agent", "tau_bench", "pages"]
+    assert data["strategies"] == [NAIVE, MASKING, "full_once", "keep_last_3"]
+    assert data["total"]["runs"] == 4  # the scripted page session is left out of the total
+    assert (out / "tokens.png").is_file() and (out / "report.md").is_file()
+
+
+def test_cli_replay_usage_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["replay"]).exit_code == 1
+    assert runner.invoke(app, ["replay", str(tmp_path / "missing")]).exit_code == 1
+    bad = runner.invoke(app, ["replay", str(tmp_path), "--pages", str(tmp_path), "--policy", "nope"])
+    assert bad.exit_code == 1 and "unknown policy" in bad.output
