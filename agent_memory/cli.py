@@ -20,13 +20,11 @@ the embedding model.
 from __future__ import annotations
 
 import json
-import mimetypes
 import os
-import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, get_args
@@ -47,6 +45,7 @@ from agent_memory.config import (
     MemoryConfig,
 )
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
+from agent_memory.ingest import Source, plan_sources
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
 from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryType, QueryHit
 from agent_memory.transforms import PAGE_NOTICE_TOKENS
@@ -68,12 +67,7 @@ TRANSFORMS = ("full", "excerpt", "first_n", "last_n", "filtered", "summary")
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 """Values ``--type`` accepts."""
 
-JSONL_ENVELOPE_KEYS = frozenset({"content", "type", "source", "tags", "title", "media_type"})
-"""Keys of a JSONL line that describes an item (``content`` plus metadata). A line with ``content``
-and only these keys is such an envelope; any other JSON object is stored whole, as JSON data."""
 
-_HTML_SUFFIXES = (".html", ".htm")
-_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 app = typer.Typer(
     name=PROG,
@@ -179,162 +173,6 @@ def main(
     ctx.obj = _Globals(memory_dir=memory_dir, agent=agent)
 
 
-# -- store -----------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Payload:
-    """What one source turns into: content, metadata guessed from the source, and metadata the
-    item states itself (a JSONL envelope), which beats the command's options."""
-
-    content: Any
-    default_type: MemoryType
-    """Type when neither the item nor ``--type`` gives one."""
-    default_source: str
-    """Source when neither the item nor ``--source`` gives one."""
-    default_title: str | None = None
-    """Title when neither the item nor ``--title`` gives one."""
-    media_type: str | None = None
-    own: dict[str, Any] = field(default_factory=dict)
-    """``type``, ``source``, ``title`` stated by the item itself."""
-    tags: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """One item to store; ``read`` loads it (files are read only when their turn comes)."""
-
-    label: str
-    read: Callable[[], _Payload]
-
-
-def _decode_html(data: bytes) -> str:
-    """HTML bytes as text: UTF-8, else the charset the page declares, else Latin-1."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    declared = _CHARSET.search(data[:4096])
-    if declared:
-        try:
-            return data.decode(declared.group(1).decode("ascii"), errors="replace")
-        except LookupError:
-            pass
-    return data.decode("latin-1")
-
-
-def _read_file(path: Path) -> _Payload:
-    """A file as content: JSON data for ``.json``, a page for ``.html``/``.htm``, else text, or
-    bytes when it is not UTF-8."""
-    data = path.read_bytes()
-    suffix = path.suffix.lower()
-    extra = {"path": str(path.resolve())}
-    if suffix in _HTML_SUFFIXES:
-        from agent_memory.html import extract_page
-
-        text = _decode_html(data)
-        title = extract_page(text).title or path.name
-        return _Payload(text, "web_content", str(path), title, "text/html", extra=extra)
-    guessed = mimetypes.guess_type(path.name)[0]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return _Payload(data, "file", str(path), path.name, guessed or "application/octet-stream", extra=extra)
-    if suffix == ".json":
-        try:
-            return _Payload(json.loads(text), "file", str(path), path.name, "application/json", extra=extra)
-        except json.JSONDecodeError as exc:
-            _stderr().print(Text(f"warning: {path} is not valid JSON ({exc}); stored as text", style="yellow"))
-    return _Payload(text, "file", str(path), path.name, guessed or "text/plain", extra=extra)
-
-
-def _read_stdin(data: bytes) -> _Payload:
-    """Standard input: JSON data when it parses as an object or array, an HTML page when it looks
-    like one, else text (bytes when not UTF-8)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return _Payload(data, "custom", "stdin", media_type="application/octet-stream")
-    if text.lstrip()[:1] in ("{", "["):
-        try:
-            return _Payload(json.loads(text), "custom", "stdin", media_type="application/json")
-        except json.JSONDecodeError:
-            pass
-    from agent_memory.html import extract_page, looks_like_html
-
-    if looks_like_html(text):
-        return _Payload(text, "web_content", "stdin", extract_page(text).title, "text/html")
-    return _Payload(text, "custom", "stdin")
-
-
-def _jsonl_line(path: Path, line_no: int, line: str) -> _Payload:
-    """One JSONL line: an envelope ``{"content", "type"?, "source"?, "tags"?, "title"?,
-    "media_type"?}`` or any other JSON object, stored whole as JSON data."""
-    where = f"{path}:{line_no}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        _fail(f"{where}: not valid JSON ({exc.msg})")
-    if not isinstance(obj, dict):
-        _fail(f"{where}: each line must be a JSON object, not {type(obj).__name__}")
-    extra = {"path": str(path.resolve()), "line": line_no}
-    if "content" not in obj or not set(obj) <= JSONL_ENVELOPE_KEYS:
-        return _Payload(obj, "custom", str(path), media_type="application/json", extra=extra)
-    if obj["content"] is None:
-        _fail(f"{where}: content is null")
-    kind = obj.get("type")
-    if kind is not None and kind not in MEMORY_TYPES:
-        _fail(f"{where}: type {kind!r} is not one of {', '.join(MEMORY_TYPES)}")
-    for key in ("source", "title", "media_type"):
-        if obj.get(key) is not None and not isinstance(obj[key], str):
-            _fail(f"{where}: {key} must be a string")
-    tags = obj.get("tags") or ()
-    tags = (tags,) if isinstance(tags, str) else tags
-    if not isinstance(tags, list | tuple) or not all(isinstance(tag, str) for tag in tags):
-        _fail(f"{where}: tags must be a list of strings")
-    own = {key: obj[key] for key in ("type", "source", "title") if obj.get(key)}
-    return _Payload(obj["content"], "custom", str(path), None, obj.get("media_type"), own, tuple(tags), extra)
-
-
-def _jsonl_sources(path: Path) -> list[_Source]:
-    """Every non-blank line of a JSONL file, checked before anything is stored."""
-    sources = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if line.strip():
-                payload = _jsonl_line(path, line_no, line)
-                sources.append(_Source(f"{path}:{line_no}", lambda p=payload: p))
-    return sources
-
-
-def _plan(paths: list[str]) -> list[_Source]:
-    """Expand the arguments of ``store`` into the items to store, in order."""
-    sources: list[_Source] = []
-    stdin_read = False
-    for arg in paths:
-        if arg == "-":
-            if stdin_read:
-                _fail("'-' (standard input) can be given once")
-            stdin_read = True
-            data = typer.get_binary_stream("stdin").read()
-            sources.append(_Source("<stdin>", lambda d=data: _read_stdin(d)))
-            continue
-        path = Path(arg)
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file())
-            if not files:
-                _stderr().print(Text(f"warning: no files under {path}", style="yellow"))
-        elif path.is_file():
-            files = [path]
-        else:
-            _fail(f"no such file or directory: {arg}")
-        for file in files:
-            if file.suffix.lower() == ".jsonl":
-                sources.extend(_jsonl_sources(file))
-            else:
-                sources.append(_Source(str(file), lambda f=file: _read_file(f)))
-    return sources
-
-
 @app.command()
 def store(
     ctx: typer.Context,
@@ -364,7 +202,8 @@ def store(
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
-        sources = _plan(paths)
+        sources = plan_sources(paths, stdin=lambda: typer.get_binary_stream("stdin").read(),
+                               warn=lambda text: _stderr().print(Text(f"warning: {text}", style="yellow")))
         memory = _open(ctx, config=MemoryConfig(index_on_store=False))
         records = _store_all(memory, sources, type_=type_, source=source, tags=tuple(tags), title=title,
                              show_progress=len(sources) > 1 and not quiet)
@@ -388,7 +227,7 @@ def store(
 
 def _store_all(
     memory: AgentMemory,
-    sources: list[_Source],
+    sources: list[Source],
     *,
     type_: str | None,
     source: str | None,

@@ -9,6 +9,7 @@ with ``raise ... from exc`` so callers catch one root::
     ├── InvalidIdError (ValueError) an agent id or memory id that is malformed or would escape
     │                               the memory directory
     ├── ItemNotFoundError (KeyError) no memory item with that id
+    ├── IngestError (ValueError)    a file, directory or JSONL line that cannot be read into an item
     ├── TransformError (ValueError) a retrieve transform that cannot apply to the item
     │                               (bad regex, JSON path on text, page past the end)
     ├── StoreError                  reading or writing the JSONL / content files failed
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigurationError",
     "CorruptRecordError",
     "EmbeddingError",
+    "IngestError",
     "InvalidIdError",
     "ItemNotFoundError",
     "LLMConnectionError",
@@ -85,6 +87,10 @@ class ItemNotFoundError(AgentMemoryError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class IngestError(AgentMemoryError, ValueError):
+    """A file, directory, JSONL line or stdin that cannot be read into an item to store."""
 
 
 class TransformError(AgentMemoryError, ValueError):

@@ -31,8 +31,8 @@ import os
 
 # Before numpy / torch load: one BLAS thread (a threaded numpy product slows the next torch
 # encode ~11x on 2 cores, BASELINES.md), never a hub download, no library progress bars.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
