@@ -12,7 +12,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-DATA   ?= ../shared/data
+DATA   ?= $(or $(AGENT_MEMORY_DATA),../shared/data)
 # torch 2.13.0 is the CPU wheel these machines hold locally; any other torch requirement pulls a
 # multi-GB CUDA build, so it is installed first, on its own.
 TORCH  := torch==2.13.0
