@@ -556,7 +556,7 @@ def replay(
     import time
 
     from agent_memory.replay import engine, report
-    from agent_memory.replay.loaders import load_traces
+    from agent_memory.replay.loaders import limit_per_source, load_traces
     from agent_memory.replay.pages import load_page_session
 
     with _reported_errors():
@@ -568,13 +568,7 @@ def replay(
         except ValueError as exc:
             raise CliError(str(exc)) from exc
         if limit_runs is not None:
-            seen: dict[str, int] = {}
-            kept = []
-            for run in runs:
-                seen[run.source] = seen.get(run.source, 0) + 1
-                if seen[run.source] <= limit_runs:
-                    kept.append(run)
-            runs = kept
+            runs = limit_per_source(runs, limit_runs)
         if pages is not None:
             runs.append(load_page_session(pages, max_pages=pages_max))
         if not runs:

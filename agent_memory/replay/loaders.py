@@ -28,6 +28,7 @@ __all__ = [
     "ReplayRun",
     "ResultHint",
     "call_points",
+    "limit_per_source",
     "load_openai_chat",
     "load_react_log",
     "load_swe_agent",
@@ -324,3 +325,14 @@ def load_traces(paths: Iterable[Path | str]) -> list[ReplayRun]:
                 if path.is_file():
                     raise
     return runs
+
+
+def limit_per_source(runs: list[ReplayRun], limit: int) -> list[ReplayRun]:
+    """The first ``limit`` runs of each source, in their order (for quick partial replays)."""
+    seen: dict[str, int] = {}
+    kept: list[ReplayRun] = []
+    for run in runs:
+        seen[run.source] = seen.get(run.source, 0) + 1
+        if seen[run.source] <= limit:
+            kept.append(run)
+    return kept

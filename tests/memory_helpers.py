@@ -1,0 +1,86 @@
+"""Helpers shared by the AgentMemory conformance tests (plain functions, not fixtures)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory import AgentMemory, QueryHit
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def blob_bytes(content: Any) -> bytes:
+    """The bytes the content blob must hold, computed independently of the library."""
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    if isinstance(content, bytes):
+        return content
+    return json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def blob_files(memory: AgentMemory) -> list[Path]:
+    root = memory.path / "content"
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else []
+
+
+def answer(hits: list[QueryHit]) -> list[tuple[str, float | None, float | None, str | None, int | None]]:
+    """What a query answered, in a comparable form."""
+    return [(h.item.id, h.score, h.similarity, h.chunk, h.chunk_index) for h in hits]
+
+
+def assert_same_answers(expected: list[QueryHit], actual: list[QueryHit]) -> None:
+    assert [h.item for h in actual] == [h.item for h in expected]
+    for want, got in zip(expected, actual, strict=True):
+        assert got.chunk == want.chunk
+        assert got.chunk_index == want.chunk_index
+        for a, b in ((want.score, got.score), (want.similarity, got.similarity)):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert b == pytest.approx(a, abs=1e-6)
+
+
+def sibling(memory: AgentMemory, tmp_path: Path, name: str, **config_updates: Any) -> AgentMemory:
+    """Another memory on the same backend, in its own directory and (for a shared server) with
+    its own collection."""
+    config = memory.config.model_copy(update=config_updates) if config_updates else memory.config
+    other = AgentMemory(f"{memory.agent_id}-{name}", tmp_path / name, config=config)
+    if config.chroma_mode == "server":
+        other.clear()
+    return other
+
+
+DAY0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def day(n: int) -> datetime:
+    return DAY0 + timedelta(days=n)
+
+
+TOPICS = {
+    "eiffel": (
+        "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
+        "named after the engineer Gustave Eiffel, whose company designed and built the tower for the "
+        "1889 World's Fair."
+    ),
+    "photosynthesis": (
+        "Photosynthesis is the process by which green plants use sunlight, water and carbon dioxide to "
+        "produce glucose and oxygen. Chlorophyll in the chloroplasts absorbs the light."
+    ),
+    "crash": (
+        "The Wall Street Crash of 1929 began in late October, when share prices on the New York Stock "
+        "Exchange collapsed; it marked the start of the Great Depression."
+    ),
+    "python": (
+        "Python is a high-level programming language whose design emphasises code readability with "
+        "significant indentation. Guido van Rossum first released it in 1991."
+    ),
+    "vesuvius": (
+        "Mount Vesuvius erupted in 79 AD and buried the Roman towns of Pompeii and Herculaneum under "
+        "volcanic ash and pumice."
+    ),
+}
