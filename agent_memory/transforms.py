@@ -36,7 +36,7 @@ from agent_memory.models.items import (
     RetrieveResult,
     SummaryTransform,
 )
-from agent_memory.tokens import TokenCounter
+from agent_memory.tokens import TokenCounter, truncate_tokens
 
 __all__ = [
     "PAGE_NOTICE_TOKENS",
@@ -382,7 +382,4 @@ def extractive_summary(text: str, max_tokens: int, counter: TokenCounter) -> str
         chosen.append(i)
         used += cost
     summary = " ".join(sentences[i] for i in sorted(chosen))
-    if counter.count(summary) > max_tokens:  # a single huge lead sentence
-        offsets = counter.token_char_offsets(summary)
-        summary = summary[: offsets[max_tokens - 1]] + "…"
-    return summary
+    return truncate_tokens(summary, max_tokens, counter)  # a single huge lead sentence

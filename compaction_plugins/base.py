@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from agent_memory.models.items import MemoryItem
-from agent_memory.tokens import TokenCounter
+from agent_memory.tokens import TokenCounter, truncate_tokens
 
 __all__ = ["NOT_JSON", "BasePlugin", "cap", "fit", "item_json", "item_text", "short"]
 
@@ -102,16 +102,7 @@ def short(value: Any, max_chars: int = 60) -> str:
 
 def cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """``text`` cut to at most ``max_tokens`` tokens (an ellipsis marks a cut)."""
-    if max_tokens <= 0:
-        return ""
-    if counter.count(text) <= max_tokens:
-        return text
-    offsets = counter.token_char_offsets(text)
-    for keep in range(max_tokens - 1, 0, -1):
-        cut = text[: offsets[keep]].rstrip() + ELLIPSIS
-        if counter.count(cut) <= max_tokens:
-            return cut
-    return ""
+    return truncate_tokens(text, max_tokens, counter, ellipsis=ELLIPSIS)
 
 
 def fit(

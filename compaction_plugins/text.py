@@ -134,7 +134,7 @@ class TextPlugin(BasePlugin):
             return f"binary, {_size(item):,} bytes"
         lines = _lines(text)
         if _is_prose(lines):
-            return cap(extractive_summary(text, max_tokens, counter), max_tokens, counter)
+            return extractive_summary(text, max_tokens, counter)
         errors = error_lines(lines)
         keep: set[int] = set(range(min(10, len(lines)))) | set(range(max(0, len(lines) - 10), len(lines)))
         for i in errors[:8]:

@@ -70,3 +70,16 @@ def test_short_and_blank_text() -> None:
     assert (only.text, only.start_char, only.end_char) == ("just a line", 0, 11)
     with pytest.raises(ValueError):
         chunk_text("x", COUNTER, chunk_tokens=10, overlap_tokens=10)
+
+
+@pytest.mark.parametrize("text", ["word " * 500, "你好世界" * 300, "aGVsbG8gd29ybGQ=" * 200])
+def test_truncate_tokens_never_exceeds_the_budget_and_marks_the_cut(text: str) -> None:
+    from agent_memory.tokens import truncate_tokens
+
+    for budget in (1, 2, 7, 50, 300):
+        cut = truncate_tokens(text, budget, COUNTER)
+        assert COUNTER.count(cut) <= budget
+        if cut:
+            assert cut.endswith("…") and text.startswith(cut[:-1])
+    assert truncate_tokens("short", 10, COUNTER) == "short"
+    assert truncate_tokens("anything", 0, COUNTER) == ""

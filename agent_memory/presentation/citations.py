@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.models.items import MemoryItem
 from agent_memory.presentation.plugins import PluginRegistry
-from agent_memory.tokens import TokenCounter
+from agent_memory.tokens import TokenCounter, truncate_tokens
 
 __all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "CitationBuilder"]
 
@@ -117,19 +117,13 @@ class CitationBuilder:
             if chosen is None:
                 return base
             key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
-        key_content = _cap(key_content.strip(), budget, self.counter)
+        key_content = truncate_tokens(key_content.strip(), budget, self.counter)
         while key_content:  # the layout's separators and the "…" can add a token or two: shrink
             cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})
             over = self.counter.count(cited.render()) - self.max_tokens
             if over <= 0:
                 return cited
             budget -= over
-            key_content = _cap(key_content, budget, self.counter) if budget >= MIN_KEY_TOKENS else ""
+            key_content = truncate_tokens(key_content, budget, self.counter) if budget >= MIN_KEY_TOKENS else ""
         return base
 
-
-def _cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    if counter.count(text) <= max_tokens:
-        return text
-    offsets = counter.token_char_offsets(text)
-    return text[: offsets[max(0, max_tokens - 1)]].rstrip() + "…"

@@ -17,12 +17,13 @@ from agent_memory.models.items import MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import readable_text
 
 __all__ = ["ContextBuilder", "ContextStats", "ResultView"]
 
 HEAD_LABEL_TOKENS = 8
-"""Tokens of the "Beginning of the content:" label and the closing ellipsis of a capped showing."""
+"""Tokens of the "Beginning of the content:" label of a capped showing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +98,9 @@ class ContextBuilder:
         if tokens <= cap:
             return full, tokens
         self.stats.capped_first_showings += 1
-        offsets = counter.token_char_offsets(text)
         room = cap - cited_tokens - HEAD_LABEL_TOKENS
         while True:  # token counts of joined pieces can differ by a few from their sum
-            head = text[: offsets[max(0, min(room, len(offsets) - 1))]]
-            full = f"{cited}\nBeginning of the content:\n{head}…"
+            full = f"{cited}\nBeginning of the content:\n{truncate_tokens(text, room, counter)}"
             tokens = counter.count(full)
             if tokens <= cap or room <= 0:
                 return full, tokens

@@ -32,6 +32,7 @@ from agent_memory.errors import ConfigurationError, LLMError, LLMOutputError
 from agent_memory.llm.client import LLMClient, LLMResponse
 from agent_memory.models.items import MemoryItem, content_to_bytes
 from agent_memory.presentation.citations import Citation, CitationBuilder
+from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import readable_text
 
 __all__ = [
@@ -313,8 +314,7 @@ class LLMCompactor:
         total = counter.count(text)
         if total <= self.max_input_tokens:
             return text, None
-        offsets = counter.token_char_offsets(text)
-        cut = text[: offsets[self.max_input_tokens]].rstrip()
+        cut = truncate_tokens(text, self.max_input_tokens, counter, ellipsis="")
         return cut, f"(The result was cut to its first {self.max_input_tokens:,} of {total:,} tokens.)"
 
 
