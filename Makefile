@@ -38,7 +38,8 @@ $(STAMP): pyproject.toml
 	touch $@
 
 run: venv
-	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability --out replay-report
+	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
+		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --out replay-report
 
 test: venv
 	$(OFFLINE) $(PY) -m pytest -q

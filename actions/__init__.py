@@ -11,12 +11,11 @@ This package imports ``agent_memory``; ``agent_memory`` never imports it.
 
 from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
 from actions.query import QueryMemoryAction, QueryMemoryArguments
-from actions.retrieve import TRANSFORM_PARAMETERS, RetrieveMemoryAction, RetrieveMemoryArguments
+from actions.retrieve import RetrieveMemoryAction, RetrieveMemoryArguments, build_transform, parse_line_slice
 from actions.store import StoreMemoryAction, StoreMemoryArguments
 from actions.toolkit import MemoryToolkit, default_actions
 
 __all__ = [
-    "TRANSFORM_PARAMETERS",
     "ActionArguments",
     "MemoryAction",
     "MemoryToolkit",
@@ -29,6 +28,8 @@ __all__ = [
     "ToolCallError",
     "ToolJsonSchema",
     "ToolResult",
+    "build_transform",
     "default_actions",
     "format_call",
+    "parse_line_slice",
 ]

@@ -21,9 +21,20 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaV
 from pydantic_core import CoreSchema, core_schema
 
 from agent_memory import AgentMemory
-from agent_memory.errors import AgentMemoryError, InvalidIdError, ItemNotFoundError, TransformError
+from agent_memory.presentation.offer import Capability
+from agent_memory.errors import (
+    MAX_QUOTED_CHARS,
+    AgentMemoryError,
+    InvalidArgumentError,
+    InvalidIdError,
+    ItemNotFoundError,
+    TransformError,
+    quoted,
+)
+from agent_memory.limits import shorten
 
 __all__ = [
+    "MAX_ARGUMENTS_CHARS",
     "ActionArguments",
     "MemoryAction",
     "ToolCallError",
@@ -32,8 +43,42 @@ __all__ = [
     "format_call",
 ]
 
-FIND_IDS_HINT = "Use query_memory to find ids."
+FIND_IDS_HINT = "Copy the id exactly from its citation or from a search hit."
 """The next step suggested to a model that named a wrong memory id."""
+
+MAX_ARGUMENTS_CHARS = 100_000
+"""Longest arguments string (or dict, as JSON) a tool call may carry, in characters. The largest
+argument of any memory tool is ``store_memory``'s content (8,000 characters, up to 12 JSON
+characters each when escaped as a ``\\uXXXX`` surrogate pair); anything longer is refused before
+it is parsed."""
+
+
+MAX_JSON_NESTING = 8
+"""Deepest nesting of JSON arrays and objects in tool arguments (the memory tools take flat
+arguments and lists of strings: depth 2). Deeper input is refused before it is parsed, so a
+5,000-deep document cannot exhaust the recursion limit of the JSON parser or the validator."""
+
+
+def _nesting(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, outside strings (a linear scan, no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 class ToolResult(BaseModel):
@@ -89,12 +134,19 @@ class ActionArguments(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def _json_kind(value: Any) -> str:
+    """The JSON name of a parsed value's type ("array", "string", ...)."""
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+
+
 class ToolJsonSchema(GenerateJsonSchema):
-    """JSON schema for function calling: no titles, optional fields as their plain type.
+    """JSON schema for function calling: no titles, no defaults, optional fields as their plain type.
 
     ``str | None = None`` becomes ``{"type": "string"}`` (not required) instead of an ``anyOf``
     with ``null``; flat argument models need no ``$defs``. The model's own title and docstring
-    are left out: the tool's name and description say it.
+    are left out (the tool's name and description say it), and so are defaults: a field's
+    description says its default where the model needs to know it. Every token here is sent with
+    every LLM call.
     """
 
     def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
@@ -111,8 +163,7 @@ class ToolJsonSchema(GenerateJsonSchema):
 
     def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
         out = super().default_schema(schema)
-        if "default" in out and out["default"] is None:
-            del out["default"]
+        out.pop("default", None)
         return out
 
 
@@ -147,6 +198,12 @@ class MemoryAction(ABC, Generic[ArgsT]):
     """The pydantic arguments model; its JSON schema is the tool's parameter schema."""
     example: ClassVar[dict[str, Any]]
     """Arguments of a typical call (shown in the description and in error messages)."""
+    capability: ClassVar[Capability]
+    """What the tool lets the model do (``store``, ``retrieve`` or ``query``): decides when it is
+    offered (:class:`~agent_memory.presentation.offer.ToolOffer`)."""
+    retrieve_call: str = "retrieve_memory"
+    """How answers name the retrieve call they suggest (``memory`` in the one-tool form, whose
+    ``op`` defaults to retrieve)."""
 
     # -- schemas -------------------------------------------------------------------------------
     @classmethod
@@ -171,11 +228,14 @@ class MemoryAction(ABC, Generic[ArgsT]):
     def parse_arguments(self, arguments: str | Mapping[str, Any] | BaseModel | None) -> ArgsT:
         """Validate arguments given as the JSON string a provider returns, a dict, or the model.
 
-        ``None`` and an empty string mean no arguments.
+        ``None`` and an empty string mean no arguments. Input longer than
+        :data:`MAX_ARGUMENTS_CHARS` or nested deeper than :data:`MAX_JSON_NESTING` is refused
+        before it is parsed.
 
         Raises:
-            ToolCallError: if the JSON is malformed or not an object, or an argument is missing,
-                unknown or of the wrong type (code ``invalid_arguments``).
+            ToolCallError: if the JSON is malformed, too long, too deep or not an object, or an
+                argument is missing, unknown, of the wrong type or out of its bounds (code
+                ``invalid_arguments``).
         """
         if isinstance(arguments, self.Arguments):
             return arguments  # type: ignore[return-value]
@@ -183,36 +243,59 @@ class MemoryAction(ABC, Generic[ArgsT]):
             arguments = arguments.model_dump(exclude_unset=True)
         if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
             arguments = {}
-        if isinstance(arguments, str):
+        if isinstance(arguments, Mapping):
             try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise ToolCallError(
-                    f"the arguments of {self.name} are not valid JSON ({exc.msg} at line {exc.lineno} column "
-                    f"{exc.colno}). Send a JSON object, e.g. {json.dumps(self.example, ensure_ascii=False)}"
-                ) from exc
-        if not isinstance(arguments, Mapping):
+                arguments = json.dumps(dict(arguments), ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise ToolCallError(f"the arguments of {self.name} must be JSON data ({quoted(str(exc))})") from exc
+        if not isinstance(arguments, str):
             raise ToolCallError(
                 f"the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}; "
                 f"e.g. {json.dumps(self.example, ensure_ascii=False)}"
             )
+        if len(arguments) > MAX_ARGUMENTS_CHARS:
+            raise ToolCallError(
+                f"the arguments of {self.name} are {len(arguments):,} characters long; the limit is "
+                f"{MAX_ARGUMENTS_CHARS:,}. Send less (store long content in parts)."
+            )
+        if _nesting(arguments) > MAX_JSON_NESTING:
+            raise ToolCallError(
+                f"the arguments of {self.name} are nested more than {MAX_JSON_NESTING} levels deep; "
+                f"{self.name} takes flat arguments, e.g. {json.dumps(self.example, ensure_ascii=False)}"
+            )
         try:
-            return self.Arguments.model_validate(dict(arguments))  # type: ignore[return-value]
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(
+                f"the arguments of {self.name} are not valid JSON ({exc.msg} at line {exc.lineno} column "
+                f"{exc.colno}). Send a JSON object, e.g. {json.dumps(self.example, ensure_ascii=False)}"
+            ) from exc
+        except RecursionError as exc:  # belt and braces: the nesting check comes first
+            raise ToolCallError(f"the arguments of {self.name} are nested too deeply") from exc
+        if not isinstance(parsed, dict):
+            raise ToolCallError(
+                f"the arguments of {self.name} must be a JSON object, not {_json_kind(parsed)}; "
+                f"e.g. {json.dumps(self.example, ensure_ascii=False)}"
+            )
+        try:
+            return self.Arguments.model_validate(parsed)  # type: ignore[return-value]
         except ValidationError as exc:
             raise ToolCallError(self._explain(exc)) from exc
 
     def _explain(self, exc: ValidationError) -> str:
         problems = []
-        for err in exc.errors(include_url=False):
-            field = ".".join(str(part) for part in err["loc"]) or "arguments"
+        for err in exc.errors(include_url=False)[:5]:
+            field = ".".join(shorten(str(part), 40) for part in err["loc"]) or "arguments"
             if err["type"] == "missing":
                 problems.append(f"the required argument '{field}' is missing")
             elif err["type"] == "extra_forbidden":
                 problems.append(f"{self.name} has no argument '{field}'")
             else:
-                got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
-                got = got if len(got) <= 60 else got[:57] + "..."
-                problems.append(f"'{field}' = {got}: {err['msg']}")
+                try:
+                    got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
+                except (ValueError, RecursionError):
+                    got = "(unprintable)"
+                problems.append(f"'{field}' = {shorten(got, MAX_QUOTED_CHARS)}: {err['msg']}")
         fields = self.Arguments.model_fields
         takes = ", ".join(f"{key} (required)" if field.is_required() else key for key, field in fields.items())
         return (
@@ -230,6 +313,7 @@ class MemoryAction(ABC, Generic[ArgsT]):
         Returns:
             ``ToolResult(ok=True, ...)`` with the answer, or ``ToolResult(ok=False, error=code)``
             for a mistake of the model (see :attr:`ToolResult.error`); never raises for those.
+            An error's text quotes at most ``MAX_QUOTED_CHARS`` (60) characters of any input.
 
         Raises:
             ConfigurationError, StoreError, VectorIndexError: faults of the setup or the machine,
@@ -242,15 +326,17 @@ class MemoryAction(ABC, Generic[ArgsT]):
         except InvalidIdError as exc:
             return ToolResult.failure(
                 "invalid_id",
-                f"{exc.value!r} is not a memory id: ids are 'mem_' and 12 hex digits, like 'mem_3f9a0c41b2de'. "
-                + FIND_IDS_HINT,
+                f"{quoted(exc.value)} is not a memory id: ids are 'mem_' and 12 hex digits, like "
+                f"'mem_3f9a0c41b2de'. {FIND_IDS_HINT}",
             )
         except ItemNotFoundError as exc:
-            return ToolResult.failure("not_found", f"No memory item {exc.item_id!r}. {FIND_IDS_HINT}")
+            return ToolResult.failure("not_found", f"No memory item {quoted(exc.item_id)}. {FIND_IDS_HINT}")
         except TransformError as exc:
             return ToolResult.failure(
-                "transform_error", f"{exc}. Change the arguments and call {self.name} again."
+                "transform_error", f"{shorten(str(exc), 300)}. Change the arguments and call {self.name} again."
             )
+        except InvalidArgumentError as exc:
+            return ToolResult.failure("invalid_arguments", f"{shorten(str(exc), 300)}. Nothing was changed.")
 
     async def arun(
         self, memory: AgentMemory, arguments: str | Mapping[str, Any] | BaseModel | None

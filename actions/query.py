@@ -3,68 +3,41 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime, time
+from datetime import UTC
 from typing import Any
 
 from pydantic import Field
 
-from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolResult, format_call
+from actions.base import ActionArguments, MemoryAction, ToolResult, format_call
+from actions.store import MAX_TAGS, Tag
 from agent_memory import AgentMemory
 from agent_memory.config import DEFAULT_QUERY_LIMIT
-from agent_memory.models.items import MemoryCriteria, MemoryType, QueryHit
+from agent_memory.limits import shorten
+from agent_memory.models.items import MemoryCriteria, QueryHit
 
-__all__ = ["MAX_TOOL_QUERY_LIMIT", "QueryMemoryAction", "QueryMemoryArguments", "parse_time"]
+__all__ = ["MAX_QUERY_CHARS", "MAX_TOOL_QUERY_LIMIT", "QueryMemoryAction", "QueryMemoryArguments"]
 
 MAX_TOOL_QUERY_LIMIT = 20
 """Most items one ``query_memory`` call lists (the library itself allows more)."""
 
+MAX_QUERY_CHARS = 1_000
+"""Longest query a model may send, in characters (the embedding model reads ~256 word pieces)."""
+
 EXCERPT_CHARS = 300
 """Length of the matching excerpt shown per hit, in characters."""
+
+HIT_LABEL_CHARS = 100
+"""Most characters of a hit's source, title and tag list shown (20 hits stay well under the
+answer cap whatever the developer stored as metadata)."""
 
 
 class QueryMemoryArguments(ActionArguments):
     """Arguments of ``query_memory``; every filter given must hold."""
 
-    query: str | None = None
-    """What you are looking for, in words; items are ranked by meaning. Leave it out to list the newest items."""
-    type: MemoryType | None = None
-    """Only items of this type: action_result, web_content, database_result, search_results, file or custom."""
-    source: str | None = None
-    """Only items from this source (exact match: a tool name, a URL, "agent")."""
-    tags: list[str] = []
-    """Only items that carry every one of these tags."""
-    since: str | None = None
-    """Only items stored at or after this time, ISO 8601: "2025-10-15" or "2025-10-15T14:30:00Z" (no zone = UTC)."""
-    until: str | None = None
-    """Only items stored at or before this time, ISO 8601; a date alone includes that whole day."""
-    limit: int = Field(default=DEFAULT_QUERY_LIMIT, ge=1, le=MAX_TOOL_QUERY_LIMIT)
-    """Most items to list (1-20)."""
-
-
-def parse_time(value: str, *, name: str, end_of_day: bool = False) -> datetime:
-    """An ISO 8601 date or date-time as an aware datetime (naive means UTC).
-
-    A date alone (``2025-10-15``) is the start of that day, or its last microsecond when
-    ``end_of_day`` (so ``until="2025-10-15"`` includes the whole day).
-
-    Raises:
-        ToolCallError: if ``value`` is not ISO 8601 (code ``invalid_arguments``).
-    """
-    text = value.strip()
-    try:
-        day = date.fromisoformat(text)
-    except ValueError:
-        pass
-    else:
-        return datetime.combine(day, time.max if end_of_day else time.min, tzinfo=UTC)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ToolCallError(
-            f"{name}={value!r} is not an ISO 8601 date or time; use e.g. \"2025-10-15\" or "
-            "\"2025-10-15T14:30:00Z\"."
-        ) from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    """Omit to list the newest"""
+    tags: list[Tag] = Field(default=[], max_length=MAX_TAGS)
+    limit: int | None = Field(default=None, ge=1, le=MAX_TOOL_QUERY_LIMIT)
 
 
 def _excerpt(chunk: str, max_chars: int = EXCERPT_CHARS) -> str:
@@ -79,9 +52,9 @@ def _excerpt(chunk: str, max_chars: int = EXCERPT_CHARS) -> str:
 
 def _hit_line(rank: int, hit: QueryHit) -> str:
     item, meta = hit.item, hit.item.metadata
-    parts = [item.id, item.type, f"source: {meta.source}"]
+    parts = [item.id, item.type, f"source: {shorten(meta.source, HIT_LABEL_CHARS)}"]
     if meta.title:
-        parts.append(f'"{meta.title}"')
+        parts.append(f'"{shorten(meta.title, HIT_LABEL_CHARS)}"')
     if meta.text_tokens is not None:
         parts.append(f"{meta.text_tokens:,} tokens as text ({meta.tokens:,} raw)")
     else:
@@ -93,7 +66,7 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
         parts.append("keyword match")
     lines = [f"{rank}. " + " · ".join(parts)]
     if meta.tags:
-        lines.append("   tags: " + ", ".join(meta.tags))
+        lines.append("   tags: " + shorten(", ".join(meta.tags), HIT_LABEL_CHARS))
     if hit.chunk:
         lines.append("   " + _excerpt(hit.chunk))
     return "\n".join(lines)
@@ -102,43 +75,27 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
 class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
     """``query_memory``: items ranked by relevance to ``query`` (``AgentMemory.query``: the best
     chunk of each item by meaning, fused with keyword search when the memory's config enables it),
-    or the newest first without ``query``; filtered by type, source, tags and store time. Each hit
+    or the newest first without ``query``; only items carrying every tag in ``tags``. Each hit
     shows the cosine similarity of its best chunk when the dense search found it. Finding nothing
-    is not an error: the result is ``ok`` and suggests broader filters."""
+    is not an error: the result is ``ok`` and suggests a broader search. (The library's
+    ``AgentMemory.query`` also filters by type, source and time; the tool keeps to what a model
+    needs, STYLE.md 16.)"""
 
     name = "query_memory"
     title = "Query Memory"
+    capability = "query"
     Arguments = QueryMemoryArguments
-    example = {"query": "quarterly revenue figures", "type": "web_content", "limit": 5}
+    example = {"query": "Q3 revenue"}
     description = (
-        "Search your long-term memory: stored tool results (web pages, search results, database "
-        "results), files and your own notes. Use it to find the id of something seen earlier whose "
-        "citation you no longer have, or to check whether memory already holds what you need before "
-        "fetching it again.\n"
-        "query ranks items by relevance to your words (by meaning and by keywords); type, source, "
-        "tags and since/until (ISO 8601 dates, UTC) filter them; without query the newest items "
-        "come first.\n"
-        f"Example: {format_call('query_memory', example)}\n"
-        f"Limits: lists at most limit items (default {DEFAULT_QUERY_LIMIT}, at most {MAX_TOOL_QUERY_LIMIT}), "
-        f"each with its id, size in tokens and the best-matching passage (about {EXCERPT_CHARS} "
-        "characters), not the whole content: read an item with retrieve_memory(id=...)."
+        "Search stored results and notes by meaning and keywords, e.g. to find an id you lost or "
+        f"check before fetching again. Returns up to limit hits (default {DEFAULT_QUERY_LIMIT}, max "
+        f"{MAX_TOOL_QUERY_LIMIT}). Example: {format_call('query_memory', example)}"
     )
 
     def execute(self, memory: AgentMemory, args: QueryMemoryArguments) -> ToolResult:
-        since = parse_time(args.since, name="since") if args.since else None
-        until = parse_time(args.until, name="until", end_of_day=True) if args.until else None
-        if since and until and since > until:
-            raise ToolCallError(f"since ({args.since}) is after until ({args.until}); swap them or widen the range.")
-        criteria = MemoryCriteria(
-            text=args.query, type=args.type, source=args.source, tags=tuple(args.tags),
-            since=since, until=until, limit=args.limit,
-        )
+        criteria = MemoryCriteria(text=args.query, tags=tuple(args.tags), limit=args.limit or DEFAULT_QUERY_LIMIT)
         hits = memory.query(criteria)
-        filters = {
-            key: value
-            for key, value in args.model_dump(exclude={"query", "limit"}).items()
-            if value is not None and value != []
-        }
+        filters = {"tags": list(criteria.tags)} if criteria.tags else {}
         shown = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in filters.items())
         data: dict[str, Any] = {
             "query": criteria.text,
@@ -162,13 +119,13 @@ class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
         }
         if not hits:
             return ToolResult.success(self._nothing_found(memory, criteria, shown), data)
-        what = f', for "{criteria.text}", best match first' if criteria.text else ", newest first"
+        what = f', for "{shorten(criteria.text, 80)}", best match first' if criteria.text else ", newest first"
         plural = "s" if len(hits) != 1 else ""
         head = f"{len(hits)} memory item{plural}{what}" + (f" ({shown})" if shown else "") + ":"
         body = "\n".join(_hit_line(rank, hit) for rank, hit in enumerate(hits, 1))
         hint = (
-            f"Read one with {format_call('retrieve_memory', {'id': hits[0].item.id})}; "
-            'add transform="excerpt", around="<term>" to read only the part you need.'
+            f"Read one with {format_call(self.retrieve_call, {'id': hits[0].item.id})}; "
+            'add around="<term>" to read only the part you need.'
         )
         return ToolResult.success(f"{head}\n{body}\n{hint}", data)
 

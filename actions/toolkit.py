@@ -1,18 +1,31 @@
-"""MemoryToolkit: the memory actions bound to one memory, as provider tool lists and a dispatcher."""
+"""MemoryToolkit: the memory actions bound to one memory, as provider tool lists and a dispatcher.
+
+Which tools go with a call is decided by a :class:`~agent_memory.presentation.offer.ToolOffer`
+from what the prompt shows (:class:`~agent_memory.presentation.offer.OfferState`): by default
+``retrieve_memory`` once a result is cited, ``query_memory`` once memory holds items the prompt
+does not show, ``store_memory`` when the developer asks for it. ``form="single"`` offers the same
+capabilities as one ``memory`` tool with an ``op`` argument (:mod:`actions.combined`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from actions.base import MemoryAction, ToolResult
+from actions.combined import CombinedMemoryAction
 from actions.query import QueryMemoryAction
 from actions.retrieve import RetrieveMemoryAction
 from actions.store import StoreMemoryAction
 from agent_memory import AgentMemory
+from agent_memory.errors import quoted
+from agent_memory.presentation.offer import OfferState, ToolOffer
 
 __all__ = ["MemoryToolkit", "default_actions"]
+
+ToolForm = Literal["separate", "single"]
+"""``separate``: one tool per capability; ``single``: one ``memory`` tool with an ``op``."""
 
 
 def default_actions() -> tuple[MemoryAction[Any], ...]:
@@ -27,48 +40,92 @@ class MemoryToolkit:
     Args:
         memory: the agent's memory every call runs on.
         actions: the actions offered; ``None``: :func:`default_actions`. Names must be unique.
+        offer: when each tool is offered (see :meth:`openai_tools`); ``None``: ``ToolOffer()``,
+            each tool from the call it becomes usable.
+        form: ``separate`` tools (default) or one ``single`` ``memory`` tool with an ``op``.
 
     Raises:
-        ValueError: if two actions share a name.
+        ValueError: if two actions share a name, or ``form`` is unknown.
 
     Example::
 
         toolkit = MemoryToolkit(memory)
-        response = client.chat.completions.create(..., tools=toolkit.openai_tools())
+        response = client.chat.completions.create(..., tools=toolkit.openai_tools(state))
         for call in response.choices[0].message.tool_calls or []:
             result = toolkit.dispatch(call.function.name, call.function.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
     """
 
-    def __init__(self, memory: AgentMemory, actions: Iterable[MemoryAction[Any]] | None = None) -> None:
+    def __init__(
+        self,
+        memory: AgentMemory,
+        actions: Iterable[MemoryAction[Any]] | None = None,
+        *,
+        offer: ToolOffer | None = None,
+        form: ToolForm = "separate",
+    ) -> None:
+        if form not in ("separate", "single"):
+            raise ValueError(f"form must be 'separate' or 'single', not {form!r}")
         self.memory = memory
         self.actions: tuple[MemoryAction[Any], ...] = tuple(actions) if actions is not None else default_actions()
+        self.offer = offer if offer is not None else ToolOffer()
+        self.form: ToolForm = form
+        names = [action.name for action in self.actions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique: {names}")
         self._by_name = {action.name: action for action in self.actions}
-        if len(self._by_name) != len(self.actions):
-            raise ValueError(f"tool names must be unique: {[action.name for action in self.actions]}")
+        self._single: dict[frozenset[str], CombinedMemoryAction] = {}
 
     def __repr__(self) -> str:
-        return f"MemoryToolkit({self.memory!r}, tools={list(self._by_name)})"
+        return f"MemoryToolkit({self.memory!r}, tools={self.names}, form={self.form!r})"
 
     @property
     def names(self) -> list[str]:
-        """The tool names, in the order of :attr:`actions`."""
-        return list(self._by_name)
+        """Names of every tool this toolkit can offer (``["memory"]`` in the single form)."""
+        return [CombinedMemoryAction.name] if self.form == "single" else list(self._by_name)
 
     def get(self, name: str) -> MemoryAction[Any] | None:
         """The action called ``name``, or ``None``."""
+        if self.form == "single":
+            return self._combined(None) if name == CombinedMemoryAction.name else None
         return self._by_name.get(name)
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """The ``tools`` list for OpenAI chat completions (function calling)."""
-        return [action.openai_schema() for action in self.actions]
+    def tools_for(self, state: OfferState | None = None) -> list[MemoryAction[Any]]:
+        """The actions to offer with a prompt in ``state`` (``None``: every action).
 
-    def anthropic_tools(self) -> list[dict[str, Any]]:
-        """The ``tools`` list for the Anthropic Messages API."""
-        return [action.anthropic_schema() for action in self.actions]
+        In the single form: one ``memory`` action whose ``op`` takes the needed capabilities
+        (none: an empty list).
+        """
+        if state is None:
+            chosen = list(self.actions)
+        else:
+            needed = self.offer.needed(state)
+            chosen = [action for action in self.actions if action.capability in needed]
+        if self.form == "single":
+            return [self._combined(chosen)] if chosen else []
+        return chosen
+
+    def _combined(self, chosen: list[MemoryAction[Any]] | None) -> CombinedMemoryAction:
+        chosen = list(self.actions) if chosen is None else chosen
+        key = frozenset(action.name for action in chosen)
+        if key not in self._single:
+            self._single[key] = CombinedMemoryAction(chosen)
+        return self._single[key]
+
+    def openai_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+        """The ``tools`` list for OpenAI chat completions (function calling) for a prompt in
+        ``state``; ``None``: every tool."""
+        return [action.openai_schema() for action in self.tools_for(state)]
+
+    def anthropic_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+        """The ``tools`` list for the Anthropic Messages API for a prompt in ``state``."""
+        return [action.anthropic_schema() for action in self.tools_for(state)]
 
     def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run the tool call ``name(arguments)`` on the memory.
+
+        Every tool of the toolkit answers, offered in this call or not (a model may call a tool
+        it saw earlier).
 
         Args:
             name: the tool name the model called.
@@ -79,10 +136,11 @@ class MemoryToolkit:
             The action's :class:`ToolResult`; an unknown ``name`` gives ``error="unknown_tool"``.
             Never raises for the model's mistakes (see :meth:`MemoryAction.run`).
         """
-        action = self._by_name.get(name)
+        action = self.get(name) if isinstance(name, str) else None
         if action is None:
             return ToolResult.failure(
-                "unknown_tool", f"There is no tool {name!r}. The memory tools are: {', '.join(self._by_name)}."
+                "unknown_tool",
+                f"There is no tool {quoted(name)}. The memory tools are: {', '.join(self.names)}.",
             )
         return action.run(self.memory, arguments)
 

@@ -18,6 +18,7 @@ from agent_memory.errors import (
     ConfigurationError,
     CorruptRecordError,
     EmbeddingError,
+    InvalidArgumentError,
     InvalidIdError,
     ItemNotFoundError,
     LLMConnectionError,
@@ -25,18 +26,31 @@ from agent_memory.errors import (
     LLMOutputError,
     LLMStatusError,
     LLMTimeoutError,
+    LockTimeoutError,
+    MemoryClosedError,
     StoreError,
     TransformError,
     VectorIndexError,
 )
 from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
+from agent_memory.index.fusion import SCORE_TOLERANCE
 from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
 from agent_memory.llm.client import LLMClient, LLMResponse, OpenAIChatClient
 from agent_memory.memory import AgentMemory
+from agent_memory.observers import (
+    ContentMissing,
+    EventRecorder,
+    IndexFailed,
+    IndexRecreated,
+    MemoryEvent,
+    MemoryObserver,
+    RecordQuarantined,
+)
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.citations import Citation, CitationBuilder
 from agent_memory.presentation.context import ContextBuilder, ContextStats
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
+from agent_memory.presentation.offer import MemoryTools, OfferState, ToolOffer, load_toolkit
 from agent_memory.presentation.plugins import CompactionPlugin, PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.models.items import (
@@ -69,6 +83,7 @@ __all__ = [
     "CompactionOutcome",
     "CompactionPlugin",
     "ConfigurationError",
+    "ContentMissing",
     "ContextBuilder",
     "ContextStats",
     "CorruptRecordError",
@@ -78,11 +93,15 @@ __all__ = [
     "DEFAULT_RETRIEVE_MAX_TOKENS",
     "Embedder",
     "EmbeddingError",
+    "EventRecorder",
     "ExcerptTransform",
     "FilteredTransform",
     "FirstNTransform",
     "FullTransform",
     "IndexChunk",
+    "IndexFailed",
+    "IndexRecreated",
+    "InvalidArgumentError",
     "InvalidIdError",
     "ItemMetadata",
     "ItemNotFoundError",
@@ -96,26 +115,36 @@ __all__ = [
     "LLMStatusError",
     "LLMTimeoutError",
     "LastNTransform",
+    "LockTimeoutError",
+    "MemoryClosedError",
     "MemoryConfig",
     "MemoryCriteria",
+    "MemoryEvent",
     "MemoryItem",
+    "MemoryObserver",
     "MemorySnapshot",
+    "MemoryTools",
     "MemoryTransform",
     "MemoryType",
     "Message",
+    "OfferState",
     "OpenAIChatClient",
     "PluginRegistry",
     "PresentationPolicy",
     "QueryHit",
+    "RecordQuarantined",
     "RetrieveResult",
+    "SCORE_TOLERANCE",
     "SentenceTransformerEmbedder",
     "StoreError",
     "SummaryTransform",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
+    "ToolOffer",
     "TransformError",
     "VectorIndex",
     "VectorIndexError",
     "__version__",
+    "load_toolkit",
 ]

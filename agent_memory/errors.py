@@ -5,7 +5,11 @@ dependencies (chromadb, tiktoken, JSON decoding, the file system) are converted 
 with ``raise ... from exc`` so callers catch one root::
 
     AgentMemoryError
-    ├── ConfigurationError          misconfiguration by the developer (bad path, missing model)
+    ├── ConfigurationError          misconfiguration by the developer (bad path, missing model,
+    │                               MemoryConfig values out of range)
+    ├── InvalidArgumentError (ValueError, TypeError)
+    │                               an argument of the wrong type, out of its documented bounds
+    │                               (``agent_memory.limits``), or not valid Unicode
     ├── InvalidIdError (ValueError) an agent id or memory id that is malformed or would escape
     │                               the memory directory
     ├── ItemNotFoundError (KeyError) no memory item with that id
@@ -13,14 +17,23 @@ with ``raise ... from exc`` so callers catch one root::
     ├── TransformError (ValueError) a retrieve transform that cannot apply to the item
     │                               (bad regex, JSON path on text, page past the end)
     ├── StoreError                  reading or writing the JSONL / content files failed
-    │   └── CorruptRecordError      a record that cannot be parsed (other than a torn last line)
+    │   ├── CorruptRecordError      a record that cannot be parsed (other than a torn last line)
+    │   └── LockTimeoutError (TimeoutError)  another process held a file lock too long
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
     │   └── EmbeddingError          the embedding model could not be loaded or run
+    ├── MemoryClosedError (RuntimeError)  an AgentMemory used after ``close()``
     └── LLMError                    a call to a language model (an OpenAI-compatible server) failed
         ├── LLMTimeoutError (TimeoutError)  no answer within the call's timeout
         ├── LLMConnectionError      the server could not be reached (refused, reset, DNS)
         ├── LLMStatusError          the server answered with an HTTP error status (429, 500, ...)
         └── LLMOutputError (ValueError)  an answer that is empty, not JSON, or fails validation
+
+Dependency and builtin errors are mapped at the public boundary by :func:`map_exceptions` (as httpx
+maps httpcore's): pydantic ``ValidationError``, ``TypeError``, ``ValueError``, ``UnicodeError`` and
+``RecursionError`` become :class:`InvalidArgumentError`; ``filelock.Timeout`` (a ``TimeoutError``)
+becomes :class:`LockTimeoutError`; other ``OSError`` s become :class:`StoreError`; always
+``raise ... from exc``. Messages quote at most :data:`MAX_QUOTED_CHARS` characters of a bad value
+(:func:`quoted`), so a 10 MB argument never comes back inside an error.
 
 Errors of an LLM used *inside* the library (the LLM compactor) are not raised to the agent either:
 the compactor falls back to a deterministic citation and reports the :class:`LLMError`.
@@ -33,12 +46,19 @@ exceptions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import ValidationError
+
 __all__ = [
     "AgentMemoryError",
     "ConfigurationError",
     "CorruptRecordError",
     "EmbeddingError",
     "IngestError",
+    "InvalidArgumentError",
     "InvalidIdError",
     "ItemNotFoundError",
     "LLMConnectionError",
@@ -46,10 +66,54 @@ __all__ = [
     "LLMOutputError",
     "LLMStatusError",
     "LLMTimeoutError",
+    "LockTimeoutError",
+    "MAX_QUOTED_CHARS",
+    "MemoryClosedError",
     "StoreError",
     "TransformError",
     "VectorIndexError",
+    "map_exceptions",
+    "quoted",
+    "validation_summary",
 ]
+
+MAX_QUOTED_CHARS = 60
+"""Characters of a bad value an error message quotes at most; the rest is elided (with its length)."""
+
+MAX_MESSAGE_CHARS = 400
+"""Longest message text taken over from a dependency's exception, in characters."""
+
+
+def quoted(value: object, max_chars: int = MAX_QUOTED_CHARS) -> str:
+    """``repr`` of a short prefix of ``value`` for an error message: ``'abc'`` whole, a long string
+    as ``'aaaa…' (10,000,000 chars)``, anything else by its ``repr`` cut the same way."""
+    if isinstance(value, str):
+        if len(value) <= max_chars:
+            return repr(value)
+        return f"{value[:max_chars]!r}… ({len(value):,} chars)"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= max_chars else f"{text[:max_chars]}… ({type(value).__name__})"
+
+
+def _clip(message: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
+    return message if len(message) <= max_chars else message[:max_chars] + "…"
+
+
+def validation_summary(exc: ValidationError, *, max_errors: int = 3) -> str:
+    """pydantic's errors as one short line, ``field: problem; field: problem``, without the input
+    values (which may be megabytes long)."""
+    parts = []
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    for err in errors[:max_errors]:
+        where = ".".join(str(part) for part in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(_clip(f"{where}: {msg}" if where else msg, 200))
+    if len(errors) > max_errors:
+        parts.append(f"and {len(errors) - max_errors} more")
+    return "; ".join(parts)
 
 
 class AgentMemoryError(Exception):
@@ -58,6 +122,30 @@ class AgentMemoryError(Exception):
 
 class ConfigurationError(AgentMemoryError):
     """The library was set up wrongly (a missing model path, an unusable directory, bad settings)."""
+
+
+class InvalidArgumentError(AgentMemoryError, ValueError, TypeError):
+    """An argument of a library call is of the wrong type, outside its documented bounds
+    (:mod:`agent_memory.limits`), nested too deeply, or not valid Unicode (a lone surrogate).
+
+    Raised before anything is written. A ``ValueError`` and a ``TypeError``, so code that caught
+    those from earlier versions (pydantic's ``ValidationError`` is a ``ValueError``) still works.
+
+    Args:
+        message: what is wrong, quoting at most a short prefix of the value.
+        errors: pydantic's error list (``ValidationError.errors()`` without inputs), when the
+            error came from validating a model, keyword-only; ``()`` otherwise.
+    """
+
+    def __init__(self, message: str, *, errors: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.errors = tuple(errors)
+
+    @classmethod
+    def from_validation_error(cls, exc: ValidationError, what: str) -> InvalidArgumentError:
+        """The error for a pydantic ``ValidationError`` raised while validating ``what``."""
+        errors = exc.errors(include_url=False, include_input=False)
+        return cls(f"invalid {what}: {validation_summary(exc)}", errors=errors)
 
 
 class InvalidIdError(AgentMemoryError, ValueError):
@@ -114,6 +202,16 @@ class CorruptRecordError(StoreError):
         super().__init__(message)
         self.path = path
         self.line_no = line_no
+
+
+class LockTimeoutError(StoreError, TimeoutError):
+    """Another thread or process held a file lock (``items.jsonl.lock``, ``index.lock``) longer
+    than the wait allowed; nothing was changed by the call that gave up."""
+
+
+class MemoryClosedError(AgentMemoryError, RuntimeError):
+    """An :class:`~agent_memory.memory.AgentMemory` was used after :meth:`close` (or after its
+    ``with`` block); open a new one on the same directory instead."""
 
 
 class VectorIndexError(AgentMemoryError):
@@ -176,3 +274,35 @@ class LLMOutputError(LLMError, ValueError):
     def __init__(self, message: str, *, text: str = "") -> None:
         super().__init__(message)
         self.text = text
+
+
+@contextmanager
+def map_exceptions(what: str) -> Iterator[None]:
+    """Convert dependency and builtin errors raised inside the block into :class:`AgentMemoryError`
+    subclasses, keeping the original as ``__cause__``; library errors pass through unchanged.
+
+    ``what`` names the call in messages (``"AgentMemory.store"``). The mapping, first match wins:
+    ``TimeoutError`` (``filelock.Timeout``) → :class:`LockTimeoutError`; ``OSError`` →
+    :class:`StoreError`; pydantic ``ValidationError`` → :class:`InvalidArgumentError` with its
+    error list; ``RecursionError`` (input nested too deeply), ``UnicodeError``, ``ValueError``,
+    ``TypeError`` → :class:`InvalidArgumentError`. Anything else (a bug) propagates unchanged.
+    """
+    try:
+        yield
+    except AgentMemoryError:
+        raise
+    except TimeoutError as exc:
+        raise LockTimeoutError(f"{what}: timed out waiting for a lock ({_clip(str(exc))})") from exc
+    except OSError as exc:
+        raise StoreError(f"{what}: {_clip(str(exc))}") from exc
+    except ValidationError as exc:
+        raise InvalidArgumentError.from_validation_error(exc, f"argument to {what}") from exc
+    except RecursionError as exc:
+        raise InvalidArgumentError(f"{what}: an argument is nested too deeply") from exc
+    except UnicodeError as exc:
+        raise InvalidArgumentError(
+            f"{what}: text is not valid Unicode ({getattr(exc, 'reason', exc.__class__.__name__)}); "
+            "lone surrogates (U+D800-U+DFFF) cannot be stored"
+        ) from exc
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError(f"{what}: {_clip(str(exc))}") from exc

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 
-from agent_memory.errors import InvalidIdError
+from agent_memory.errors import InvalidIdError, StoreError, quoted
 
 __all__ = ["MEMORY_ID_PREFIX", "new_memory_id", "validate_agent_id", "validate_memory_id"]
 
@@ -18,13 +19,31 @@ MEMORY_ID_PREFIX = "mem_"
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _MEMORY_ID = re.compile(r"mem_[0-9a-f]{12}")
 
+MAX_ID_ATTEMPTS = 100
+"""Fresh ids drawn at most before giving up; with 48 random bits a second draw is already rare
+(a memory of a million items collides on one draw in about 280 million)."""
 
-def new_memory_id() -> str:
+
+def _random_hex(nbytes: int) -> str:
+    """Random hex digits (the generator of new ids; tests replace it to force collisions)."""
+    return secrets.token_hex(nbytes)
+
+
+def new_memory_id(taken: Callable[[str], bool] | None = None) -> str:
     """A fresh memory id: ``mem_`` and 12 random hex digits (48 bits), e.g. ``mem_3f9a0c41b2de``.
 
-    Short on purpose: the id is quoted in every citation the model reads.
+    Short on purpose: the id is quoted in every citation the model reads. Short ids can collide,
+    so a caller that knows the ids in use passes ``taken``: an id for which it returns ``True``
+    is drawn again.
+
+    Raises:
+        StoreError: if ``MAX_ID_ATTEMPTS`` draws were all taken (a broken random source).
     """
-    return f"{MEMORY_ID_PREFIX}{secrets.token_hex(6)}"
+    for _ in range(MAX_ID_ATTEMPTS):
+        item_id = f"{MEMORY_ID_PREFIX}{_random_hex(6)}"
+        if taken is None or not taken(item_id):
+            return item_id
+    raise StoreError(f"no free memory id after {MAX_ID_ATTEMPTS} draws; is the random source broken?")
 
 
 def validate_agent_id(agent_id: str) -> str:
@@ -38,8 +57,8 @@ def validate_agent_id(agent_id: str) -> str:
     """
     if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id) or set(agent_id) <= {"."}:
         raise InvalidIdError(
-            f"invalid agent id {agent_id!r}: use 1-128 of A-Z a-z 0-9 _ . - starting with a letter or digit",
-            value=str(agent_id),
+            f"invalid agent id {quoted(agent_id)}: use 1-128 of A-Z a-z 0-9 _ . - starting with a letter or digit",
+            value=agent_id if isinstance(agent_id, str) else str(agent_id),
         )
     return agent_id
 
@@ -57,6 +76,6 @@ def validate_memory_id(memory_id: str) -> str:
         if _MEMORY_ID.fullmatch(cleaned):
             return cleaned
     raise InvalidIdError(
-        f"invalid memory id {memory_id!r}: memory ids look like 'mem_3f9a0c41b2de'",
-        value=str(memory_id),
+        f"invalid memory id {quoted(memory_id)}: memory ids look like 'mem_3f9a0c41b2de'",
+        value=memory_id if isinstance(memory_id, str) else str(memory_id),
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn, get_args
 
 from agent_memory.errors import IngestError
+from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import MemoryType
 
 __all__ = ["Payload", "Source", "plan_sources", "read_file", "read_stdin"]
@@ -52,6 +53,12 @@ class Payload:
     """``type``, ``source``, ``title`` stated by the item itself."""
     tags: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A page title or a path longer than the store accepts is shortened, not refused.
+        object.__setattr__(self, "default_source", shorten(self.default_source, MAX_SOURCE_CHARS))
+        if self.default_title:
+            object.__setattr__(self, "default_title", shorten(self.default_title, MAX_TITLE_CHARS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,29 +4,39 @@
 back shaped by a transform and capped in tokens; ``query`` finds items by meaning and filters;
 ``clear``, ``snapshot`` and ``restore`` manage its life. The JSONL item store is the source of
 truth; the Chroma index is derived and catches up by itself (after a crash, a deferred store, or
-items another process added), and ``rebuild_index`` recreates it from the JSONL.
+items another process added), and ``rebuild_index`` recreates it from the JSONL
+(:mod:`agent_memory.index.upkeep`).
+
+Every public method converts errors at the boundary (:func:`agent_memory.errors.map_exceptions`):
+callers see :class:`~agent_memory.errors.AgentMemoryError` subclasses only. Failures that are
+not the caller's (indexing after a successful store, a damaged line of ``items.jsonl``, a
+missing content blob) are reported to observers (:mod:`agent_memory.observers`), not raised.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from filelock import FileLock
-
-from agent_memory.config import MemoryConfig, resolve_memory_dir
-from agent_memory.errors import ItemNotFoundError, StoreError
-from agent_memory.ids import new_memory_id, validate_agent_id, validate_memory_id
-from agent_memory.index.chunking import chunk_text
+from agent_memory.config import MAX_RETRIEVE_MAX_TOKENS, MemoryConfig, resolve_memory_dir
+from agent_memory.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    ItemNotFoundError,
+    MemoryClosedError,
+    map_exceptions,
+)
+from agent_memory.ids import validate_agent_id, validate_memory_id
+from agent_memory.index.fusion import search
 from agent_memory.index.lexical import LexicalIndex
-from agent_memory.index.text import chunk_header, indexable_text
-from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
+from agent_memory.index.upkeep import IndexUpkeep
+from agent_memory.index.vector import VectorIndex
 from agent_memory.models.items import (
-    ItemMetadata,
     ItemRecord,
     MemoryCriteria,
     MemoryItem,
@@ -35,26 +45,65 @@ from agent_memory.models.items import (
     MemoryType,
     QueryHit,
     RetrieveResult,
-    content_from_bytes,
-    content_to_bytes,
 )
+from agent_memory.observers import IndexFailed, MemoryObserver, ObserverList, RecordQuarantined, logger
 from agent_memory.presentation.plugins import PluginRegistry
-from agent_memory.store.content import sha256_hex
 from agent_memory.store.items import ItemStore
+from agent_memory.store.jsonl import CorruptLine
+from agent_memory.store.prepare import prepare_item, snapshot_pairs
 from agent_memory.tokens import TiktokenCounter, TokenCounter
-from agent_memory.transforms import apply_transform, extractive_summary, raw_text, readable_text
+from agent_memory.transforms import MIN_MAX_TOKENS, apply_transform, extractive_summary, parse_transform
 
 __all__ = ["AgentMemory"]
 
 DEFAULT_AGENT_ID = "default"
 """Agent id used when none is given."""
 
-INDEX_BATCH_ITEMS = 256
-"""Items embedded per index write in bulk operations (``store_many``, ``flush_index``)."""
+F = TypeVar("F", bound=Callable[..., Any])
 
-SEARCH_CHUNKS_PER_ITEM = 8
-"""Chunks fetched per wanted item in a text query, so that items with many matching chunks do
-not crowd out the others; doubled until ``limit`` distinct items are found or the index is spent."""
+
+def _public(method: F) -> F:
+    """A public method: refused on a closed memory; dependency errors mapped to library errors."""
+    what = f"AgentMemory.{method.__name__}"
+
+    @functools.wraps(method)
+    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            raise MemoryClosedError(f"{what}: this AgentMemory is closed; open a new one on {self.agent_dir}")
+        with map_exceptions(what):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _mapped_init(init: F) -> F:
+    """``__init__`` with its errors (also a wrong or unknown argument) mapped like a public method."""
+
+    @functools.wraps(init)
+    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> None:
+        with map_exceptions("AgentMemory"):
+            init(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _int_arg(name: str, value: object, low: int, high: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``, else :class:`InvalidArgumentError`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be an integer, not {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low:,} to {high:,}" if high is not None else f"{low:,} or more"
+        raise InvalidArgumentError(f"{name} must be {bounds}; got {value:,}")
+    return value
+
+
+def _check_memory_dir(path: Path) -> None:
+    """Refuse a memory directory that is (or lies under) an existing file."""
+    for candidate in (path / "agents", path, *path.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise ConfigurationError(f"memory_dir {path} is unusable: {candidate} is not a directory")
+            return
 
 
 class AgentMemory:
@@ -65,14 +114,26 @@ class AgentMemory:
         memory_dir: base directory; ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
         config: storage and index settings; ``None``: ``MemoryConfig()``.
         token_counter: counts tokens; ``None``: tiktoken with ``config.token_encoding``.
-        index: a vector index to use instead of the Chroma one ``config`` describes.
+        index: a vector index to use instead of the Chroma one ``config`` describes (the caller
+            keeps it: :meth:`close` does not close it).
         plugins: compaction plugins; the first that matches an item makes its ``summary``
             retrieve transform. ``None``: the installed ones
             (``PluginRegistry.from_entry_points()``), loaded on first use.
+        observers: receive the events the memory reports instead of raising (indexing that
+            failed after a store, quarantined records, missing content); see
+            :mod:`agent_memory.observers`. Events are also logged on the ``agent_memory`` logger.
 
     Raises:
         InvalidIdError: if ``agent_id`` is not a safe directory name.
-        ConfigurationError: if the index cannot be opened (lazily, on first index use).
+        InvalidArgumentError: if an argument has the wrong type.
+        ConfigurationError: if ``memory_dir`` is (or lies under) a file; if the index cannot be
+            opened (lazily, on first index use).
+
+    Nothing is created on disk until the first write. A memory holds SQLite connections and a
+    chromadb client once its index is used: :meth:`close` releases them, and a memory is a
+    context manager (``with AgentMemory(...) as memory:``). A closed memory raises
+    :class:`~agent_memory.errors.MemoryClosedError` on every use (it does not reopen: a closed
+    object that silently reopened would leak what ``close`` released).
 
     Thread-safe within a process. Several processes may share one memory directory: appends to
     ``items.jsonl`` are locked and lose nothing, and a process sees items another one stored on
@@ -84,6 +145,7 @@ class AgentMemory:
     repairs an index from the JSONL at any time.
     """
 
+    @_mapped_init
     def __init__(
         self,
         agent_id: str = DEFAULT_AGENT_ID,
@@ -93,46 +155,98 @@ class AgentMemory:
         token_counter: TokenCounter | None = None,
         index: VectorIndex | None = None,
         plugins: PluginRegistry | None = None,
+        observers: Sequence[MemoryObserver] = (),
     ) -> None:
+        self._closed = False
         self.agent_id = validate_agent_id(agent_id)
+        if memory_dir is not None and not isinstance(memory_dir, str | os.PathLike):
+            raise InvalidArgumentError(f"memory_dir must be a path, not {type(memory_dir).__name__}")
         self.memory_dir = resolve_memory_dir(memory_dir)
         self.agent_dir = self.memory_dir / "agents" / self.agent_id
+        _check_memory_dir(self.memory_dir)
+        for name, value, kind in (
+            ("config", config, MemoryConfig),
+            ("token_counter", token_counter, TokenCounter),
+            ("index", index, VectorIndex),
+            ("plugins", plugins, PluginRegistry),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise InvalidArgumentError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
         self.config = config if config is not None else MemoryConfig()
         self.tokens = token_counter if token_counter is not None else TiktokenCounter(self.config.token_encoding)
-        self._store = ItemStore(self.agent_dir)
-        self._index = index
-        self._lexical: LexicalIndex | None = None
-        self._indexed: set[str] = set()
+        if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
+            raise InvalidArgumentError(f"observers must be a list of observers, not {type(observers).__name__}")
+        self._observers = ObserverList(observers)
+        self._store = ItemStore(self.agent_dir, on_quarantine=self._quarantined)
+        self._upkeep = IndexUpkeep(
+            agent_id=self.agent_id, agent_dir=self.agent_dir, config=self.config, tokens=self.tokens,
+            store=self._store, index=index, emit=self._observers.emit,
+        )
         self._mutex = threading.RLock()
-        self._index_lock = FileLock(str(self.agent_dir / "index.lock"), timeout=600)
         self._plugins = plugins
 
     def __repr__(self) -> str:
-        return f"AgentMemory(agent_id={self.agent_id!r}, memory_dir={str(self.memory_dir)!r})"
+        state = ", closed" if self._closed else ""
+        return f"AgentMemory(agent_id={self.agent_id!r}, memory_dir={str(self.memory_dir)!r}{state})"
 
-    # -- the index, opened lazily (chromadb and torch are heavy imports) ---------------------
+    # -- life cycle and observers ----------------------------------------------------------------
+    def close(self) -> None:
+        """Release what the memory holds: every thread's SQLite connection of the keyword index
+        and the Chroma client (embedded: the process-shared client of the directory, once no
+        other open memory uses it). Idempotent. Files stay; open a new AgentMemory to go on."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+        self._upkeep.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> AgentMemory:
+        if self._closed:
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @_public
+    def add_observer(self, observer: MemoryObserver) -> None:
+        """Report this memory's events to ``observer`` too (see :mod:`agent_memory.observers`).
+
+        Raises:
+            InvalidArgumentError: if it has no ``on_event`` method.
+        """
+        self._observers.add(observer)
+
+    def _quarantined(self, line: CorruptLine, where: Path | None) -> None:
+        self._observers.emit(
+            RecordQuarantined(
+                agent_id=self.agent_id, path=str(self._store.jsonl.path), line_no=line.line_no,
+                reason=line.reason, quarantine_path=str(where) if where is not None else None,
+            )
+        )
+
+    # -- the indexes -----------------------------------------------------------------------------
     @property
     def index(self) -> VectorIndex:
         """The vector index (opened on first use)."""
-        with self._mutex:
-            if self._index is None:
-                from agent_memory.index.chroma import ChromaVectorIndex
-
-                self.agent_dir.mkdir(parents=True, exist_ok=True)
-                self._index = ChromaVectorIndex(self.agent_id, self.config, path=self.agent_dir / "index" / "chroma")
-            return self._index
+        if self._closed:
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+        return self._upkeep.index
 
     @property
     def lexical(self) -> LexicalIndex | None:
         """The BM25 keyword index (``index/lexical.sqlite3``), or ``None`` if hybrid search is off."""
-        if not self.config.hybrid_search:
-            return None
-        with self._mutex:
-            if self._lexical is None:
-                self._lexical = LexicalIndex(self.agent_dir / "index" / "lexical.sqlite3")
-            return self._lexical
+        if self._closed:
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+        return self._upkeep.lexical
 
-    # -- store ---------------------------------------------------------------------------------
+    # -- store -----------------------------------------------------------------------------------
+    @_public
     def store(
         self,
         content: Any,
@@ -149,33 +263,42 @@ class AgentMemory:
         """Store a full result and return its new memory id (``mem_`` + 12 hex digits).
 
         Args:
-            content: ``str``, ``bytes``, or JSON-able data (dicts, lists, numbers; kept as JSON),
-                or a :class:`MemoryItem` (its type and metadata are used; its id is replaced).
+            content: ``str``, ``bytes``, or JSON-able data (dicts, lists, numbers; kept as JSON,
+                at most ``limits.MAX_JSON_DEPTH`` deep), or a :class:`MemoryItem` (its type and
+                metadata are used; its id is replaced).
             type: kind of content (chooses citation plugins; a query filter).
-            source: where it came from: a tool name, a URL.
-            tags: labels for filtering (lower-cased).
-            related_to: memory ids this item relates to (each must exist).
-            title: human title; ``None``: unknown.
+            source: where it came from: a tool name, a URL (``limits.MAX_SOURCE_CHARS``).
+            tags: labels for filtering (lower-cased; ``limits.MAX_TAGS`` of at most
+                ``limits.MAX_TAG_CHARS``).
+            related_to: memory ids this item relates to (each must exist; ``limits.MAX_RELATED``).
+            title: human title (``limits.MAX_TITLE_CHARS``); ``None``: unknown.
             media_type: MIME type (``text/html`` makes the index extract the page's text).
-            extra: more JSON-able facts.
+            extra: more JSON-able facts (``limits.MAX_EXTRA_CHARS`` as JSON).
             timestamp: store time; ``None``: now.
 
+        Returns:
+            The new id. Once the item is written this never raises: if indexing then fails, the
+            item stays pending (indexed by the next ``flush_index`` or query) and the failure is
+            logged and reported to observers as :class:`~agent_memory.observers.IndexFailed`.
+
         Raises:
-            TypeError: if ``content`` is not text, bytes or JSON-able.
+            InvalidArgumentError: (a ``TypeError`` and ``ValueError``) if an argument is of the
+                wrong type, over its bound, or not valid Unicode; nothing is written.
             InvalidIdError: if a ``related_to`` id is malformed.
             ItemNotFoundError: if a ``related_to`` id does not exist.
-            StoreError: if writing fails (nothing is half-written: the item is absent).
-            VectorIndexError: if indexing fails (the item is stored and will be indexed later).
+            StoreError: if writing fails (nothing is half-written: the item is absent);
+                ``LockTimeoutError`` if another process held the store's lock too long.
         """
-        record, data, stored = self._prepare(
-            content, type=type, source=source, tags=tags, related_to=related_to, title=title,
-            media_type=media_type, extra=extra, timestamp=timestamp,
+        item = prepare_item(
+            self._store, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
+            title=title, media_type=media_type, extra=extra, timestamp=timestamp,
         )
-        self._store.add(record, data)
+        self._store.add(item.record, item.data)
         if self.config.index_on_store:
-            self._index_items([(record, stored)])
-        return record.id
+            self._upkeep.add_stored([(item.record, item.content)])
+        return item.record.id
 
+    @_public
     def store_many(self, entries: Iterable[MemoryItem | dict[str, Any]]) -> list[str]:
         """Store many results at once; returns their new ids in order.
 
@@ -183,82 +306,40 @@ class AgentMemory:
         (``{"content": ..., "type": ..., "title": ...}``). Blobs are written first, then all
         records in one locked append, then the index embeds every chunk in batches: several
         times faster than calling :meth:`store` in a loop. Raises as :meth:`store`; if an entry is
-        invalid, nothing of the batch is stored.
+        invalid, nothing of the batch is stored; indexing failures are reported, not raised.
         """
+        if isinstance(entries, dict | str | bytes | MemoryItem):
+            raise InvalidArgumentError("store_many takes a list of entries (MemoryItems or dicts of store arguments)")
         prepared = []
-        for entry in entries:
+        reserved: set[str] = set()
+        for n, entry in enumerate(entries):
             if isinstance(entry, MemoryItem):
-                prepared.append(self._prepare(entry))
-            else:
+                prepared.append(prepare_item(self._store, self.tokens, entry, reserved=reserved))
+            elif isinstance(entry, dict):
+                if "content" not in entry:
+                    raise InvalidArgumentError(f"entry {n} of store_many has no 'content'")
                 kwargs = dict(entry)
-                prepared.append(self._prepare(kwargs.pop("content"), **kwargs))
-        self._store.add_many([(record, data) for record, data, _ in prepared])
+                prepared.append(prepare_item(self._store, self.tokens, kwargs.pop("content"), reserved=reserved, **kwargs))
+            else:
+                raise InvalidArgumentError(f"entry {n} of store_many must be a MemoryItem or a dict, not {type(entry).__name__}")
+        self._store.add_many([(item.record, item.data) for item in prepared])
         if self.config.index_on_store:
-            for start in range(0, len(prepared), INDEX_BATCH_ITEMS):
-                self._index_items([(record, stored) for record, _, stored in prepared[start : start + INDEX_BATCH_ITEMS]])
-        return [record.id for record, _, _ in prepared]
+            self._upkeep.add_stored([(item.record, item.content) for item in prepared])
+        return [item.record.id for item in prepared]
 
-    def _prepare(
-        self,
-        content: Any,
-        *,
-        type: MemoryType = "custom",  # noqa: A002
-        source: str = "agent",
-        tags: Iterable[str] = (),
-        related_to: Iterable[str] = (),
-        title: str | None = None,
-        media_type: str | None = None,
-        extra: dict[str, Any] | None = None,
-        timestamp: datetime | None = None,
-    ) -> tuple[ItemRecord, bytes, Any]:
-        """Validate and describe one result: its record, blob bytes and content as stored."""
-        if isinstance(content, MemoryItem):
-            meta = content.metadata
-            return self._prepare(
-                content.content, type=content.type, source=meta.source, tags=meta.tags,
-                related_to=meta.related_to, title=meta.title, media_type=meta.media_type,
-                extra=dict(meta.extra), timestamp=meta.timestamp,
-            )
-        data, encoding = content_to_bytes(content)
-        if encoding == "json":
-            # From here on use the content as stored (keys sorted), so that token counts and the
-            # index are the same as after a rebuild or a restore, which read it from the blob.
-            content = content_from_bytes(data, encoding)
-        related = tuple(validate_memory_id(ref) for ref in related_to)
-        for ref in related:
-            self._store.get_record(ref)
-        meta_kwargs: dict[str, Any] = {} if timestamp is None else {"timestamp": timestamp}
-        raw = raw_text(content, encoding)
-        metadata = ItemMetadata(
-            source=source,
-            size_bytes=len(data),
-            tokens=self.tokens.count(raw),
-            tags=tuple(tags),
-            related_to=related,
-            content_sha256=sha256_hex(data),
-            content_encoding=encoding,
-            title=title,
-            media_type=media_type,
-            extra=extra or {},
-            **meta_kwargs,
-        )
-        item_id = new_memory_id()
-        readable, _ = readable_text(MemoryItem(id=item_id, type=type, metadata=metadata, content=content))
-        if readable != raw:
-            metadata = metadata.model_copy(update={"text_tokens": self.tokens.count(readable)})
-        return ItemRecord(id=item_id, type=type, metadata=metadata), data, content
-
-    # -- read ----------------------------------------------------------------------------------
+    # -- read ------------------------------------------------------------------------------------
+    @_public
     def get(self, item_id: str) -> MemoryItem:
         """The whole item, content as stored (byte-identical for bytes, equal for text/JSON).
 
         Raises:
             InvalidIdError: if the id is malformed.
             ItemNotFoundError: if no item has this id.
-            StoreError: if its content blob is missing or damaged.
+            StoreError: if its content blob is missing or damaged (only this item fails).
         """
         return self._store.load_item(validate_memory_id(item_id))
 
+    @_public
     def __contains__(self, item_id: object) -> bool:
         if not isinstance(item_id, str):
             return False
@@ -267,13 +348,16 @@ class AgentMemory:
         except ValueError:
             return False
 
+    @_public
     def __len__(self) -> int:
         return len(self._store.records())
 
+    @_public
     def records(self) -> list[ItemRecord]:
         """Every item record (no content), oldest first."""
         return self._store.records()
 
+    @_public
     def retrieve(
         self,
         item_id: str,
@@ -289,24 +373,32 @@ class AgentMemory:
             item_id: the memory id.
             transform: a transform model, a dict like ``{"type": "first_n", "n": 20}``, a type
                 name like ``"summary"``, or ``None`` for ``full``.
-            max_tokens: cap of this answer in tokens; ``None``: ``config.retrieve_max_tokens``.
+            max_tokens: cap of this answer in tokens, ``transforms.MIN_MAX_TOKENS`` (120) to
+                ``MAX_RETRIEVE_MAX_TOKENS``; ``None``: ``config.retrieve_max_tokens``.
             page: which page (1-based) of a transformed text longer than ``max_tokens``.
             raw: ``True`` shows HTML pages as markup; ``False`` (default) as their main text.
 
         Raises:
             InvalidIdError, ItemNotFoundError: for a bad or unknown id.
-            TransformError: if the transform does not apply (bad regex, JSON path on text, page
-                past the end).
+            InvalidArgumentError: if ``max_tokens``, ``page`` or ``raw`` is of the wrong type or
+                out of range.
+            TransformError: if the transform is invalid or does not apply (bad or too slow regex,
+                JSON path on text, page past the end).
+            StoreError: if the item's content blob is missing or damaged.
         """
-        item = self.get(item_id)
+        item_id = validate_memory_id(item_id)
+        spec = parse_transform(transform)
+        cap = (
+            self.config.retrieve_max_tokens
+            if max_tokens is None
+            else _int_arg("max_tokens", max_tokens, MIN_MAX_TOKENS, MAX_RETRIEVE_MAX_TOKENS)
+        )
+        page = _int_arg("page", page, 1)
+        if not isinstance(raw, bool):
+            raise InvalidArgumentError(f"raw must be True or False, not {type(raw).__name__}")
+        item = self._store.load_item(item_id)
         return apply_transform(
-            item,
-            transform,
-            counter=self.tokens,
-            max_tokens=max_tokens if max_tokens is not None else self.config.retrieve_max_tokens,
-            page=page,
-            raw=raw,
-            summarizer=self._summarize,
+            item, spec, counter=self.tokens, max_tokens=cap, page=page, raw=raw, summarizer=self._summarize
         )
 
     @property
@@ -318,29 +410,44 @@ class AgentMemory:
             return self._plugins
 
     def _summarize(self, item: MemoryItem, text: str, max_tokens: int) -> str:
-        """The ``summary`` transform: the matching plugin's summary, else an extractive one."""
-        plugin = self.plugins.for_item(item)
-        summary = plugin.summary(item, max_tokens=max_tokens, counter=self.tokens) if plugin is not None else ""
+        """The ``summary`` transform: the matching plugin's summary, else (also when the plugin
+        fails, which is logged) an extractive one."""
+        summary = ""
+        try:
+            plugin = self.plugins.for_item(item)
+            if plugin is not None:
+                summary = plugin.summary(item, max_tokens=max_tokens, counter=self.tokens)
+        except Exception:  # noqa: BLE001 - a third-party plugin must not break retrieve
+            logger.exception("compaction plugin failed to summarise %s; using an extractive summary", item.id)
+            summary = ""
+        if not isinstance(summary, str):
+            summary = ""
         return summary or extractive_summary(text, max_tokens, self.tokens)
 
-    # -- query ---------------------------------------------------------------------------------
+    # -- query -----------------------------------------------------------------------------------
+    @_public
     def query(self, criteria: MemoryCriteria | None = None, /, **filters: Any) -> list[QueryHit]:
         """Items matching ``criteria`` (or the same fields as keywords), best first.
 
         With ``text``: each item is ranked by its best chunk in the dense (cosine) ranking and,
         with ``config.hybrid_search``, in the BM25 keyword ranking; the two rankings are fused by
         reciprocal rank fusion (``QueryHit.score``; ``QueryHit.similarity`` keeps the cosine).
-        Without ``text``: the newest items first. Filters run inside the indexes.
+        Without ``text``: the newest items first. Filters run inside the indexes. The query text
+        is embedded once per query. Items the index refuses are skipped (and reported).
 
         Raises:
-            pydantic.ValidationError: if keyword filters are invalid.
-            VectorIndexError: if the index fails.
+            InvalidArgumentError: if ``criteria`` is not a :class:`MemoryCriteria` or a filter is
+                invalid (see the bounds on :class:`MemoryCriteria`).
+            VectorIndexError: if the index fails as a whole (``rebuild_index`` repairs a damaged
+                one); ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
         """
         if criteria is None:
             criteria = MemoryCriteria(**filters)
+        elif not isinstance(criteria, MemoryCriteria):
+            raise InvalidArgumentError(f"criteria must be a MemoryCriteria, not {type(criteria).__name__}")
         elif filters:
-            criteria = criteria.model_copy(update=filters)
-        self.flush_index()
+            criteria = MemoryCriteria(**{**dict(criteria), **filters})
+        self._upkeep.flush()
         if criteria.text is None:
             listed = sorted(self.index.list_items(criteria), key=lambda pair: pair[1], reverse=True)
             hits = []
@@ -352,117 +459,41 @@ class AgentMemory:
                 if len(hits) >= criteria.limit:
                     break
             return hits
-        return self._search(criteria)
-
-    def _search(self, criteria: MemoryCriteria) -> list[QueryHit]:
-        """Dense and keyword rankings of items (each by its best chunk), fused by reciprocal rank
-        fusion; fetches more chunks while fewer than ``limit`` distinct items were found."""
-        assert criteria.text is not None
-        n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
-        while True:
-            dense = self.index.search(criteria.text, criteria, n_chunks=n_chunks)
-            lexical = self.lexical.search(criteria.text, criteria, n_chunks=n_chunks) if self.lexical else []
-            dense_best, lexical_best = _best_per_item(dense), _best_per_item(lexical)
-            exhausted = len(dense) < n_chunks and len(lexical) < n_chunks
-            if len(dense_best.keys() | lexical_best.keys()) >= criteria.limit or exhausted:
-                break
-            n_chunks *= 2
-        fused: dict[str, float] = {}
-        if self.lexical is None:
-            fused = {item_id: hit.score for item_id, hit in dense_best.items()}
-        else:
-            k = self.config.rrf_k
-            for rank, item_id in enumerate(dense_best, start=1):
-                fused[item_id] = 1.0 / (k + rank)
-            for rank, item_id in enumerate(lexical_best, start=1):
-                fused[item_id] = fused.get(item_id, 0.0) + self.config.lexical_weight / (k + rank)
-        hits: list[QueryHit] = []
-        for item_id in sorted(fused, key=lambda key: -fused[key]):
-            try:
-                record = self._store.get_record(item_id)
-            except ItemNotFoundError:
-                continue  # index ahead of a cleared or restored store
-            dense_hit = dense_best.get(item_id)
-            shown = dense_hit or lexical_best[item_id]
-            hits.append(
-                QueryHit(
-                    item=record,
-                    score=round(fused[item_id], 6),
-                    similarity=round(dense_hit.score, 6) if dense_hit else None,
-                    chunk=shown.body,
-                    chunk_index=shown.chunk_index,
-                    chunk_start_char=shown.start_char,
-                )
-            )
-            if len(hits) >= criteria.limit:
-                break
-        return hits
-
-    # -- the index -----------------------------------------------------------------------------
-    def _chunks_for(self, record: ItemRecord, content: Any) -> list[IndexChunk]:
-        text = indexable_text(record, content)[: self.config.max_index_chars]
-        header = chunk_header(record)
-        pieces = chunk_text(
-            text,
-            self.tokens,
-            chunk_tokens=self.config.chunk_tokens,
-            overlap_tokens=self.config.chunk_overlap_tokens,
+        return search(
+            criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
         )
-        common = {
-            "item_id": record.id,
-            "header_chars": len(header),
-            "type": record.type,
-            "source": record.metadata.source,
-            "timestamp_s": record.metadata.timestamp.timestamp(),
-            "tags": record.metadata.tags,
-        }
-        if not pieces:  # every item gets a head chunk, so filters and listings find it
-            label = header or f"{record.type} from {record.metadata.source}\n"
-            return [IndexChunk(chunk_index=0, text=label, start_char=0, **{**common, "header_chars": len(label)})]
-        return [
-            IndexChunk(chunk_index=piece.index, text=header + piece.text, start_char=piece.start_char, **common)
-            for piece in pieces
-        ]
 
-    def _index_items(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
-        chunks = [chunk for record, content in pairs for chunk in self._chunks_for(record, content)]
-        with self._index_lock:
-            self.index.add(chunks)
-            if self.lexical is not None:
-                self.lexical.add(chunks)
-        with self._mutex:
-            self._indexed.update(record.id for record, _ in pairs)
-
+    # -- the index -------------------------------------------------------------------------------
+    @_public
     def flush_index(self) -> int:
         """Index every stored item the index lacks (deferred stores, other processes' items,
-        items a crash left unindexed). Returns how many items were indexed."""
-        records = self._store.records()
-        with self._mutex:
-            missing = [r for r in records if r.id not in self._indexed]
-        if not missing:
-            return 0
-        present = self.index.item_ids()
-        if self.lexical is not None:
-            present &= self.lexical.item_ids()
-        with self._mutex:
-            self._indexed |= present
-        todo = [r for r in missing if r.id not in present]
-        for start in range(0, len(todo), INDEX_BATCH_ITEMS):
-            batch = todo[start : start + INDEX_BATCH_ITEMS]
-            self._index_items([(r, self._store.load_content(r)) for r in batch])
-        return len(todo)
+        items a crash or a failed index left pending). Returns how many items were indexed.
 
+        An item the index refuses while it works for others (or whose content blob is missing)
+        is skipped by this process until :meth:`rebuild_index` and reported to observers.
+
+        Raises:
+            VectorIndexError: if the index fails as a whole.
+            LockTimeoutError: if another process holds ``index.lock`` too long.
+        """
+        return self._upkeep.flush()
+
+    @_public
     def rebuild_index(self) -> int:
-        """Drop the index and rebuild it from ``items.jsonl``; returns the number of items indexed."""
-        with self._index_lock:
-            self.index.reset()
-            if self.lexical is not None:
-                self.lexical.reset()
-        with self._mutex:
-            self._indexed.clear()
-        return self.flush_index()
+        """Drop the indexes and rebuild them from ``items.jsonl``; returns the number of items
+        indexed. A keyword index file SQLite cannot read ("not a database", "malformed") is
+        deleted and created again (reported as ``IndexRecreated``).
 
-    # -- lifecycle -----------------------------------------------------------------------------
+        Vectors are recomputed, so queries afterwards give the same hits in the same order up to
+        near-ties: items whose similarities differ by less than ``SCORE_TOLERANCE`` (1e-4) may
+        change places in a dense-only ranking (hybrid search gives them one shared dense rank),
+        and every similarity agrees within ``SCORE_TOLERANCE`` (see
+        :mod:`agent_memory.index.fusion`).
+        """
+        return self._upkeep.rebuild()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @_public
     def clear(self) -> None:
         """Remove every item, its content and its index entries.
 
@@ -470,54 +501,52 @@ class AgentMemory:
             StoreError: if the rewrite fails (the old items are then intact).
         """
         self._store.replace_all([])
-        with self._index_lock:
-            self.index.reset()
-            if self.lexical is not None:
-                self.lexical.reset()
-        with self._mutex:
-            self._indexed.clear()
+        self._reindex_after_replace()
 
+    def _reindex_after_replace(self) -> None:
+        """Empty the indexes and index the store's items again after the store was replaced;
+        the new items are on disk, so a failure here is reported (``IndexFailed``), not raised."""
+        try:
+            self._upkeep.reset()
+            self._upkeep.flush()
+        except Exception as exc:  # noqa: BLE001 - the store is replaced; the index catches up later
+            ids = tuple(record.id for record in self._store.records())
+            self._observers.emit(
+                IndexFailed(agent_id=self.agent_id, item_ids=ids, error=f"{type(exc).__name__}: {exc}"[:300], pending=True)
+            )
+
+    @_public
     def snapshot(self) -> MemorySnapshot:
-        """A frozen copy of every item with its content, oldest first (serialisable as JSON)."""
+        """A frozen copy of every item with its content, oldest first (serialisable as JSON).
+
+        Raises:
+            StoreError: if an item's content blob is missing or damaged (the message names the
+                item): a snapshot is a faithful copy or none.
+        """
         items = tuple(self._store.load_item(record.id) for record in self._store.records())
         return MemorySnapshot(agent_id=self.agent_id, items=items)
 
+    @_public
     def restore(self, snapshot: MemorySnapshot) -> None:
         """Make this memory hold exactly the snapshot's items (ids, metadata, content), then
         re-index them. The previous items are replaced atomically.
 
+        Vectors are recomputed, not copied: queries give the same hits in the same order up to
+        near-ties, with similarities within ``SCORE_TOLERANCE`` (see :meth:`rebuild_index`).
+        Indexing failures after the replace are reported, not raised (the items are stored).
+
         Raises:
-            StoreError: if a snapshot item's content does not match its recorded sha256.
+            InvalidArgumentError: if ``snapshot`` is not a :class:`MemorySnapshot`, two items share
+                an id, or an item's content cannot be stored.
+            InvalidIdError: if an item id is malformed.
+            StoreError: if a snapshot item's content does not match its recorded sha256, or
+                writing fails (the previous items are then intact).
         """
-        pairs: list[tuple[ItemRecord, bytes]] = []
-        for item in snapshot.items:
-            validate_memory_id(item.id)
-            data, encoding = content_to_bytes(item.content, item.metadata.content_encoding)
-            if item.metadata.content_sha256 and sha256_hex(data) != item.metadata.content_sha256:
-                raise StoreError(f"snapshot item {item.id}: content does not match its sha256")
-            record = item.record()
-            if not item.metadata.content_sha256:  # a hand-built item: derive what its content says
-                derived = {"content_sha256": sha256_hex(data), "content_encoding": encoding, "size_bytes": len(data)}
-                record = record.model_copy(update={"metadata": item.metadata.model_copy(update=derived)})
-            pairs.append((record, data))
+        pairs = snapshot_pairs(snapshot)
         self._store.replace_all(pairs)
-        with self._index_lock:
-            self.index.reset()
-            if self.lexical is not None:
-                self.lexical.reset()
-        with self._mutex:
-            self._indexed.clear()
-        self.flush_index()
+        self._reindex_after_replace()
 
     @property
     def path(self) -> Path:
         """The agent's directory (``<memory_dir>/agents/<agent_id>``)."""
         return self.agent_dir
-
-
-def _best_per_item(hits: list[ChunkHit]) -> dict[str, ChunkHit]:
-    """The first (best) chunk hit of each item, in ranking order."""
-    best: dict[str, ChunkHit] = {}
-    for hit in hits:
-        best.setdefault(hit.item_id, hit)
-    return best

@@ -8,21 +8,32 @@ of the page), and one page is returned with the facts needed to ask for the next
 
 Items are read as *readable text*: an HTML page as its extracted main text (``raw=True`` gives
 the markup), JSON pretty-printed with 2-space indents, bytes as UTF-8 text or else base64.
+
+Transforms come from models, so nothing they are given may hang, crash or flood the answer:
+regular expressions run on the ``regex`` module with a time budget (``limits.REGEX_TIMEOUT_S``
+plus ``REGEX_LINE_ALLOWANCE_S`` per line), bounded repetition counts (``limits.MAX_REPEAT``) and
+bounded expanded size (``MAX_PATTERN_EXPANSION``); JSON deeper than ``limits.MAX_JSON_DEPTH`` is
+refused; every failure is a :class:`TransformError` whose message quotes at most a short prefix
+of the bad input.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
+import regex
+from pydantic import BaseModel, ValidationError
 
-from agent_memory.errors import TransformError
+from agent_memory.errors import TransformError, quoted, validation_summary
 from agent_memory.html import extract_page, looks_like_html
+from agent_memory.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS, MAX_REPEAT, REGEX_TIMEOUT_S, json_depth
 from agent_memory.models.items import (
     TRANSFORM_ADAPTER,
     ContentEncoding,
@@ -38,10 +49,16 @@ from agent_memory.models.items import (
 )
 from agent_memory.tokens import TokenCounter, truncate_tokens
 
+_TRANSFORM_TYPES = (FullTransform, ExcerptTransform, FirstNTransform, LastNTransform, FilteredTransform, SummaryTransform)
+
 __all__ = [
+    "MAX_PATTERN_EXPANSION",
+    "MIN_MAX_TOKENS",
     "PAGE_NOTICE_TOKENS",
+    "REGEX_LINE_ALLOWANCE_S",
     "Summarizer",
     "apply_transform",
+    "compile_pattern",
     "extractive_summary",
     "parse_transform",
     "raw_text",
@@ -50,6 +67,20 @@ __all__ = [
 
 PAGE_NOTICE_TOKENS = 60
 """Tokens kept free on a cut page for the notice that says how to get the next page."""
+
+MIN_MAX_TOKENS = 2 * PAGE_NOTICE_TOKENS
+"""Smallest ``max_tokens`` of one answer: the page notice and at least as much content."""
+
+MAX_PATTERN_EXPANSION = 100_000
+"""Largest size of a pattern with its repetitions multiplied out (``(a{1000}){100}`` is 100,000).
+The ``regex`` module expands nested counted repeats when it compiles: 100,000 compiles in ~0.06 s,
+``(a{1000}){1000}`` took 0.5 s and ``((a{1000}){1000}){1000}`` exhausted the memory."""
+
+REGEX_LINE_ALLOWANCE_S = 10e-6
+"""Time added to a filtered transform's regex budget per line of text, in seconds. The text is
+searched once, with one search per matching line (~4 µs of fixed overhead each); this allowance
+keeps a harmless pattern that matches every line of a 100,000-line log within budget, while a
+pattern that backtracks is still stopped (the budget stays bounded: 1.25 s for 100,000 lines)."""
 
 Summarizer = Callable[[MemoryItem, str, int], str]
 """``(item, readable_text, max_tokens) -> summary``: how the ``summary`` transform is made."""
@@ -70,8 +101,15 @@ def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None) ->
         try:
             return TRANSFORM_ADAPTER.validate_python(transform)
         except ValidationError as exc:
-            raise TransformError(f"invalid transform {transform!r}: {exc.errors()[0]['msg']}") from exc
-    return transform
+            raise TransformError(f"invalid transform {quoted(transform)}: {validation_summary(exc)}") from exc
+        except RecursionError as exc:
+            raise TransformError("invalid transform: nested too deeply") from exc
+    if isinstance(transform, BaseModel) and isinstance(transform, _TRANSFORM_TYPES):
+        return transform  # type: ignore[return-value]
+    raise TransformError(
+        f"invalid transform {quoted(transform)}: give a transform model, a dict like "
+        '{"type": "first_n", "n": 20}, a type name like "summary", or None'
+    )
 
 
 def raw_text(content: Any, encoding: ContentEncoding) -> str:
@@ -108,7 +146,7 @@ def readable_text(item: MemoryItem, *, raw: bool = False) -> tuple[str, list[str
         if page.url:
             head.append(f"URL: {page.url}")
         text = "\n".join(head) + ("\n\n" if head else "") + page.text
-        notes.append("HTML page shown as its main text; raw=true gives the markup")
+        notes.append("HTML page shown as its main text")
     return text, notes
 
 
@@ -142,7 +180,10 @@ def apply_transform(
         raise TransformError(f"max_tokens must be at least {PAGE_NOTICE_TOKENS * 2}")
     if page < 1:
         raise TransformError("page numbers start at 1")
-    text, notes = readable_text(item, raw=raw)
+    try:
+        text, notes = readable_text(item, raw=raw)
+    except RecursionError as exc:
+        raise TransformError("the content is nested too deeply to show as text") from exc
     match spec:
         case FullTransform():
             shaped = text
@@ -228,11 +269,11 @@ def _excerpt(text: str, spec: ExcerptTransform, notes: list[str]) -> str:
             windows[-1] = (windows[-1][0], hi)
         else:
             if len(windows) >= spec.max_matches:
-                notes.append(f"more matches of {spec.around!r} follow; showing the first {spec.max_matches}")
+                notes.append(f"more matches of {quoted(spec.around)} follow; showing the first {spec.max_matches}")
                 break
             windows.append((lo, hi))
     if not windows:
-        notes.append(f"no match for {spec.around!r}")
+        notes.append(f"no match for {quoted(spec.around)}")
         return ""
     return "\n…\n".join(f"[chars {lo}-{hi}]\n{text[lo:hi]}" for lo, hi in windows)
 
@@ -265,12 +306,23 @@ def _filtered(item: MemoryItem, text: str, spec: FilteredTransform, notes: list[
 
 
 def _json_data(item: MemoryItem) -> Any:
+    """The item's content as JSON data (text content is parsed), at most ``MAX_JSON_DEPTH`` deep."""
     if item.metadata.content_encoding == "json":
-        return item.content
-    try:
-        return json.loads(raw_text(item.content, item.metadata.content_encoding))
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise TransformError("json_path and column filters need JSON content; this item is text") from exc
+        data = item.content
+    else:
+        try:
+            data = json.loads(raw_text(item.content, item.metadata.content_encoding))
+        except (json.JSONDecodeError, TypeError, ValueError) as exc:
+            raise TransformError("json_path and column filters need JSON content; this item is text") from exc
+        except RecursionError as exc:
+            raise TransformError(
+                f"json_path and column filters need JSON at most {MAX_JSON_DEPTH} levels deep; this item is deeper"
+            ) from exc
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise TransformError(
+            f"json_path and column filters need JSON at most {MAX_JSON_DEPTH} levels deep; this item is deeper"
+        )
+    return data
 
 
 def _select_path(data: Any, path: str) -> Any:
@@ -286,16 +338,31 @@ def _select_path(data: Any, path: str) -> Any:
                 return {k: walk(v, tail, f"{where}.{k}") for k, v in node.items()}
             raise TransformError(f"'*' at {where or '$'} needs a list or an object")
         if isinstance(node, list):
-            if not key.lstrip("-").isdigit() or not -len(node) <= int(key) < len(node):
-                raise TransformError(f"{where or '$'} is a list of {len(node)}; use an index 0-{len(node) - 1} or '*'")
+            if not key.lstrip("-").isdigit() or len(key) > 18 or not -len(node) <= int(key) < len(node):
+                raise TransformError(
+                    f"{_where(where)} is a list of {len(node)}; use an index 0-{len(node) - 1} or '*'"
+                )
             return walk(node[int(key)], tail, f"{where}.{key}")
         if isinstance(node, dict):
             if key not in node:
-                keys = ", ".join(list(node)[:20])
-                raise TransformError(f"no key {key!r} at {where or '$'}; keys there: {keys}")
+                keys = ", ".join(quoted(k, 40)[1:-1] for k in list(node)[:20])
+                raise TransformError(f"no key {quoted(key)} at {_where(where)}; keys there: {keys}")
             return walk(node[key], tail, f"{where}.{key}")
-        raise TransformError(f"{where or '$'} is a {type(node).__name__}, not an object or list")
+        raise TransformError(f"{_where(where)} is a {type(node).__name__}, not an object or list")
     return walk(data, parts, "")
+
+
+def _where(path: str) -> str:
+    """A JSON path for a message: ``$`` for the root, long paths cut to their end."""
+    if not path:
+        return "$"
+    return path if len(path) <= 60 else "…" + path[-59:]
+
+
+def _columns(names: Any) -> str:
+    """At most 20 column names, each cut short, for a message."""
+    shown = [quoted(str(name), 40)[1:-1] for name in list(names)[:20]]
+    return ", ".join(shown) + (", …" if len(names) > 20 else "")
 
 
 def _rows_where(data: Any, column: str, value: Any, notes: list[str]) -> Any:
@@ -305,33 +372,113 @@ def _rows_where(data: Any, column: str, value: Any, notes: list[str]) -> Any:
     if isinstance(data, dict) and isinstance(data.get("columns"), list) and isinstance(data.get("rows"), list):
         columns = data["columns"]
         if column not in columns:
-            raise TransformError(f"no column {column!r}; columns: {', '.join(map(str, columns))}")
+            raise TransformError(f"no column {quoted(column)}; columns: {_columns(columns)}")
         col = columns.index(column)
         rows = [row for row in data["rows"] if isinstance(row, list) and col < len(row) and same(row[col])]
-        notes.append(f"{len(rows)} of {len(data['rows'])} rows have {column} = {want}")
+        notes.append(f"{len(rows)} of {len(data['rows'])} rows have {quoted(column)[1:-1]} = {quoted(want)[1:-1]}")
         return {**data, "rows": rows}
     if isinstance(data, list) and all(isinstance(row, dict) for row in data):
         if data and not any(column in row for row in data):
-            raise TransformError(f"no column {column!r}; columns: {', '.join(map(str, data[0]))}")
+            raise TransformError(f"no column {quoted(column)}; columns: {_columns(data[0])}")
         rows = [row for row in data if column in row and same(row[column])]
-        notes.append(f"{len(rows)} of {len(data)} rows have {column} = {want}")
+        notes.append(f"{len(rows)} of {len(data)} rows have {quoted(column)[1:-1]} = {quoted(want)[1:-1]}")
         return rows
     raise TransformError("column filters need rows: a list of objects, or {'columns': [...], 'rows': [[...]]}; "
                          "point json_path at them")
 
 
-def _matching_lines(text: str, spec: FilteredTransform, notes: list[str]) -> str:
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """Compile a model's regular expression (Python syntax, case-insensitive) with the ``regex``
+    module, after checking its size, its repetition counts and its expanded size.
+
+    Raises:
+        TransformError: if the pattern is too long, repeats more than ``MAX_REPEAT`` times or
+            expands beyond ``MAX_PATTERN_EXPANSION``, or does not compile (any error, also
+            ``RecursionError`` or ``OverflowError``); the message quotes a short prefix.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise TransformError(
+            f"the pattern has {len(pattern):,} characters; at most {MAX_PATTERN_CHARS} are allowed"
+        )
+    size = _expanded_size(pattern)
+    if size > MAX_PATTERN_EXPANSION:
+        raise TransformError(
+            f"the pattern {quoted(pattern)} is too large with its repetitions multiplied out "
+            f"(~{size:,} > {MAX_PATTERN_EXPANSION:,}); use smaller counts"
+        )
     try:
-        regex = re.compile(spec.pattern, re.IGNORECASE) if spec.pattern else None
-    except re.error as exc:
-        raise TransformError(f"invalid regular expression {spec.pattern!r}: {exc}") from exc
+        return regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE | regex.V0)
+    except Exception as exc:  # noqa: BLE001 - regex.error, OverflowError, RecursionError, ...
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TransformError(f"invalid regular expression {quoted(pattern)}: {reason[:120]}") from exc
+
+
+_QUANTIFIER = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+_BRACED_ESCAPES = frozenset("pPNxgkuU")
+
+
+def _expanded_size(pattern: str) -> int:
+    """Rough size of ``pattern`` with counted repetitions multiplied out (each atom counts 1, a
+    group the sum of its parts, ``X{m,n}`` the size of X times max(m, n)).
+
+    Raises:
+        TransformError: if a repetition count exceeds ``MAX_REPEAT``.
+    """
+    frames: list[list[int]] = [[]]
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            j = i + 2
+            if i + 1 < n and pattern[i + 1] in _BRACED_ESCAPES and j < n and pattern[j] in "{<":
+                close = pattern.find("}" if pattern[j] == "{" else ">", j)
+                j = close + 1 if close >= 0 else n
+            frames[-1].append(1)
+            i = j
+        elif char == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            frames[-1].append(1)
+            i = j + 1
+        elif char == "(":
+            frames.append([])
+            i += 1
+        elif char == ")":
+            inner = sum(frames.pop()) if len(frames) > 1 else 0
+            frames[-1].append(max(inner, 1))
+            i += 1
+        elif char == "{" and (match := _QUANTIFIER.match(pattern, i)) and (match.group(1) or match.group(2)):
+            counts = [int(part) for part in match.groups() if part]
+            if max(counts) > MAX_REPEAT:
+                raise TransformError(
+                    f"the pattern repeats {max(counts):,} times at position {i}; at most {MAX_REPEAT:,} are allowed"
+                )
+            if frames[-1]:
+                frames[-1][-1] *= max(max(counts), 1)
+            i = match.end()
+        else:
+            frames[-1].append(1)
+            i += 1
+    while len(frames) > 1:
+        inner = sum(frames.pop())
+        frames[-1].append(inner)
+    return sum(frames[0])
+
+
+def _matching_lines(text: str, spec: FilteredTransform, notes: list[str]) -> str:
+    pattern = compile_pattern(spec.pattern) if spec.pattern else None
     words = [word.lower() for word in spec.keywords if word.strip()]
     lines = text.splitlines()
+    matched = _pattern_lines(pattern, lines) if pattern is not None else set()
     keep: set[int] = set()
     hits = 0
     for i, line in enumerate(lines):
-        low = line.lower()
-        if (regex is not None and regex.search(line)) or any(word in low for word in words):
+        if i in matched or (words and any(word in line.lower() for word in words)):
             hits += 1
             keep.update(range(max(0, i - spec.context_lines), min(len(lines), i + spec.context_lines + 1)))
     if not hits:
@@ -346,6 +493,47 @@ def _matching_lines(text: str, spec: FilteredTransform, notes: list[str]) -> str
         out.append(f"L{i + 1}: {lines[i]}")
         previous = i
     return "\n".join(out)
+
+
+def _pattern_lines(pattern: regex.Pattern[str], lines: list[str]) -> set[int]:
+    """Indices of the lines ``pattern`` matches in, within the transform's time budget.
+
+    The lines are searched as one text (joined by newlines, ``^``/``$`` at line ends), one search
+    per *matching* line: after a match the search resumes at the next line. So a harmless pattern
+    costs one scan of the text whatever its length, and a pattern that backtracks is stopped by
+    the ``regex`` module's timeout. A match that runs over a line end counts for the line it
+    starts in.
+
+    Raises:
+        TransformError: when the budget (``REGEX_TIMEOUT_S`` + ``REGEX_LINE_ALLOWANCE_S`` per
+            line) is spent: a pattern that backtracks too much.
+    """
+    joined = "\n".join(lines)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    deadline = time.monotonic() + REGEX_TIMEOUT_S + REGEX_LINE_ALLOWANCE_S * len(lines)
+    found: set[int] = set()
+    pos = 0
+    while pos <= len(joined):
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            match = pattern.search(joined, pos, timeout=remaining)
+        except TimeoutError:
+            raise TransformError(
+                f"the pattern {quoted(pattern.pattern)} is too slow on this content (it backtracks too much); "
+                "use a simpler pattern, or keywords"
+            ) from None
+        if match is None:
+            break
+        line = bisect.bisect_right(starts, match.start()) - 1
+        found.add(line)
+        if line + 1 >= len(starts):
+            break
+        pos = starts[line + 1]
+    return found
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")

@@ -69,9 +69,9 @@ HOTPOT_PICKS = (3, 5, 6)
 
 WEB_QUESTIONS = (
     Question("Who is fighting over the Arduino trademark, and why?",
-             {"transform": "excerpt", "around": "trademark", "context_chars": 300, "max_tokens": 1200}),
+             {"around": "trademark"}),
     Question("How can people who are not on Facebook stop it from tracking them?",
-             {"transform": "excerpt", "around": "protect", "context_chars": 400, "max_tokens": 1200}),
+             {"around": "protect"}),
 )
 
 
@@ -162,7 +162,7 @@ def research(memory: AgentMemory, data: Path, console: Console, held: int) -> in
     questions = [
         Question(
             hotpot[i]["question"].strip(),
-            {"transform": "first_n", "n": 150, "unit": "tokens"},
+            {},  # a paragraph is short: read it whole
             answer=hotpot[i]["answer"],
             supporting=tuple(dict.fromkeys(title for title, _ in hotpot[i]["supporting_facts"])),
         )

@@ -7,14 +7,25 @@ must treat these calls failing exactly like a full or broken disk.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from agent_memory import AgentMemory, CorruptRecordError, MemoryConfig, StoreError
+from agent_memory import (
+    AgentMemory,
+    CorruptRecordError,
+    EventRecorder,
+    LockTimeoutError,
+    MemoryConfig,
+    RecordQuarantined,
+    StoreError,
+)
+from agent_memory.store import jsonl as jsonl_module
 from agent_memory.store.jsonl import JsonlFile, atomic_write_bytes
 
 
@@ -150,6 +161,63 @@ def test_corrupt_middle_line_raises(jsonl: JsonlFile[Row], bad: bytes, line_no: 
     assert info.value.path == str(jsonl.path)
 
 
+def test_corrupt_lines_can_be_skipped_and_are_listed(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1))
+    with open(jsonl.path, "ab") as handle:
+        handle.write(b"garbage\r in the middle\n")
+    jsonl.append(_rows(3))
+
+    tail = jsonl.read_from(0, skip_corrupt=True)
+
+    assert tail.records == _rows(1, 3)
+    assert [(c.line_no, c.data) for c in tail.corrupt] == [(2, b"garbage\r in the middle")]
+    assert tail.next_offset == jsonl.path.stat().st_size and tail.next_line_no == 4
+
+
+def test_quarantine_moves_bad_lines_and_keeps_every_other_byte(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1))
+    with open(jsonl.path, "ab") as handle:
+        handle.write(b'{"id": "r2", "n": "two"}\n\xff\xfe not utf-8\n')
+    jsonl.append(_rows(3))
+    with open(jsonl.path, "ab") as handle:
+        handle.write(b'{"id": "r4"')  # a torn tail stays for the next append to repair
+    good = [line for line in jsonl.path.read_bytes().split(b"\n") if line.startswith(b'{"id":"r')]
+
+    moved = jsonl.quarantine()
+
+    assert [line.line_no for line in moved] == [2, 3]
+    assert jsonl.path.read_bytes() == good[0] + b"\n" + good[1] + b"\n" + b'{"id": "r4"'
+    assert jsonl.read_all() == _rows(1, 3)
+    entries = _lines(jsonl.corrupt_path)
+    assert [base64.b64decode(e["data_base64"]) for e in entries] == [b'{"id": "r2", "n": "two"}', b"\xff\xfe not utf-8"]
+    assert [e["line_no"] for e in entries] == [2, 3] and all(e["reason"] for e in entries)
+    assert jsonl.quarantine() == []  # nothing left to move
+
+
+def test_lock_timeout_is_a_lock_timeout_error(jsonl: JsonlFile[Row], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonl_module, "LOCK_TIMEOUT_S", 0.1)
+    slow = JsonlFile(jsonl.path, ADAPTER)
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with jsonl.locked():
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    slow._lock.timeout = 0.1  # another lock object on the same file: waits, then gives up
+    try:
+        with pytest.raises(LockTimeoutError) as info:
+            slow.append(_rows(1))
+    finally:
+        release.set()
+        thread.join()
+    assert isinstance(info.value, StoreError) and isinstance(info.value, TimeoutError)
+    assert slow.read_all() == []
+
+
 def test_blank_lines_are_ignored(jsonl: JsonlFile[Row]) -> None:
     jsonl.append(_rows(1))
     with open(jsonl.path, "ab") as handle:
@@ -252,15 +320,25 @@ def test_memory_reads_past_a_torn_items_line_and_repairs_it_on_the_next_store(tm
     ]
 
 
-def test_memory_refuses_a_corrupt_items_file(tmp_path: Path) -> None:
-    memory = AgentMemory("agent", tmp_path, config=NO_INDEX)
-    memory.store("first")
+def test_memory_quarantines_a_corrupt_items_line_and_keeps_the_others(tmp_path: Path) -> None:
+    recorder = EventRecorder()
+    memory = AgentMemory("agent", tmp_path, config=NO_INDEX, observers=[recorder])
+    first = memory.store("first")
     with open(memory.path / "items.jsonl", "ab") as handle:
         handle.write(b"{broken}\n")
-    memory.store("third")
 
-    with pytest.raises(CorruptRecordError):
-        AgentMemory("agent", tmp_path, config=NO_INDEX).records()
+    third = memory.store("third")  # reads the file first (a new id must be free): finds the line
+
+    (event,) = recorder.events
+    assert isinstance(event, RecordQuarantined) and event.line_no == 2
+    assert event.quarantine_path == str(memory.path / "items.jsonl") + ".corrupt"
+    assert [line["id"] for line in _lines(memory.path / "items.jsonl")] == [first, third]  # repaired
+    quarantined = _lines(Path(event.quarantine_path))
+    assert base64.b64decode(quarantined[0]["data_base64"]) == b"{broken}"
+    reader = AgentMemory("agent", tmp_path, config=NO_INDEX, observers=[recorder])
+    assert [r.id for r in reader.records()] == [first, third]
+    assert [reader.get(i).content for i in (first, third)] == ["first", "third"]
+    assert len(recorder.events) == 1  # reported once, not by every reader
 
 
 def test_failed_clear_keeps_every_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from agent_memory import AgentMemory, InvalidIdError, ItemNotFoundError, MemoryCriteria, MemoryType
+from agent_memory.limits import MAX_QUERY_CHARS
 from memory_helpers import TOPICS, blob_bytes, blob_files, day
 
 # -- round trips ---------------------------------------------------------------------------------
@@ -420,3 +422,50 @@ def test_a_second_instance_on_the_same_directory_sees_every_item(
     assert {r.id for r in other.records()} == set(topics.values())
     assert other.query(text="how do plants make sugar from light", limit=1)[0].item.id == topics["photosynthesis"]
     assert other.flush_index() == 0
+
+
+# -- query cost --------------------------------------------------------------------------------------
+
+
+def test_the_query_text_is_embedded_once_however_far_the_search_widens(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_page = " ".join(f"Paragraph {n} of the harbour report: ships, cranes and containers." for n in range(400))
+    memory.store(long_page, title="Harbour report")  # dozens of chunks that all match
+    others = [memory.store(TOPICS[key]) for key in ("eiffel", "python")]
+    embedder = memory.index.embedding_function.embedder
+    embedded: list[list[str]] = []
+    searches: list[int] = []
+    real_embed, real_search = embedder.embed, memory.index.search
+
+    def spy_embed(texts: list[str]) -> list[list[float]]:
+        embedded.append(texts)
+        return real_embed(texts)
+
+    def spy_search(text, criteria, *, n_chunks):  # noqa: ANN001, ANN202
+        searches.append(n_chunks)
+        return real_search(text, criteria, n_chunks=n_chunks)
+
+    monkeypatch.setattr(embedder, "embed", spy_embed)
+    monkeypatch.setattr(memory.index, "search", spy_search)
+    question = "ships and cranes in the harbour " + "x" * 40
+
+    hits = memory.query(text=question, limit=3)
+
+    assert len(searches) >= 2  # the search widened
+    assert embedded == [[question]]  # ...and embedded the question once
+    assert set(others) <= {h.item.id for h in hits}
+
+
+def test_a_4000_character_query_answers_well_under_a_second(memory: AgentMemory) -> None:
+    ids = {key: memory.store(text) for key, text in TOPICS.items()}
+    question = ("Which engineer's company built the wrought-iron lattice tower in Paris? " * 60)[:MAX_QUERY_CHARS]
+    memory.query(text="warm up the model", limit=1)
+
+    started = time.perf_counter()
+    hits = memory.query(text=question, limit=5)
+    elapsed = time.perf_counter() - started
+
+    assert len(question) == MAX_QUERY_CHARS
+    assert hits[0].item.id == ids["eiffel"]
+    assert elapsed < 1.0

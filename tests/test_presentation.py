@@ -139,3 +139,101 @@ def test_consecutive_prompts_share_their_prefix_under_full_once(memory: AgentMem
             # everything before the result that was just swapped is unchanged
             assert built[: len(previous) - 1] == previous[:-1]
         previous = built
+
+
+# -- citing starts when it pays ------------------------------------------------------------------
+
+def naive_tokens(memory: AgentMemory, history: list[Message]) -> int:
+    """Tokens of the results as an agent without memory shows them (the stored content)."""
+    return sum(memory.tokens.count(memory.get(m.tool_result_ref).content) for m in history if m.tool_result_ref)
+
+
+def shown_tokens(memory: AgentMemory, built: list[Message]) -> int:
+    return sum(memory.tokens.count(m.content or "") for m in built if m.role == "tool")
+
+
+def test_citing_waits_until_the_saving_exceeds_the_tools_cost(memory: AgentMemory) -> None:
+    cost = 1_500
+    citations = CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens)
+    b = ContextBuilder(memory, policy=PresentationPolicy(), citations=citations, offer_cost_tokens=cost)
+    history: list[Message] = [Message(role="user", content="go")]
+    states = []
+    for i in range(12):
+        turn(memory, history, i)
+        built = b.build(history)
+        states.append(b.citing)
+        naive = naive_tokens(memory, history)
+        if not b.citing:
+            assert tool_contents(built) == [result_text(j) for j in range(i + 1)]  # the naive prompt, exactly
+        else:
+            assert shown_tokens(memory, built) + cost < naive  # tools included, never worse than naive
+    first = states.index(True)
+    assert 1 < first < 11 and all(states[first:]) and not any(states[:first])  # starts once, never stops
+    assert b.stats.citing_since == first + 1
+
+
+def test_free_citing_starts_with_the_first_saving_and_eager_at_once(memory: AgentMemory) -> None:
+    history: list[Message] = [Message(role="user", content="go")]
+    turn(memory, history, 0)
+    lazy, eager = builder(memory), builder(memory, start="first_call")
+    lazy.build(history)
+    eager.build(history)
+    assert not lazy.citing and eager.citing  # one new result: citing it would save nothing yet
+    turn(memory, history, 1)
+    assert result_text(0) not in tool_contents(lazy.build(history))[0] and lazy.citing
+
+
+def test_huge_result_starts_citing_at_once_and_is_capped(memory: AgentMemory) -> None:
+    b = ContextBuilder(memory, policy=PresentationPolicy(full_result_max_tokens=500), offer_cost_tokens=250,
+                       citations=CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens))
+    big = "\n".join(f"line {i} " + "word " * 20 for i in range(500))
+    ref = memory.store(big, source="shell")
+    history = [Message(role="assistant", tool_calls=(ToolCall(id="c", name="sh"),)),
+               Message(role="tool", tool_call_id="c", tool_result_ref=ref)]
+    (shown,) = tool_contents(b.build(history))
+    assert b.citing and memory.tokens.count(shown) <= 500 and f'retrieve_memory(id="{ref}")' in shown
+
+
+def test_small_results_stay_inline(memory: AgentMemory) -> None:
+    b = builder(memory, inline_max_tokens=400)
+    history: list[Message] = [Message(role="user", content="go")]
+    small = memory.store("status: ok\n" * 30, source="ping")  # ~90 tokens: under the threshold
+    history += [Message(role="assistant", tool_calls=(ToolCall(id="s", name="ping"),)),
+                Message(role="tool", tool_call_id="s", tool_result_ref=small)]
+    for i in range(3):
+        turn(memory, history, i)  # ~1,000-token results: cited once seen
+        b.build(history)
+    shown = tool_contents(b.build(history + [Message(role="user", content="next")]))
+    assert shown[0] == "status: ok\n" * 30
+    assert all(result_text(i) not in text for i, text in enumerate(shown[1:]))
+
+
+class _BrokenPlugin:
+    name = "broken"
+    priority = 1
+
+    def matches(self, item: object) -> bool:
+        return True
+
+    def key_content(self, item: object, *, max_tokens: int, counter: object) -> str:
+        raise RuntimeError("plugin bug")
+
+    def summary(self, item: object, *, max_tokens: int, counter: object) -> str:
+        raise RuntimeError("plugin bug")
+
+
+def test_a_failing_plugin_falls_back_to_the_plain_citation(memory: AgentMemory) -> None:
+    citations = CitationBuilder(PluginRegistry([_BrokenPlugin()]), memory.tokens)
+    b = ContextBuilder(memory, policy=PresentationPolicy(), citations=citations)
+    history: list[Message] = [Message(role="user", content="go")]
+    refs = [turn(memory, history, i) for i in range(2)]
+    b.build(history)
+    shown = tool_contents(b.build(history + [Message(role="user", content="next")]))
+    assert shown[0] == f'[tool_0 · {memory.get(refs[0]).metadata.tokens:,} tokens · retrieve_memory(id="{refs[0]}")]'
+
+
+def test_citations_name_the_one_tool_form_when_asked(memory: AgentMemory) -> None:
+    ref = memory.store(result_text(1), source="t")
+    citation = CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens, retrieve_call="memory").cite(
+        memory.get(ref))
+    assert f'memory(id="{ref}")' in citation.render() and "retrieve_memory" not in citation.render()

@@ -11,15 +11,19 @@ from typer.testing import CliRunner
 from agent_memory.cli import app
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
-from agent_memory.replay import load_page_session, load_traces, replay_run, summarize, write_report
-from agent_memory.replay.engine import (
-    MASK_PLACEHOLDER,
-    MASKING,
-    NAIVE,
-    parse_policy,
+from agent_memory.replay import (
+    load_agent_tools,
+    load_page_session,
+    load_traces,
     react_query_check,
+    replay_run,
+    summarize,
+    with_agent_tools,
+    write_report,
 )
+from agent_memory.replay.engine import memory_tool_sizes
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
+from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
 from agent_memory.tokens import default_token_counter
 
 pytestmark = pytest.mark.data
@@ -124,14 +128,24 @@ def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: 
         if sum(1 for m in run.messages if m.role == "tool") >= 3
     ]
     runs = [r for r in with_results if r.source == "tau_bench"][:3] + [r for r in with_results if r.source == "swe_agent"][:2]
+    citing = 0
     for n, run in enumerate(runs):
         result = replay_run(run, registry=registry, workdir=tmp_path / str(n))
         assert result.roundtrip_ok == result.results > 0
-        naive = result.curves[NAIVE].total
-        assert result.curves["full_once"].total < naive
-        assert result.curves["always_cite"].total < naive
+        naive = result.curves[NAIVE]
+        for label in ("full_once", "keep_last_3"):
+            curve = result.curves[label]
+            assert curve.total <= naive.total
+            # never worse than naive, call by call, memory tools included
+            assert all(mine <= theirs for mine, theirs in zip(curve.prompt_tokens, naive.prompt_tokens))
+        if result.curves["full_once"].citing_since is None:  # citing never paid: the naive prompts
+            assert result.curves["full_once"].prompt_tokens == naive.prompt_tokens
+        else:
+            citing += 1
+            assert result.curves["full_once"].gross_total < naive.gross_total
         assert len(result.curves["full_once"].prompt_tokens) == result.calls == len(run.calls)
         assert len(result.citation_tokens) == result.results
+    assert citing >= 2
 
 
 def test_page_session_is_scripted_and_saves_most(data_dir: Path, registry: PluginRegistry, tmp_path: Path) -> None:
@@ -141,14 +155,15 @@ def test_page_session_is_scripted_and_saves_most(data_dir: Path, registry: Plugi
     assert [m.name for m in tools] == ["web_search", "fetch_page", "fetch_page", "fetch_page"]
     assert tools[1].content.lstrip().lower().startswith(("<!doctype", "<html", "<"))
     assert all(m.content.startswith("[scripted]") for m in run.messages if m.role == "assistant")
-    result = replay_run(run, policies=[PresentationPolicy()], registry=registry, workdir=tmp_path)
+    result = replay_run(run, strategies=[PresentationPolicy()], registry=registry, workdir=tmp_path)
     assert result.roundtrip_ok == 4
+    assert result.own_tool_tokens > 0 and result.curves[NAIVE].tool_tokens == [result.own_tool_tokens] * result.calls
     assert result.curves["full_once"].total < 0.5 * result.curves[NAIVE].total
 
 
 def test_react_query_check_finds_answer_observations(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
     runs = load_traces([traces / "react_hotpotqa"])[:12]
-    results = [replay_run(run, policies=[PresentationPolicy()], registry=registry, workdir=tmp_path / str(n))
+    results = [replay_run(run, strategies=[PresentationPolicy()], registry=registry, workdir=tmp_path / str(n))
                for n, run in enumerate(runs)]
     check = react_query_check(results, runs, workdir=tmp_path / "check")
     assert check.runs_checked >= 5
@@ -156,25 +171,78 @@ def test_react_query_check_finds_answer_observations(traces: Path, registry: Plu
     assert check.hits_pooled >= 0.8 * check.runs_checked
 
 
-def test_parse_policy() -> None:
+def test_parse_policy_and_strategy() -> None:
     assert parse_policy("full_once") == PresentationPolicy()
     assert parse_policy("keep_last_5").k == 5
     assert parse_policy("always_cite+batch300").min_swap_tokens == 300
+    eager = parse_strategy("full_once+eager+all_tools+single")
+    assert eager.policy.start == "first_call" and eager.offer.mode == "all" and eager.form == "single"
+    assert eager.label == "full_once+eager+all_tools+single"
+    for label in ("full_once", "keep_last_3", "full_once+eager+all_tools", "always_cite+batch300+single"):
+        assert parse_strategy(label).label == label
     with pytest.raises(ValueError, match="unknown policy"):
         parse_policy("sometimes")
+
+
+# -- net accounting: every tool definition sent is counted -----------------------------------------
+def test_net_counts_own_tools_every_call_and_memory_tools_once_citing(
+    traces: Path, data_dir: Path, registry: PluginRegistry, tmp_path: Path
+) -> None:
+    counter = default_token_counter()
+    own = load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")
+    assert len(own) == 14
+    own_tokens = counter.count(json.dumps(list(own)))
+    assert 2_300 < own_tokens < 2_600  # BASELINES.md: 2,437
+    run = max(with_agent_tools(load_traces([traces / "tau_bench"]), {"tau_bench": own})[:20],
+              key=lambda r: len(r.calls))
+    result = replay_run(run, strategies=[parse_strategy("full_once"), parse_strategy("full_once+eager+all_tools")],
+                        registry=registry, workdir=tmp_path)
+    sizes = memory_tool_sizes(counter)
+    naive, masking = result.curves[NAIVE], result.curves[MASKING]
+    assert naive.tool_tokens == masking.tool_tokens == [own_tokens] * result.calls
+    assert naive.prompt_tokens == [m + own_tokens for m in naive.message_tokens]
+    lazy, eager = result.curves["full_once"], result.curves["full_once+eager+all_tools"]
+    since = lazy.citing_since
+    assert since is not None and since > 1
+    both = counter.count(json.dumps(list(own) + _memory_tools("retrieve")))
+    assert lazy.tool_tokens[: since - 1] == [own_tokens] * (since - 1)  # nothing offered before citing
+    assert lazy.tool_tokens[since - 1 :] == [both] * (result.calls - since + 1)
+    assert lazy.prompt_tokens[: since - 1] == naive.prompt_tokens[: since - 1]  # the naive prompt, exactly
+    assert lazy.prefix_tokens[since - 1] == 0  # a new tool list: nothing of the cache is reusable
+    assert all(p <= n for p, n in zip(lazy.prompt_tokens, naive.prompt_tokens))
+    every = counter.count(json.dumps(list(own) + _memory_tools("store", "retrieve", "query")))
+    assert eager.tool_tokens == [every] * result.calls
+    assert every - own_tokens == pytest.approx(sizes["all_three"], abs=2)
+
+
+def _memory_tools(*capabilities: str) -> list[dict]:
+    from actions import default_actions
+
+    return [a.openai_schema() for a in default_actions() if a.capability in capabilities]
+
+
+def test_memory_tools_fit_the_budget() -> None:
+    sizes = memory_tool_sizes()
+    assert sizes["all_three"] <= 600  # issue #6: all three together
+    assert sizes["offered_when_citing"] - sizes["retrieve_memory"] in (0, 1)  # the list brackets
+    assert sizes["retrieve_memory"] <= 260
+    assert sizes["single_all"] < sizes["all_three"]
 
 
 # -- report and CLI ------------------------------------------------------------------------------
 def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
     runs = load_traces([traces / "swe_agent"])[:2]
     results = [replay_run(run, registry=registry, workdir=tmp_path / str(n)) for n, run in enumerate(runs)]
-    report = summarize(results)
+    report = summarize(results, memory_tools=memory_tool_sizes())
     paths = write_report(report, tmp_path / "out")
     data = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert data["strategies"][:2] == [NAIVE, MASKING]
+    assert data["memory_tools"]["all_three"] <= 600
     total = data["total"]
     assert total["calls"] == sum(len(run.calls) for run in runs)
-    assert total["strategies"]["full_once"]["reduction"] < 0
+    full_once = total["strategies"]["full_once"]
+    assert full_once["reduction"] < 0 and full_once["reduction_gross"] < full_once["reduction"]
+    assert full_once["prompt_tokens"] == full_once["message_tokens"] + full_once["tool_tokens"]
     assert total["roundtrip_ok"] == total["results"]
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| source |" in paths["md"].read_text(encoding="utf-8")
@@ -186,12 +254,15 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
         app,
         ["replay", str(traces / "swe_agent"), str(traces / "tau_bench"), "--limit-runs", "2",
          "--pages", str(data_dir / "webpages" / "readability"), "--pages-max", "3",
+         "--agent-tools", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
          "--policy", "full_once", "--policy", "keep_last_3", "--no-react-check", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [s["source"] for s in data["sources"]] == ["swe_agent", "tau_bench", "pages"]
+    assert [s["own_tool_tokens"] > 0 for s in data["sources"]] == [False, True, True]
     assert data["strategies"] == [NAIVE, MASKING, "full_once", "keep_last_3"]
+    assert "retrieve_memory" in result.output and "all three" in result.output
     assert data["total"]["runs"] == 4  # the scripted page session is left out of the total
     assert (out / "tokens.png").is_file() and (out / "report.md").is_file()
 
@@ -202,3 +273,5 @@ def test_cli_replay_usage_errors(tmp_path: Path) -> None:
     assert runner.invoke(app, ["replay", str(tmp_path / "missing")]).exit_code == 1
     bad = runner.invoke(app, ["replay", str(tmp_path), "--pages", str(tmp_path), "--policy", "nope"])
     assert bad.exit_code == 1 and "unknown policy" in bad.output
+    tools = runner.invoke(app, ["replay", str(tmp_path), "--agent-tools", "tau_bench"])
+    assert tools.exit_code == 1 and "SOURCE=FILE" in tools.output

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agent_memory import ItemMetadata, MemoryItem, TiktokenCounter, TransformError
+from agent_memory import (
+    ExcerptTransform,
+    FilteredTransform,
+    InvalidArgumentError,
+    ItemMetadata,
+    MemoryItem,
+    TiktokenCounter,
+    TransformError,
+)
+from agent_memory.limits import MAX_AROUND_CHARS, MAX_JSON_PATH_CHARS, MAX_KEYWORDS, MAX_PATTERN_CHARS
 from agent_memory.models.items import content_to_bytes
 from agent_memory.transforms import PAGE_NOTICE_TOKENS, apply_transform, extractive_summary, parse_transform
 
@@ -186,3 +199,165 @@ def test_html_page_is_read_as_main_text(data_dir: Path) -> None:
     assert metadata["title"].split()[0] in text
     raw = apply_transform(item, "full", counter=COUNTER, max_tokens=16_000, raw=True)
     assert raw.content.lstrip().startswith("<") and raw.total_tokens > COUNTER.count(text)
+
+
+# -- hostile input: answers within 1 s, never hangs, never RecursionError ----------------------------
+
+HOSTILE_TEXT = "a" * 40 + "b"
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|a)+$", r"(a|aa)+$", r"(x+x+)+y", r"(.*a){30}$", r"(a|a?)+c"])
+def test_backtracking_patterns_answer_within_a_second(pattern: str) -> None:
+    started = time.perf_counter()
+    try:
+        result = run(HOSTILE_TEXT, {"type": "filtered", "pattern": pattern})
+    except TransformError as exc:
+        assert "too slow" in str(exc) and len(str(exc)) < 300
+    else:  # none of them can match a line of a's ending in b
+        assert result.content == "" and "no line matches" in result.notes
+    assert time.perf_counter() - started < 1.0
+
+
+def test_the_regex_budget_is_shared_by_all_lines() -> None:
+    text = "\n".join([HOSTILE_TEXT] * 200)  # 200 lines that each take the whole budget alone
+    started = time.perf_counter()
+    with pytest.raises(TransformError, match="too slow"):
+        run(text, {"type": "filtered", "pattern": r"(a|aa)+$"})
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_harmless_pattern_over_a_long_log_is_not_refused() -> None:
+    text = "\n".join(f"{i} GET /item/{i} 200" for i in range(100_000))
+    result = run(text, {"type": "filtered", "pattern": r"/item/9999\d "}, max_tokens=16_000)
+    assert "10 of 100000 lines match" in result.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("a{99999999999}", "repeats 99,999,999,999 times"),
+        ("a{2,1001}", "repeats 1,001 times"),
+        ("(a{1000}){1000}", "too large"),
+        ("((a{100}){100}){100}", "too large"),
+        ("(" * 200 + ")" * 200 + "(", "invalid regular expression"),
+        ("[z-a]", "invalid regular expression"),
+        ("(?P<n>a)(?P=m)", "invalid regular expression"),
+        ("\\", "invalid regular expression"),
+    ],
+)
+def test_patterns_that_would_crash_or_blow_up_are_refused(pattern: str, message: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(TransformError, match=re.escape(message)):
+        run("aaa", {"type": "filtered", "pattern": pattern})
+    assert time.perf_counter() - started < 1.0
+
+
+def test_counted_repeats_within_bounds_still_work() -> None:
+    result = run("id: 12345\nid: 12\n", {"type": "filtered", "pattern": r"^id: \d{5}$|x{2,1000}|\p{Lu}{3}"})
+    assert result.content == "L1: id: 12345"
+
+
+def test_error_messages_quote_only_a_short_prefix_of_the_input() -> None:
+    long_key = "k" * 10_000
+    checks = [
+        ({"type": "filtered", "pattern": "(" + "a" * 490}, "abc"),
+        ({"type": "filtered", "json_path": long_key[:500]}, {"a": 1}),
+        ({"type": "filtered", "column": "c" * 500, "value": 1}, [{"x": 1}]),
+        ({"type": "filtered", "json_path": "a"}, {long_key: 1}),
+    ]
+    for transform, content in checks:
+        with pytest.raises(TransformError) as info:
+            run(content, transform)
+        assert len(str(info.value)) < 400, str(info.value)[:500]
+    with pytest.raises(TransformError) as too_long:
+        apply_transform(
+            make_item("abc"), FilteredTransform.model_construct(pattern="x" * 10_000_000),
+            counter=COUNTER, max_tokens=4_000,
+        )
+    assert len(str(too_long.value)) < 200
+
+
+def _nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [101, 5_000, 100_000])
+@pytest.mark.parametrize("transform", [{"json_path": "a.a"}, {"column": "a", "value": 1}])
+def test_json_filters_over_deeply_nested_text_are_transform_errors(depth: int, transform: dict[str, Any]) -> None:
+    with pytest.raises(TransformError, match="levels deep"):
+        run(_nested(depth), {"type": "filtered", **transform})
+    with pytest.raises(TransformError):
+        run("[" * depth, {"type": "filtered", **transform})
+
+
+def test_json_filters_at_the_depth_limit_still_work() -> None:
+    result = run(_nested(100), {"type": "filtered", "json_path": "a.a.a"})
+    assert json.loads(result.content)["a"]["a"]
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        {"type": "filtered", "pattern": "x" * (MAX_PATTERN_CHARS + 1)},
+        {"type": "filtered", "keywords": [f"k{i}" for i in range(MAX_KEYWORDS + 1)]},
+        {"type": "filtered", "json_path": "a" * (MAX_JSON_PATH_CHARS + 1)},
+        {"type": "filtered", "column": "c", "value": "v" * (MAX_PATTERN_CHARS + 1)},
+        {"type": "filtered", "pattern": "\ud800"},
+        {"type": "excerpt", "around": "x" * (MAX_AROUND_CHARS + 1)},
+        {"type": "excerpt", "around": "\udfff"},
+    ],
+)
+def test_transform_arguments_are_bounded(transform: dict[str, Any]) -> None:
+    with pytest.raises(TransformError, match="invalid transform"):
+        parse_transform(transform)
+    kind = {"filtered": FilteredTransform, "excerpt": ExcerptTransform}[transform["type"]]
+    with pytest.raises(InvalidArgumentError):
+        kind(**{k: v for k, v in transform.items() if k != "type"})
+
+
+@pytest.mark.parametrize("bad", [123, 4.5, object(), ["full"], b"full"])
+def test_a_transform_of_the_wrong_type_is_a_transform_error(bad: Any) -> None:
+    with pytest.raises(TransformError, match="invalid transform"):
+        run("abc", bad)
+
+
+# -- fuzz: whatever a model sends, a result within the cap or a TransformError, within 1 s ---------
+
+_PATTERN_ATOMS = st.sampled_from(
+    ["a", "b", ".", r"\d", r"\w", r"\s", "[a-z]", "(", ")", "|", "*", "+", "?", "{2}", "{1,3}", "{99999}", "^", "$",
+     "(?:", "(?=", "\\", "[", "]", "\ud800", "é", "{", "}", "(a|aa)+", "(a+)+"]
+)
+_CONTENTS = st.one_of(
+    st.text(max_size=300),
+    st.just("a" * 40 + "b"),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                 lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+                 max_leaves=30),
+    st.integers(min_value=1, max_value=400).map(lambda depth: '{"a": ' * depth + "1" + "}" * depth),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    content=_CONTENTS,
+    pattern=st.lists(_PATTERN_ATOMS, min_size=1, max_size=12).map("".join),
+    json_path=st.one_of(st.none(), st.lists(st.sampled_from(["a", "*", "0", "-1", "99", "b"]), max_size=6).map(".".join)),
+    column=st.one_of(st.none(), st.sampled_from(["a", "b", "id"])),
+    max_tokens=st.integers(min_value=120, max_value=600),
+)
+def test_fuzzed_filtered_transforms_answer_or_refuse_quickly(
+    content: Any, pattern: str, json_path: str | None, column: str | None, max_tokens: int
+) -> None:
+    transform: dict[str, Any] = {"type": "filtered", "pattern": pattern}
+    if json_path:
+        transform["json_path"] = json_path
+    if column:
+        transform |= {"column": column, "value": 1}
+    started = time.perf_counter()
+    try:
+        result = run(content, transform, max_tokens=max_tokens)
+    except TransformError as exc:
+        assert len(str(exc)) < 600
+    else:
+        assert result.tokens <= max_tokens
+    assert time.perf_counter() - started < 1.0

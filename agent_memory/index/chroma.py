@@ -13,8 +13,14 @@ by other processes (chroma-core/chroma#3792); worse, a process that persists its
 index can drop vectors another process wrote. So in embedded mode every write is made under
 ``write.lock`` and bumps a ``generation`` file, and a process whose client saw an older
 generation closes it and opens a fresh one before it reads or writes. One client per database
-path is shared by every index object in the process (chromadb shares one System per path). Filters (type, source, tags, time range) become a
-chromadb ``where`` clause: they run in the index.
+path is shared by every open index object in the process (chromadb shares one System per path);
+:meth:`ChromaVectorIndex.close` releases it, and the last index object of a path to close closes
+the client (and with it chromadb's SQLite connections). Filters (type, source, tags, time range)
+become a chromadb ``where`` clause: they run in the index.
+
+A query text is embedded once by this module (and kept in a small per-index cache of recent
+query vectors), then searched with ``query_embeddings``: widening a search, or asking the same
+question again, does not embed again.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,7 @@ from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError, VectorIndexError
 from agent_memory.index.embeddings import SentenceTransformerEmbedder
 from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.limits import MAX_TAGS
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.store.jsonl import atomic_write_bytes
 
@@ -44,6 +52,9 @@ __all__ = ["AgentMemoryEmbeddingFunction", "ChromaVectorIndex", "collection_name
 
 MAX_ADD_BATCH = 5_000
 """Records per chromadb ``upsert`` call (chromadb refuses more than 5,461 at once)."""
+
+QUERY_CACHE_SIZE = 64
+"""Query texts whose vectors an index keeps (least recently used dropped first)."""
 
 _TAG_PREFIX = "tag:"
 _SAFE_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
@@ -118,6 +129,7 @@ class _EmbeddedClients:
 
     _mutex = threading.RLock()
     _clients: dict[str, tuple[Any, int]] = {}
+    _users: dict[str, int] = {}
 
     @staticmethod
     def generation(path: Path) -> int:
@@ -139,6 +151,27 @@ class _EmbeddedClients:
                 entry[0].close()
             cls._clients[key] = (chromadb.PersistentClient(path=key, settings=settings), current)
             return cls._clients[key]
+
+    @classmethod
+    def acquire(cls, path: Path) -> None:
+        """Count one more open index object on ``path``."""
+        key = str(path.resolve())
+        with cls._mutex:
+            cls._users[key] = cls._users.get(key, 0) + 1
+
+    @classmethod
+    def release(cls, path: Path) -> None:
+        """Count one index object on ``path`` closed; the last one closes the shared client."""
+        key = str(path.resolve())
+        with cls._mutex:
+            users = cls._users.get(key, 0) - 1
+            if users > 0:
+                cls._users[key] = users
+                return
+            cls._users.pop(key, None)
+            entry = cls._clients.pop(key, None)
+        if entry is not None:
+            entry[0].close()
 
     @classmethod
     def wrote(cls, path: Path, client: Any) -> int:
@@ -178,6 +211,10 @@ class ChromaVectorIndex:
         self._collection: Any = None
         self._generation = -1
         self._write_lock: FileLock | None = None
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()
+        self._queries_lock = threading.Lock()
+        self._closed = False
+        acquired = False
         try:
             if config.chroma_mode == "server":
                 self._client = chromadb.HttpClient(
@@ -188,12 +225,53 @@ class ChromaVectorIndex:
                     raise ConfigurationError("an embedded Chroma index needs a path")
                 path.mkdir(parents=True, exist_ok=True)
                 self._write_lock = FileLock(str(path / "write.lock"), timeout=600)
+                _EmbeddedClients.acquire(path)
+                acquired = True
             self._current()
-        except ConfigurationError:
-            raise
         except Exception as exc:  # noqa: BLE001 - chromadb and httpx raise many types
+            if acquired:
+                assert path is not None
+                _EmbeddedClients.release(path)
+            elif self._client is not None:
+                self._client.close()
+            if isinstance(exc, ConfigurationError):
+                raise
             where = f"{config.chroma_host}:{config.chroma_port}" if config.chroma_mode == "server" else str(path)
             raise ConfigurationError(f"cannot open the Chroma index at {where}: {exc}") from exc
+
+    def close(self) -> None:
+        """Release the chromadb client (idempotent). Embedded: the process-shared client of the
+        path is closed when no other open index object uses it. Server: the HTTP client closes.
+        The object must not be used afterwards."""
+        with self._queries_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queries.clear()
+        self._collection = None
+        if self._write_lock is not None and self.path is not None:
+            _EmbeddedClients.release(self.path)
+        elif self._client is not None:
+            self._client.close()
+        self._client = None
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a query text (from the cache when it was asked recently).
+
+        Raises:
+            EmbeddingError: if the model fails.
+        """
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = self.embedding_function.embedder.embed([text])[0]
+        with self._queries_lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
 
     def _current(self) -> Any:
         """The collection, through a client that has seen every other process's writes."""
@@ -220,7 +298,11 @@ class ChromaVectorIndex:
         except VectorIndexError:
             raise
         except Exception as exc:  # noqa: BLE001 - convert at the boundary
-            raise VectorIndexError(f"chromadb {what} failed: {exc}") from exc
+            message = str(exc)[:300]
+            raise VectorIndexError(
+                f"chromadb {what} failed: {message} (if this persists, AgentMemory.rebuild_index() "
+                "recreates the index from items.jsonl)"
+            ) from exc
 
     def _write(self, what: str, fn: Any) -> Any:
         """Run ``fn(collection)`` as a write: under ``write.lock`` in embedded mode, on a fresh
@@ -234,6 +316,16 @@ class ChromaVectorIndex:
             return result
 
     def add(self, chunks: Sequence[IndexChunk]) -> None:
+        """Upsert chunks.
+
+        Raises:
+            VectorIndexError: if chromadb fails, or (before anything is written) a chunk carries
+                more than ``limits.MAX_TAGS`` tags: one such write breaks chromadb's log so that
+                every later write fails until the collection is recreated.
+        """
+        for chunk in chunks:
+            if len(chunk.tags) > MAX_TAGS:
+                raise VectorIndexError(f"item {chunk.item_id} has {len(chunk.tags):,} tags; the index takes {MAX_TAGS}")
         for start in range(0, len(chunks), MAX_ADD_BATCH):
             batch = chunks[start : start + MAX_ADD_BATCH]
             metadatas = []
@@ -258,10 +350,11 @@ class ChromaVectorIndex:
         count = self._call("count", collection.count)
         if count == 0:
             return []
+        vector = self.embed_query(text)
         result = self._call(
             "query",
             collection.query,
-            query_texts=[text],
+            query_embeddings=[vector],
             n_results=min(n_chunks, count),
             where=_where(criteria),
             include=["documents", "metadatas", "distances"],

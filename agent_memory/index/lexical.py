@@ -6,6 +6,11 @@ BM25). The index is one SQLite file (``index/lexical.sqlite3``): persistent, inc
 several processes (SQLite's own locking), with filters (type, source, tags, time) applied in SQL.
 Scores are FTS5's ``bm25()`` (Robertson-Spärck Jones BM25, k1=1.2, b=0.75), negated so higher
 is better. Text is tokenised by FTS5's ``porter unicode61`` tokenizer (case-folded, stemmed).
+
+Each thread has its own connection (SQLite connections are not shared across threads); every
+connection is remembered so that :meth:`LexicalIndex.close` closes all of them. A file that
+SQLite calls "not a database" or "malformed" is damaged beyond use: :meth:`LexicalIndex.destroy`
+deletes it so that it can be created again and refilled from ``items.jsonl``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,22 @@ from agent_memory.errors import VectorIndexError
 from agent_memory.index.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
-__all__ = ["LexicalIndex", "fts_query"]
+__all__ = ["LexicalIndex", "fts_query", "is_corruption"]
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` (or its cause) is SQLite saying the file is not a database or is
+    malformed, as opposed to a passing problem (locked, disk full)."""
+    while exc is not None:
+        if isinstance(exc, sqlite3.DatabaseError):
+            name = getattr(exc, "sqlite_errorname", "") or ""
+            if name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT"):
+                return True
+            text = str(exc).lower()
+            if "not a database" in text or "malformed" in text:
+                return True
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset(
@@ -73,22 +93,45 @@ class LexicalIndex:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._connect() as conn:
-            try:
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        try:
+            with self._connect() as conn:
                 conn.executescript(_SCHEMA)
-            except sqlite3.Error as exc:
-                raise VectorIndexError(f"cannot create the keyword index at {path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            self.close()
+            raise VectorIndexError(
+                f"cannot create the keyword index at {path}: {exc}{_HINT if is_corruption(exc) else ''}"
+            ) from exc
+        except VectorIndexError:
+            self.close()
+            raise
 
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=60)
-                conn.execute("PRAGMA journal_mode=WAL")
+                # check_same_thread=False only so that close() may close every thread's connection;
+                # each connection is still used by the one thread that opened it.
+                conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             except sqlite3.Error as exc:
                 raise VectorIndexError(f"cannot open the keyword index at {self.path}: {exc}") from exc
+            with self._all_lock:
+                self._all.append(conn)
             self._local.conn = conn
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.Error as exc:
+                raise VectorIndexError(
+                    f"cannot open the keyword index at {self.path}: {exc}{_HINT if is_corruption(exc) else ''}"
+                ) from exc
         return conn
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._connect().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise VectorIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def add(self, chunks: Sequence[IndexChunk]) -> None:
         """Add or replace chunks (keyed by item id and chunk index)."""
@@ -111,7 +154,7 @@ class LexicalIndex:
                     )
                     conn.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (cursor.lastrowid, chunk.text))
         except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword index write failed: {exc}") from exc
+            raise VectorIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int) -> list[ChunkHit]:
         """The ``n_chunks`` chunks with the highest BM25 score for ``text`` among items matching
@@ -125,10 +168,7 @@ class LexicalIndex:
             " FROM chunk_text JOIN chunk_meta AS m ON m.rowid = chunk_text.rowid"
             f" WHERE chunk_text MATCH ?{where} ORDER BY bm25(chunk_text) LIMIT ?"
         )
-        try:
-            rows = self._connect().execute(sql, (match, *params, n_chunks)).fetchall()
-        except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword search failed: {exc}") from exc
+        rows = self._read(sql, (match, *params, n_chunks))
         return [
             ChunkHit(item_id=item_id, chunk_index=index, body=body[header:], start_char=start, score=-float(bm25))
             for item_id, index, start, header, body, bm25 in rows
@@ -136,31 +176,76 @@ class LexicalIndex:
 
     def item_ids(self) -> set[str]:
         """Ids of the items that have chunks in this index."""
-        rows = self._connect().execute("SELECT DISTINCT item_id FROM chunk_meta").fetchall()
-        return {row[0] for row in rows}
+        return {row[0] for row in self._read("SELECT DISTINCT item_id FROM chunk_meta")}
 
     def delete_items(self, item_ids: Sequence[str]) -> None:
         """Remove every chunk of these items."""
-        conn = self._connect()
-        with conn:
-            for item_id in item_ids:
-                rows = conn.execute("SELECT rowid FROM chunk_meta WHERE item_id = ?", (item_id,)).fetchall()
-                conn.executemany("DELETE FROM chunk_text WHERE rowid = ?", rows)
-                conn.execute("DELETE FROM chunk_meta WHERE item_id = ?", (item_id,))
+        self._write(
+            lambda conn: [
+                (
+                    conn.executemany(
+                        "DELETE FROM chunk_text WHERE rowid = ?",
+                        conn.execute("SELECT rowid FROM chunk_meta WHERE item_id = ?", (item_id,)).fetchall(),
+                    ),
+                    conn.execute("DELETE FROM chunk_meta WHERE item_id = ?", (item_id,)),
+                )
+                for item_id in item_ids
+            ]
+        )
 
     def reset(self) -> None:
-        """Remove everything."""
+        """Remove everything.
+
+        Raises:
+            VectorIndexError: if SQLite fails (``is_corruption(exc)`` tells a damaged file).
+        """
+        self._write(lambda conn: (conn.execute("DELETE FROM chunk_meta"), conn.execute("DELETE FROM chunk_text")))
+
+    def _write(self, fn: Any) -> None:
         conn = self._connect()
-        with conn:
-            conn.execute("DELETE FROM chunk_meta")
-            conn.execute("DELETE FROM chunk_text")
+        try:
+            with conn:
+                fn(conn)
+        except sqlite3.Error as exc:
+            raise VectorIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def close(self) -> None:
-        """Close this thread's connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close every thread's connection (idempotent); the index reopens on next use."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing a broken connection
+                pass
+        self._local = threading.local()
+
+    def destroy(self) -> None:
+        """Close every connection and delete the file (with its ``-wal`` and ``-shm`` files), so
+        that a new :class:`LexicalIndex` on the path starts empty. For a damaged file.
+
+        Raises:
+            VectorIndexError: if a file cannot be deleted.
+        """
+        self.close()
+        self.delete_files(self.path)
+
+    @staticmethod
+    def delete_files(path: Path) -> None:
+        """Delete the index file at ``path`` with its ``-wal``, ``-shm`` and ``-journal`` files
+        (for a file too damaged to open; no connection may be open on it).
+
+        Raises:
+            VectorIndexError: if a file cannot be deleted.
+        """
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                Path(str(path) + suffix).unlink(missing_ok=True)
+            except OSError as exc:
+                raise VectorIndexError(f"cannot delete the damaged keyword index {path}: {exc}") from exc
+
+
+_HINT = " (the keyword index file is damaged; AgentMemory.rebuild_index() recreates it)"
 
 
 def _filters(criteria: MemoryCriteria) -> tuple[str, list[Any]]:

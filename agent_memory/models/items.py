@@ -4,6 +4,11 @@ A :class:`MemoryItem` is one stored piece of content. On disk it is split in two
 :class:`ItemRecord` (id, type, metadata) is one line of ``items.jsonl`` and its content is a
 content-addressed blob ``content/<sha256>``. Content is text (``str``), binary (``bytes``) or
 JSON-able data (dicts, lists, numbers, ...), kept as JSON and given back as the same Python value.
+
+Every model a developer builds raises :class:`~agent_memory.errors.InvalidArgumentError` (a
+``ValueError``) for bad values; strings and lists are bounded by :mod:`agent_memory.limits`.
+Records read back from ``items.jsonl`` are validated with :data:`STORED_CONTEXT`, which keeps
+the type checks but not the size bounds, so a record stored under other bounds stays readable.
 """
 
 from __future__ import annotations
@@ -14,10 +19,38 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agent_memory.config import DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT
-from agent_memory.errors import StoreError
+from agent_memory.errors import InvalidArgumentError, StoreError, map_exceptions, validation_summary
+from agent_memory.limits import (
+    MAX_AROUND_CHARS,
+    MAX_EXTRA_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_JSON_PATH_CHARS,
+    MAX_KEYWORDS,
+    MAX_MEDIA_TYPE_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RELATED,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TITLE_CHARS,
+    check_text,
+    json_depth,
+)
+from agent_memory.store.jsonl import atomic_write_bytes
 
 __all__ = [
     "ContentEncoding",
@@ -35,6 +68,7 @@ __all__ = [
     "MemoryType",
     "QueryHit",
     "RetrieveResult",
+    "STORED_CONTEXT",
     "SummaryTransform",
     "TRANSFORM_ADAPTER",
     "content_to_bytes",
@@ -49,9 +83,48 @@ ContentEncoding = Literal["text", "bytes", "json"]
 """How the content blob decodes: UTF-8 text, raw bytes, or UTF-8 JSON."""
 
 
+STORED_CONTEXT: dict[str, Any] = {"agent_memory_stored": True}
+"""Validation context for records read back from the item store: types and Unicode are checked,
+the size bounds of :mod:`agent_memory.limits` are not (they apply when an item is stored)."""
+
+
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
+
+
+def _bounded(info: ValidationInfo) -> bool:
+    """Whether size bounds apply (not for records read back from the store)."""
+    return not (isinstance(info.context, dict) and info.context.get("agent_memory_stored"))
+
+
+def _check_length(value: str, what: str, max_chars: int, info: ValidationInfo) -> str:
+    if _bounded(info) and len(value) > max_chars:
+        raise ValueError(f"{what} has {len(value):,} characters; at most {max_chars:,} are allowed")
+    return check_text(value, what)
+
+
+def _check_json(value: Any, what: str) -> Any:
+    """Refuse JSON-like data nested deeper than ``MAX_JSON_DEPTH`` (before pydantic walks it)."""
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+class _Model(BaseModel):
+    """Base of the public models: a bad value raises :class:`InvalidArgumentError` (with
+    pydantic's error list and the ``ValidationError`` as ``__cause__``) instead of pydantic's
+    ``ValidationError``. ``model_validate`` and ``TypeAdapter`` keep raising ``ValidationError``."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidArgumentError.from_validation_error(exc, type(self).__name__) from exc
+
+    # Only direct construction goes through this __init__: marked as pydantic's own, so validation
+    # (model_validate, TypeAdapter, nested models) keeps its validation context and error type.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
 def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> tuple[bytes, ContentEncoding]:
@@ -62,19 +135,25 @@ def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> t
     forces JSON (a JSON document that is a bare string); ``None`` chooses by type.
 
     Raises:
-        TypeError: if the content is neither text, bytes nor JSON-able.
+        InvalidArgumentError: (a ``TypeError``) if the content is neither text, bytes nor JSON-able,
+            holds a lone surrogate, or is JSON nested deeper than ``MAX_JSON_DEPTH``.
     """
     if isinstance(content, str) and encoding != "json":
-        return content.encode("utf-8"), "text"
+        try:
+            return check_text(content, "content").encode("utf-8"), "text"
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
     if isinstance(content, bytes | bytearray | memoryview):
         return bytes(content), "bytes"
+    if json_depth(content) > MAX_JSON_DEPTH:
+        raise InvalidArgumentError(f"content is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         text = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"content must be str, bytes or JSON-able data, not {type(content).__name__}: {exc}"
+        return check_text(text, "content").encode("utf-8"), "json"
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgumentError(
+            f"content must be str, bytes or JSON-able data, not {type(content).__name__}: {str(exc)[:200]}"
         ) from exc
-    return text.encode("utf-8"), "json"
 
 
 def content_from_bytes(data: bytes, encoding: ContentEncoding) -> Any:
@@ -90,10 +169,12 @@ def content_from_bytes(data: bytes, encoding: ContentEncoding) -> Any:
             return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(f"content blob does not decode as {encoding}: {exc}") from exc
+    except RecursionError as exc:
+        raise StoreError(f"content blob is JSON nested too deeply to decode: {exc}") from exc
     return data
 
 
-class ItemMetadata(BaseModel):
+class ItemMetadata(_Model):
     """What is known about an item besides its content (seed 002 ``MemoryItem.metadata``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -131,12 +212,51 @@ class ItemMetadata(BaseModel):
 
     @field_validator("tags")
     @classmethod
-    def _normalise_tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        tags = {tag.strip().lower() for tag in value if tag and tag.strip()}
-        return tuple(sorted(tags))
+    def _normalise_tags(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        tags = sorted({tag.strip().lower() for tag in value if tag and tag.strip()})
+        if _bounded(info) and len(tags) > MAX_TAGS:
+            raise ValueError(f"{len(tags):,} tags; at most {MAX_TAGS} are allowed")
+        for tag in tags:
+            _check_length(tag, "a tag", MAX_TAG_CHARS, info)
+        return tuple(tags)
+
+    @field_validator("source")
+    @classmethod
+    def _bound_source(cls, value: str, info: ValidationInfo) -> str:
+        return _check_length(value, "source", MAX_SOURCE_CHARS, info)
+
+    @field_validator("title")
+    @classmethod
+    def _bound_title(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _check_length(value, "title", MAX_TITLE_CHARS, info)
+
+    @field_validator("media_type")
+    @classmethod
+    def _bound_media_type(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _check_length(value, "media_type", MAX_MEDIA_TYPE_CHARS, info)
+
+    @field_validator("related_to")
+    @classmethod
+    def _bound_related(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if _bounded(info) and len(value) > MAX_RELATED:
+            raise ValueError(f"{len(value):,} related ids; at most {MAX_RELATED} are allowed")
+        return value
+
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _extra_depth(cls, value: Any) -> Any:
+        return _check_json(value, "extra")
+
+    @field_validator("extra")
+    @classmethod
+    def _bound_extra(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if value:
+            text = json.dumps(value, ensure_ascii=False)
+            _check_length(text, "extra (as JSON)", MAX_EXTRA_CHARS, info)
+        return value
 
 
-class ItemRecord(BaseModel):
+class ItemRecord(_Model):
     """One line of ``items.jsonl``: an item without its content (the content is in its blob)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -179,8 +299,19 @@ class MemoryItem(ItemRecord):
         return data
 
 
-class _TransformBase(BaseModel):
+class _TransformBase(_Model):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _valid_unicode(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            check_text(value, info.field_name or "a value")
+        elif isinstance(value, tuple):
+            for part in value:
+                if isinstance(part, str):
+                    check_text(part, info.field_name or "a value")
+        return value
 
 
 class FullTransform(_TransformBase):
@@ -206,8 +337,9 @@ class ExcerptTransform(_TransformBase):
     """First line, 1-based; ``None`` with ``end_line`` set means 1."""
     end_line: int | None = Field(default=None, ge=1)
     """Last line, 1-based, inclusive; ``None`` means the last line."""
-    around: str | None = Field(default=None, min_length=1)
-    """A string to find (case-insensitive); every match is shown with its context."""
+    around: str | None = Field(default=None, min_length=1, max_length=MAX_AROUND_CHARS)
+    """A string to find (case-insensitive, at most ``MAX_AROUND_CHARS``); every match is shown
+    with its context."""
     context_chars: int = Field(default=400, ge=0, le=20_000)
     """Characters shown before and after each ``around`` match."""
     max_matches: int = Field(default=5, ge=1, le=50)
@@ -237,18 +369,35 @@ class FilteredTransform(_TransformBase):
     """
 
     type: Literal["filtered"] = "filtered"
-    pattern: str | None = Field(default=None, min_length=1)
-    """A Python regular expression; lines that match are kept (case-insensitive)."""
-    keywords: tuple[str, ...] = ()
+    pattern: str | None = Field(default=None, min_length=1, max_length=MAX_PATTERN_CHARS)
+    """A regular expression (Python syntax, run by the ``regex`` module with a time budget of
+    ``REGEX_TIMEOUT_S``; repetition counts up to ``MAX_REPEAT``); lines that match are kept
+    (case-insensitive)."""
+    keywords: tuple[Annotated[str, Field(max_length=MAX_PATTERN_CHARS)], ...] = Field(
+        default=(), max_length=MAX_KEYWORDS
+    )
     """Lines that contain any of these words (case-insensitive) are kept."""
     context_lines: int = Field(default=0, ge=0, le=50)
     """Lines shown before and after each matching line."""
-    json_path: str | None = Field(default=None, min_length=1)
+    json_path: str | None = Field(default=None, min_length=1, max_length=MAX_JSON_PATH_CHARS)
     """Dotted path into JSON content: ``a.b.0.c``; ``*`` maps over a list (``results.*.url``)."""
-    column: str | None = Field(default=None, min_length=1)
+    column: str | None = Field(default=None, min_length=1, max_length=MAX_JSON_PATH_CHARS)
     """Column (key) compared with ``value`` in tabular content."""
     value: JsonValue = None
-    """Value the ``column`` must equal (compared as text, so ``3`` matches ``"3"``)."""
+    """Value the ``column`` must equal (compared as text, so ``3`` matches ``"3"``); at most
+    ``MAX_PATTERN_CHARS`` as JSON."""
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value_depth(cls, value: Any) -> Any:
+        return _check_json(value, "value")
+
+    @field_validator("value")
+    @classmethod
+    def _bound_value(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None:
+            _check_length(json.dumps(value, ensure_ascii=False), "value (as JSON)", MAX_PATTERN_CHARS, info)
+        return value
 
 
 class SummaryTransform(_TransformBase):
@@ -269,7 +418,7 @@ TRANSFORM_ADAPTER: TypeAdapter[MemoryTransform] = TypeAdapter(MemoryTransform)
 """Validates a dict such as ``{"type": "first_n", "n": 20}`` into a transform."""
 
 
-class MemoryCriteria(BaseModel):
+class MemoryCriteria(_Model):
     """Filters of a query (seed 002 ``MemoryCriteria``). All given filters must hold (AND).
 
     Without ``text`` the newest matching items come first; with ``text`` the items whose best
@@ -278,14 +427,15 @@ class MemoryCriteria(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text: str | None = None
-    """Semantic search text; ``None`` lists items by time, newest first."""
+    text: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    """Semantic search text (at most ``MAX_QUERY_CHARS``); ``None`` lists items by time, newest
+    first."""
     type: MemoryType | None = None
     """Only items of this type; ``None``: any type."""
-    source: str | None = None
+    source: str | None = Field(default=None, max_length=MAX_SOURCE_CHARS)
     """Only items whose source equals this string exactly; ``None``: any source."""
-    tags: tuple[str, ...] = ()
-    """Only items carrying every one of these tags (case-insensitive)."""
+    tags: tuple[Annotated[str, Field(max_length=MAX_TAG_CHARS)], ...] = Field(default=(), max_length=MAX_TAGS)
+    """Only items carrying every one of these tags (case-insensitive; at most ``MAX_TAGS``)."""
     since: datetime | None = None
     """Only items stored at or after this time; ``None``: no lower bound."""
     until: datetime | None = None
@@ -303,15 +453,24 @@ class MemoryCriteria(BaseModel):
     @field_validator("tags")
     @classmethod
     def _lower(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for tag in value:
+            check_text(tag, "a tag")
         return tuple(sorted({tag.strip().lower() for tag in value if tag.strip()}))
+
+    @field_validator("source")
+    @classmethod
+    def _valid_source(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "source")
 
     @field_validator("text")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_text(value, "text")
         return value if value and value.strip() else None
 
 
-class QueryHit(BaseModel):
+class QueryHit(_Model):
     """One item found by a query, with the chunk of it that matched best."""
 
     model_config = ConfigDict(frozen=True)
@@ -320,11 +479,14 @@ class QueryHit(BaseModel):
     """The item (without content; retrieve it by ``item.id``)."""
     score: float | None = None
     """Relevance that orders the hits, higher is better: the reciprocal-rank-fusion score in
-    hybrid search (sum of weight / (k + rank) over dense and keyword rankings), the cosine
-    similarity in dense-only search. Compare it within one query only. ``None`` without text."""
+    hybrid search (sum of weight / (k + rank) over dense and keyword rankings; items whose
+    similarities are within ``SCORE_TOLERANCE`` share a dense rank), the cosine similarity in
+    dense-only search. Compare it within one query only. ``None`` without text. Not rounded."""
     similarity: float | None = None
     """Cosine similarity in [-1, 1] of the item's best chunk to the query text, ``None`` when the
-    item was found by keywords only or the query had no text."""
+    item was found by keywords only or the query had no text. Not rounded; vectors recomputed by
+    ``restore`` or ``rebuild_index`` (or on another machine) give a similarity that agrees within
+    ``agent_memory.SCORE_TOLERANCE`` (1e-4), not to the last digit."""
     chunk: str | None = None
     """Text of the best-matching chunk (``None`` when the query had no text)."""
     chunk_index: int | None = None
@@ -333,7 +495,7 @@ class QueryHit(BaseModel):
     """Offset of the chunk in the item's indexed text, in characters."""
 
 
-class RetrieveResult(BaseModel):
+class RetrieveResult(_Model):
     """What retrieve gives back: the shaped content as text, capped, with paging facts."""
 
     model_config = ConfigDict(frozen=True)
@@ -363,7 +525,7 @@ class RetrieveResult(BaseModel):
         return self.page < self.pages
 
 
-class MemorySnapshot(BaseModel):
+class MemorySnapshot(_Model):
     """A frozen, serialisable copy of an AgentMemory: every item with its content.
 
     Hand it to a sub-agent, or save it with :meth:`save` and load it elsewhere with :meth:`load`;
@@ -380,24 +542,42 @@ class MemorySnapshot(BaseModel):
     """Every item, oldest first, with its content."""
 
     def save(self, path: str | Path) -> Path:
-        """Write the snapshot as one JSON file (bytes content as base64); returns the path."""
-        target = Path(path)
-        payload = {
-            "agent_id": self.agent_id,
-            "created_at": self.created_at.isoformat(),
-            "items": [item.model_dump_json_safe() for item in self.items],
-        }
-        target.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-        return target
+        """Write the snapshot as one UTF-8 JSON file (bytes content as base64), atomically (a
+        temporary file renamed over ``path``: a crash leaves the old file or the new one, never
+        half of one); returns the path.
+
+        Raises:
+            InvalidArgumentError: if ``path`` is not a path, or an item's content cannot be written
+                as JSON (a lone surrogate, nesting deeper than Python's JSON encoder allows).
+            StoreError: if the file cannot be written (missing directory, no space); an existing
+                file at ``path`` is then unchanged.
+        """
+        with map_exceptions("MemorySnapshot.save"):
+            target = Path(path)
+            payload = {
+                "agent_id": self.agent_id,
+                "created_at": self.created_at.isoformat(),
+                "items": [item.model_dump_json_safe() for item in self.items],
+            }
+            data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            atomic_write_bytes(target, data)
+            return target
 
     @classmethod
     def load(cls, path: str | Path) -> MemorySnapshot:
         """Read a snapshot written by :meth:`save`.
 
         Raises:
-            StoreError: if the file is missing or not a snapshot.
+            InvalidArgumentError: if ``path`` is not a path.
+            StoreError: if the file is missing, unreadable, or not a snapshot.
         """
-        try:
-            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot read snapshot {path}: {exc}") from exc
+        with map_exceptions("MemorySnapshot.load"):
+            target = Path(path)
+            try:
+                data = target.read_bytes()
+            except OSError as exc:
+                raise StoreError(f"cannot read snapshot {target}: {exc}") from exc
+            try:
+                return cls.model_validate_json(data)
+            except ValidationError as exc:
+                raise StoreError(f"{target} is not a valid snapshot: {validation_summary(exc)}") from exc

@@ -10,8 +10,11 @@ content gets ``key_share`` of the result's tokens, never more than the hard cap
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import BaseModel, ConfigDict
 
+from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.tokens import TokenCounter, truncate_tokens
@@ -28,6 +31,8 @@ DEFAULT_KEY_SHARE = 0.08
 LABEL_MAX_CHARS = 60
 """Title and source are cut to this many characters in a citation (the tool call with its full
 arguments stands right before the result in the conversation)."""
+
+logger = logging.getLogger(__name__)
 
 MIN_KEY_TOKENS = 24
 """Below this budget the key content is left out (a header-only citation): with the default
@@ -53,6 +58,8 @@ class Citation(BaseModel):
     """What the plugin (or LLM compactor) found most useful; "" for a header-only citation."""
     plugin: str | None = None
     """Name of the plugin (or ``"llm"``) that made ``key_content``; ``None`` for header-only."""
+    retrieve_call: str = "retrieve_memory"
+    """Name of the tool call that brings the result back (``memory`` in the one-tool form)."""
 
     def render(self) -> str:
         """The citation as the model reads it: one bracketed line that names the source, the
@@ -62,7 +69,7 @@ class Citation(BaseModel):
             label = f"{self.title} ({self.source})"
         else:
             label = self.title or self.source or self.type
-        head = f'[{label} · {self.tokens:,} tokens · retrieve_memory(id="{self.item_id}")]'
+        head = f'[{label} · {self.tokens:,} tokens · {self.retrieve_call}(id="{self.item_id}")]'
         return f"{head}\n{self.key_content}" if self.key_content else head
 
 
@@ -74,6 +81,8 @@ class CitationBuilder:
         counter: counts tokens.
         max_tokens: hard cap of a rendered citation, in tokens.
         key_share: share of the item's tokens the key content may use.
+        retrieve_call: the tool name citations tell the model to call (``retrieve_memory``, or
+            ``memory`` for the one-tool form).
     """
 
     def __init__(
@@ -83,21 +92,22 @@ class CitationBuilder:
         *,
         max_tokens: int = DEFAULT_CITATION_MAX_TOKENS,
         key_share: float = DEFAULT_KEY_SHARE,
+        retrieve_call: str = "retrieve_memory",
     ) -> None:
         self.registry = registry
         self.counter = counter
         self.max_tokens = max_tokens
         self.key_share = key_share
+        self.retrieve_call = retrieve_call
 
     def header(self, item: MemoryItem) -> Citation:
         """The header-only citation of ``item``."""
         meta = item.metadata
-        source = meta.source if len(meta.source) <= LABEL_MAX_CHARS else meta.source[: LABEL_MAX_CHARS - 1] + "…"
-        title = meta.title
-        if title and len(title) > LABEL_MAX_CHARS:
-            title = title[: LABEL_MAX_CHARS - 1] + "…"
+        source = shorten(meta.source, LABEL_MAX_CHARS)
+        title = shorten(meta.title, LABEL_MAX_CHARS) if meta.title else meta.title
         tokens = meta.text_tokens if meta.text_tokens is not None else meta.tokens
-        return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens)
+        return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens,
+                        retrieve_call=self.retrieve_call)
 
     def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None) -> Citation:
         """A citation of ``item``, within ``max_tokens``.
@@ -116,7 +126,15 @@ class CitationBuilder:
             chosen = self.registry.for_item(item)
             if chosen is None:
                 return base
-            key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
+            try:
+                key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
+            except Exception as exc:  # noqa: BLE001 - a faulty plugin must not break the agent
+                logger.warning("compaction plugin %s failed on %s, citing by header: %r", chosen.name, item.id, exc)
+                return base
+            if not isinstance(key_content, str):
+                logger.warning("compaction plugin %s gave %s for %s, citing by header", chosen.name,
+                               type(key_content).__name__, item.id)
+                return base
         key_content = truncate_tokens(key_content.strip(), budget, self.counter)
         while key_content:  # the layout's separators and the "…" can add a token or two: shrink
             cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})

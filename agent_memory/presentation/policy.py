@@ -5,6 +5,22 @@
   masking, but each masked result keeps its memory id and a way back).
 - ``always_cite``: citations only, even the first time.
 
+Citing costs something too: a citation is only useful with the memory tools that bring the result
+back, and their definitions are sent with every call (BASELINES.md, "Net of tool definitions").
+``start`` says when citing begins:
+
+- ``when_it_pays`` (default): every result is shown exactly as the tool returned it (the prompt is
+  the naive one, no memory tool is needed) until the tokens that citing would save in the prompt
+  exceed what offering the memory tools costs per call; from that call on, results are cited per
+  ``kind`` and the tools are offered. Citing never stops once begun (stopping would change the
+  prompt's prefix again and leave citations the model could not follow). So no prompt is ever
+  larger than the naive one plus nothing: before, it *is* the naive one; after, the saving already
+  exceeds the tools' cost and only grows.
+- ``first_call``: cite from the first call (the tools are offered from the first call).
+
+Results of at most ``inline_max_tokens`` tokens always stay in full: their citation would save too
+little to be worth a change of the prompt.
+
 Provider prompt caches reuse only an unchanged prefix, and every swap from full result to citation
 changes the prompt from that result on. ``min_swap_tokens`` batches swaps: results due for a swap
 stay in full until the tokens their swap would save reach the threshold, then all swap at once
@@ -19,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEFAULT_FULL_RESULT_MAX_TOKENS",
+    "DEFAULT_INLINE_MAX_TOKENS",
     "DEFAULT_KEEP_LAST_K",
     "PresentationPolicy",
 ]
@@ -26,6 +43,10 @@ __all__ = [
 DEFAULT_FULL_RESULT_MAX_TOKENS = 4_000
 """Cap of a result's first showing, in tokens; beyond it the first showing is the citation plus
 the head of the content (the same cap as a retrieve answer)."""
+
+DEFAULT_INLINE_MAX_TOKENS = 40
+"""Results of at most this many tokens are never cited: a header-only citation costs ~20-25
+tokens, so citing such a result saves under ~20 tokens and still changes the prompt."""
 
 DEFAULT_KEEP_LAST_K = 3
 """Results kept in full by ``keep_last_k``: 3, as Anthropic's context editing keeps 3 tool uses."""
@@ -44,9 +65,17 @@ class PresentationPolicy(BaseModel):
     """Cap of a full showing, in tokens."""
     min_swap_tokens: int = Field(default=0, ge=0)
     """Swaps wait until the tokens they would save together reach this (0: no batching)."""
+    start: Literal["when_it_pays", "first_call"] = "when_it_pays"
+    """When citing (and offering the memory tools) begins; see the module docstring."""
+    inline_max_tokens: int = Field(default=DEFAULT_INLINE_MAX_TOKENS, ge=0)
+    """Results of at most this many tokens are always shown in full (0: cite any result whose
+    citation is shorter)."""
 
     @property
     def label(self) -> str:
-        """A short name for reports: ``full_once``, ``keep_last_3``, ``always_cite`` (+ batching)."""
+        """A short name for reports: ``full_once``, ``keep_last_3``, ``always_cite``, then
+        ``+batch<tokens>`` for batching and ``+eager`` for ``start="first_call"``."""
         name = f"keep_last_{self.k}" if self.kind == "keep_last_k" else self.kind
-        return f"{name}+batch{self.min_swap_tokens}" if self.min_swap_tokens else name
+        if self.min_swap_tokens:
+            name += f"+batch{self.min_swap_tokens}"
+        return name + "+eager" if self.start == "first_call" else name

@@ -1,16 +1,24 @@
-"""The replay engine: a run through AgentMemory and the presentation policies, every prompt counted.
+"""The replay engine: a run through AgentMemory, every prompt counted with what goes with it.
 
 Per run a fresh :class:`~agent_memory.memory.AgentMemory` (in a temporary directory, nothing
 embedded) stores each tool result; the history keeps ``Message(role="tool",
-tool_result_ref=id)``. Before each assistant message (an LLM call) the prompt of every strategy is
-built from the history so far and counted as BASELINES.md counts it: each message 4 framing
-tokens + its content, an assistant's tool calls adding their name and arguments (o200k_base).
+tool_result_ref=id)``. Before each assistant message (an LLM call) the prompt of every strategy
+(:mod:`~agent_memory.replay.strategies`) is built from the history so far and counted as
+BASELINES.md counts it: each message 4 framing tokens + its content, an assistant's tool calls
+adding their name and arguments (o200k_base).
 
-Strategies: ``naive`` (every result in full), ``masking_keep_3`` (the 3 newest results in full,
-older ones replaced by :data:`MASK_PLACEHOLDER`, as Anthropic's context editing does) and one
-agent-memory strategy per :class:`~agent_memory.presentation.policy.PresentationPolicy`
-(:meth:`ContextBuilder.build` output). For each prompt it also records the tokens of the leading
-messages that repeat the previous prompt's (what a prefix cache could reuse).
+Two figures per prompt: *gross* counts the messages only (as BASELINES.md's first table does);
+*net* adds every tool definition sent with the call, as JSON (``json.dumps``, o200k_base, as
+BASELINES.md's "Net of tool definitions"): the agent's own tools (:attr:`ReplayRun.tools`) in
+every strategy, and for agent-memory strategies the memory tools offered with that call by the
+installed toolkit (:func:`~agent_memory.presentation.offer.load_toolkit`). No system-prompt text
+teaches the memory tools (their descriptions and the citations carry it), so none is counted.
+For each prompt the engine also records the tokens a provider's prefix cache could reuse: the
+tool definitions when they equal the previous call's, then the leading messages identical to the
+previous prompt's (0 after a change of tools: tools come first in the cached prefix).
+
+Not simulated: the retrieve calls a model might make to re-read a cited result (the traces were
+made by models that never needed to); each would add its answer to later prompts.
 """
 
 from __future__ import annotations
@@ -23,60 +31,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_memory.config import MAX_QUERY_LIMIT, MemoryConfig
+from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
 from agent_memory.html import looks_like_html
+from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
+from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.replay.loaders import ReplayRun, ResultHint
+from agent_memory.replay.strategies import (
+    DEFAULT_STRATEGIES,
+    MASK_PLACEHOLDER,
+    MASKING,
+    MASKING_KEEP,
+    NAIVE,
+    ReplayStrategy,
+    as_strategy,
+)
 from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = [
-    "DEFAULT_POLICIES",
     "DEFAULT_WORKERS",
     "FRAMING_TOKENS",
-    "MASKING_KEEP",
-    "MASK_PLACEHOLDER",
-    "NAIVE",
-    "MASKING",
-    "ReactCheck",
     "RunResult",
     "StrategyCurve",
     "message_tokens",
-    "parse_policy",
-    "react_query_check",
     "replay_many",
     "replay_run",
+    "memory_tool_sizes",
+    "tool_tokens",
 ]
 
 FRAMING_TOKENS = 4
 """Tokens each message costs besides its content (BASELINES.md)."""
 
-MASKING_KEEP = 3
-"""Results observation masking keeps in full (Anthropic's context editing keeps 3 tool uses)."""
-
-MASK_PLACEHOLDER = "[result cleared]"
-"""What observation masking puts in place of an older result."""
-
-NAIVE = "naive"
-MASKING = f"masking_keep_{MASKING_KEEP}"
-
-DEFAULT_POLICIES: tuple[PresentationPolicy, ...] = (
-    PresentationPolicy(),
-    PresentationPolicy(kind="keep_last_k", k=3),
-    PresentationPolicy(kind="always_cite"),
-)
-"""Policies replayed when none are given: full once (the default), keep the 3 newest, always cite."""
-
 DEFAULT_WORKERS = 4
 """Runs replayed at once (threads; a run's time is mostly disk writes of its memory)."""
-
-QUERY_TOP_K = 5
-"""ReAct check: the answer-bearing observation must be among this many query hits."""
 
 
 def message_tokens(message: Message, count: Callable[[str], int]) -> int:
@@ -87,26 +81,80 @@ def message_tokens(message: Message, count: Callable[[str], int]) -> int:
     return tokens
 
 
+def tool_tokens(tools: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
+    """Tokens of tool definitions as sent: the list as JSON (``json.dumps`` defaults), 0 for none."""
+    return count(json.dumps(list(tools))) if tools else 0
+
+
+def memory_tool_sizes(counter: TokenCounter | None = None) -> dict[str, int]:
+    """Token sizes of the installed memory tools as OpenAI JSON (``json.dumps``, o200k): each
+    tool, ``all_three``, ``single_all`` (the one-tool form), ``offered_when_citing`` (what the
+    default offer sends once citing began)."""
+    count = (counter or default_token_counter()).count
+    with tempfile.TemporaryDirectory(prefix="agent-memory-tools-") as tmp:
+        memory = AgentMemory("tools", tmp, config=MemoryConfig(index_on_store=False))
+        separate = load_toolkit(memory)
+        sizes = {tool["function"]["name"]: count(json.dumps(tool)) for tool in separate.openai_tools()}
+        sizes["all_three"] = count(json.dumps(separate.openai_tools()))
+        sizes["single_all"] = count(json.dumps(load_toolkit(memory, form="single").openai_tools()))
+        sizes["offered_when_citing"] = count(json.dumps(separate.openai_tools(OfferState(citing=True))))
+    return sizes
+
+
 @dataclass
 class StrategyCurve:
     """One strategy's prompts over a run, one entry per LLM call (oldest first)."""
 
     prompt_tokens: list[int] = field(default_factory=list)
-    """Tokens of each prompt."""
+    """Net tokens of each prompt: its messages and every tool definition sent with it."""
+    message_tokens: list[int] = field(default_factory=list)
+    """Gross tokens of each prompt: its messages only."""
+    tool_tokens: list[int] = field(default_factory=list)
+    """Tokens of the tool definitions sent with each call (the agent's own and memory tools)."""
     prefix_tokens: list[int] = field(default_factory=list)
-    """Tokens of each prompt's leading messages identical to the previous prompt's (0 for the first)."""
+    """Net tokens of each prompt a prefix cache could reuse (0 for the first call)."""
+    citing_since: int | None = None
+    """1-based call from which results were cited (agent-memory strategies), ``None``: never."""
 
     @property
     def total(self) -> int:
+        """Σ net prompt tokens."""
         return sum(self.prompt_tokens)
 
     @property
+    def gross_total(self) -> int:
+        """Σ gross prompt tokens (messages only)."""
+        return sum(self.message_tokens)
+
+    @property
     def largest(self) -> int:
+        """Largest net prompt."""
         return max(self.prompt_tokens, default=0)
 
     @property
     def prefix_total(self) -> int:
         return sum(self.prefix_tokens)
+
+    def record(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], previous: Any,
+               count: Callable[[str], int]) -> Any:
+        """Count one prompt; ``previous`` is what the last call returned (``None`` for the first).
+        Returns what the next call needs to find the shared prefix."""
+        keys = [_message_key(m) for m in messages]
+        sizes = [message_tokens(m, count) for m in messages]
+        tools_json = json.dumps(list(tools)) if tools else ""
+        tools_size = count(tools_json) if tools else 0
+        self.message_tokens.append(sum(sizes))
+        self.tool_tokens.append(tools_size)
+        self.prompt_tokens.append(sum(sizes) + tools_size)
+        shared = 0
+        if previous is not None and previous[0] == tools_json:
+            shared = tools_size
+            for key, prev, size in zip(keys, previous[1], sizes):
+                if key != prev:
+                    break
+                shared += size
+        self.prefix_tokens.append(shared)
+        return tools_json, keys
 
 
 @dataclass
@@ -122,11 +170,13 @@ class RunResult:
     result_tokens: list[int]
     """Size of each tool result's content, in tokens."""
     curves: dict[str, StrategyCurve]
-    """Per strategy label (``naive``, ``masking_keep_3``, then each policy's label)."""
+    """Per strategy label (``naive``, ``masking_keep_3``, then each strategy's label)."""
     citation_tokens: list[int]
-    """Size of each result's citation, in tokens (from the first policy's builder)."""
+    """Size of each result's citation, in tokens (from the first strategy's builder)."""
     roundtrip_ok: int
     """Stored results that ``memory.get(id)`` gave back identical (type and value)."""
+    own_tool_tokens: int = 0
+    """Tokens of the agent's own tool definitions, sent with every call in every strategy."""
     scripted: bool = False
     """Assistant turns scripted (the page session)."""
     question: str | None = None
@@ -160,8 +210,8 @@ def _result_entry(message: Message, hint: ResultHint | None, call_args: str | No
         "content": content,
         "type": kind,
         "media_type": media,
-        "source": hint.source or tool,
-        "title": title,
+        "source": shorten(hint.source or tool, MAX_SOURCE_CHARS),
+        "title": shorten(title, MAX_TITLE_CHARS) if title else title,
     }
 
 
@@ -183,47 +233,39 @@ class _Counter:
         return cached
 
 
-def _record(curve: StrategyCurve, prompt: Sequence[Message], previous: list[tuple[Any, ...]] | None,
-            count: Callable[[str], int]) -> list[tuple[Any, ...]]:
-    keys = [_message_key(m) for m in prompt]
-    sizes = [message_tokens(m, count) for m in prompt]
-    curve.prompt_tokens.append(sum(sizes))
-    shared = 0
-    if previous is not None:
-        for key, prev, size in zip(keys, previous, sizes):
-            if key != prev:
-                break
-            shared += size
-    curve.prefix_tokens.append(shared)
-    return keys
-
-
 def replay_run(
     run: ReplayRun,
     *,
-    policies: Sequence[PresentationPolicy] = DEFAULT_POLICIES,
+    strategies: Sequence[ReplayStrategy | PresentationPolicy] = DEFAULT_STRATEGIES,
     registry: PluginRegistry | None = None,
     counter: TokenCounter | None = None,
     workdir: str | Path | None = None,
 ) -> RunResult:
-    """Replay one run and count every prompt of every strategy.
+    """Replay one run and count every prompt of every strategy, gross and net.
 
     Args:
-        run: the run.
-        policies: agent-memory presentation policies to replay (labels must differ).
+        run: the run (its :attr:`~ReplayRun.tools` are sent with every call in every strategy).
+        strategies: agent-memory strategies to replay (labels must differ); a bare policy gets
+            the default tool offer.
         registry: compaction plugins for citations; ``None``: the installed ones.
         counter: token counter; ``None``: o200k_base.
         workdir: where the run's memory lives; ``None``: a temporary directory, removed after.
+
+    Raises:
+        ValueError: if two strategies share a label.
+        ConfigurationError: if no memory toolkit is installed.
     """
     counter = counter or default_token_counter()
     registry = registry if registry is not None else PluginRegistry.from_entry_points()
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="agent-memory-replay-") as tmp:
-            return replay_run(run, policies=policies, registry=registry, counter=counter, workdir=tmp)
+            return replay_run(run, strategies=strategies, registry=registry, counter=counter, workdir=tmp)
     count = _Counter(counter)
     memory = AgentMemory("replay", Path(workdir) / "memory", config=MemoryConfig(index_on_store=False),
                          token_counter=counter)
     messages = run.messages
+    own_tools = list(run.tools)
+    own_tokens = tool_tokens(own_tools, count)
 
     # 1. Store every tool result at once (nothing embedded), keep references in the history.
     tool_positions = [i for i, m in enumerate(messages) if m.role == "tool"]
@@ -252,32 +294,39 @@ def replay_run(
         if type(back) is type(entry["content"]) and back == entry["content"]:
             roundtrip_ok += 1
 
-    # 3. Every LLM call: build and count the prompt of each strategy.
-    builders = {
-        policy.label: ContextBuilder(memory, policy=policy, citations=CitationBuilder(registry, counter))
-        for policy in policies
-    }
-    if len(builders) != len(policies):
-        raise ValueError("policies must have distinct labels")
+    # 3. Every LLM call: build and count the prompt of each strategy, with its tools.
+    chosen = [as_strategy(s) for s in strategies]
+    builders: dict[str, tuple[ContextBuilder, MemoryTools]] = {}
+    for strategy in chosen:
+        toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
+        citing_tools = toolkit.openai_tools(OfferState(citing=True))
+        retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
+        cost = 0 if strategy.offer.mode == "all" else tool_tokens(own_tools + citing_tools, count) - own_tokens
+        builder = ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=max(0, cost),
+                                 citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
+        builders[strategy.label] = (builder, toolkit)
+    if len(builders) != len(chosen):
+        raise ValueError("strategies must have distinct labels")
     curves = {label: StrategyCurve() for label in (NAIVE, MASKING, *builders)}
-    previous: dict[str, list[tuple[Any, ...]] | None] = dict.fromkeys(curves)
+    previous: dict[str, Any] = dict.fromkeys(curves)
     for call in run.calls:
         prefix = messages[:call]
-        previous[NAIVE] = _record(curves[NAIVE], prefix, previous[NAIVE], count)
+        previous[NAIVE] = curves[NAIVE].record(prefix, own_tools, previous[NAIVE], count)
         tools = [i for i in range(call) if messages[i].role == "tool"]
         masked = set(tools[: max(0, len(tools) - MASKING_KEEP)])
         masked_prompt = [
             m.model_copy(update={"content": MASK_PLACEHOLDER}) if i in masked else m for i, m in enumerate(prefix)
         ]
-        previous[MASKING] = _record(curves[MASKING], masked_prompt, previous[MASKING], count)
-        for label, builder in builders.items():
+        previous[MASKING] = curves[MASKING].record(masked_prompt, own_tools, previous[MASKING], count)
+        for label, (builder, toolkit) in builders.items():
             built = builder.build(history[:call])
-            previous[label] = _record(curves[label], built, previous[label], count)
+            sent = own_tools + toolkit.openai_tools(OfferState(citing=builder.citing))
+            previous[label] = curves[label].record(built, sent, previous[label], count)
+    for label, (builder, _) in builders.items():
+        curves[label].citing_since = builder.stats.citing_since
 
     first = next(iter(builders.values()), None)
-    citation_tokens = []
-    if first is not None:
-        citation_tokens = [first.view(item_id).cited_tokens for item_id in ids]
+    citation_tokens = [first[0].view(item_id).cited_tokens for item_id in ids] if first is not None else []
 
     answer_observations: list[str] = []
     if run.answer and _checkable_answer(run.answer):
@@ -295,6 +344,7 @@ def replay_run(
         curves=curves,
         citation_tokens=citation_tokens,
         roundtrip_ok=roundtrip_ok,
+        own_tool_tokens=own_tokens,
         scripted=run.scripted,
         question=run.question,
         answer=run.answer,
@@ -308,89 +358,22 @@ def _checkable_answer(answer: str) -> bool:
     return len(text) >= 2 and text not in {"yes", "no", "true", "false", "none", "unknown"}
 
 
-@dataclass
-class ReactCheck:
-    """Query Memory with a ReAct run's question: is an answer-bearing observation in the top 5?"""
-
-    runs_checked: int = 0
-    """Runs whose final answer occurs in one of their observations."""
-    hits_in_run: int = 0
-    """Checked runs where one is in the top 5 of the ranking restricted to the run's own observations."""
-    hits_pooled: int = 0
-    """Checked runs where a query over the pooled observations of every run found one in its top 5."""
-    pooled_items: int = 0
-    """Distinct observations in the pooled memory."""
-    misses: list[str] = field(default_factory=list)
-    """Run ids missed by the pooled query."""
-
-
-def react_query_check(
-    results: Sequence[RunResult],
-    runs: Sequence[ReplayRun],
-    *,
-    workdir: str | Path,
-    counter: TokenCounter | None = None,
-    top_k: int = QUERY_TOP_K,
-) -> ReactCheck:
-    """Store every distinct observation of the runs that have a question in one memory (tagged with
-    the runs that saw it), index once, and query with each checkable run's question (once per
-    distinct question, ``MAX_QUERY_LIMIT`` hits). Pooled: the top ``top_k`` over every run's
-    observations (other runs' pages compete). In run: the same ranking restricted to the run's own
-    observations (nearly always a hit: a run has a handful of observations)."""
-    check = ReactCheck()
-    wanted = [(run, result) for run, result in zip(runs, results) if run.question and result.answer_observations]
-    if not wanted:
-        return check
-    tags_of: dict[str, set[str]] = {}
-    for run in runs:
-        if not run.question:
-            continue
-        for message in run.messages:
-            if message.role == "tool" and message.name != "Finish" and message.content:
-                tags_of.setdefault(message.content, set()).add(run.run_id)
-    memory = AgentMemory("react-check", Path(workdir) / "react-memory",
-                         config=MemoryConfig(index_on_store=False), token_counter=counter)
-    contents = list(tags_of)
-    ids = memory.store_many(
-        {"content": text, "type": "web_content", "media_type": "text/plain", "source": "wikipedia",
-         "tags": sorted(tags_of[text])}
-        for text in contents
-    )
-    content_of = dict(zip(ids, contents))
-    memory.flush_index()
-    check.pooled_items = len(ids)
-    ranked: dict[str, list[str]] = {}
-    for run, result in wanted:
-        if run.question not in ranked:  # the same question recurs across trials: encode it once
-            hits = memory.query(text=run.question, limit=MAX_QUERY_LIMIT)
-            ranked[run.question] = [hit.item.id for hit in hits]
-        order = ranked[run.question]
-        answers = set(result.answer_observations)
-        check.runs_checked += 1
-        own = [item_id for item_id in order if run.run_id in tags_of[content_of[item_id]]]
-        if any(content_of[item_id] in answers for item_id in own[:top_k]):
-            check.hits_in_run += 1
-        if any(content_of[item_id] in answers for item_id in order[:top_k]):
-            check.hits_pooled += 1
-        else:
-            check.misses.append(run.run_id)
-    return check
-
-
 def replay_many(
     runs: Sequence[ReplayRun],
     *,
-    policies: Sequence[PresentationPolicy] = DEFAULT_POLICIES,
+    strategies: Sequence[ReplayStrategy | PresentationPolicy] = DEFAULT_STRATEGIES,
     registry: PluginRegistry | None = None,
     counter: TokenCounter | None = None,
     workers: int = DEFAULT_WORKERS,
     react_check: bool = True,
     on_run: Callable[[RunResult], None] | None = None,
-) -> tuple[list[RunResult], dict[str, ReactCheck]]:
+) -> tuple[list[RunResult], dict[str, Any]]:
     """Replay ``runs`` (in threads: storing is mostly disk waits) and, per source with questions,
-    run :func:`react_query_check`. Results keep the order of ``runs``; ``on_run`` is called as each
-    run finishes (from the calling thread)."""
+    run :func:`~agent_memory.replay.react_check.react_query_check`. Results keep the order of
+    ``runs``; ``on_run`` is called as each run finishes (from the calling thread)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from agent_memory.replay.react_check import react_query_check
 
     counter = counter or default_token_counter()
     registry = registry if registry is not None else PluginRegistry.from_entry_points()
@@ -398,7 +381,7 @@ def replay_many(
     with tempfile.TemporaryDirectory(prefix="agent-memory-replay-") as tmp:
 
         def one(n: int) -> tuple[int, RunResult]:
-            return n, replay_run(runs[n], policies=policies, registry=registry, counter=counter,
+            return n, replay_run(runs[n], strategies=strategies, registry=registry, counter=counter,
                                  workdir=Path(tmp) / f"run{n}")
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -407,7 +390,7 @@ def replay_many(
                 if on_run is not None:
                     on_run(result)
         done = [r for r in results if r is not None]
-        checks: dict[str, ReactCheck] = {}
+        checks: dict[str, Any] = {}
         if react_check:
             for source in dict.fromkeys(r.source for r in runs if r.question):
                 pairs = [(run, res) for run, res in zip(runs, done) if run.source == source]
@@ -416,25 +399,3 @@ def replay_many(
                     counter=counter,
                 )
     return done, checks
-
-
-_POLICY_NAME = re.compile(r"^(full_once|always_cite|keep_last_(\d+))(?:\+batch(\d+))?$")
-
-
-def parse_policy(name: str) -> PresentationPolicy:
-    """A policy from its report label: ``full_once``, ``keep_last_3``, ``always_cite``, each
-    optionally with ``+batch<tokens>`` (``min_swap_tokens``).
-
-    Raises:
-        ValueError: if ``name`` is not such a label.
-    """
-    found = _POLICY_NAME.match(name.strip())
-    if not found:
-        raise ValueError(f"unknown policy {name!r}; use full_once, keep_last_<k>, always_cite (+batch<tokens>)")
-    kind, k, batch = found.groups()
-    args: dict[str, Any] = {"min_swap_tokens": int(batch or 0)}
-    if k is not None:
-        args.update(kind="keep_last_k", k=int(k))
-    else:
-        args["kind"] = kind
-    return PresentationPolicy(**args)

@@ -17,7 +17,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ __all__ = [
     "load_openai_chat",
     "load_react_log",
     "load_swe_agent",
+    "load_agent_tools",
     "load_traces",
+    "with_agent_tools",
 ]
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".traj", ".txt")
@@ -71,6 +73,10 @@ class ReplayRun:
     """Per tool message index: how to store its result."""
     scripted: bool = False
     """``True`` when the assistant messages are scripted (the page session), not a model's."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """The agent's own tool definitions (OpenAI ``tools`` format), sent with every LLM call of
+    the run; ``()`` when the agent had none or they are described in its prompt (SWE-agent,
+    ReAct). Traces rarely carry them: :func:`with_agent_tools` adds them from a file."""
 
     @property
     def calls(self) -> list[int]:
@@ -336,3 +342,34 @@ def limit_per_source(runs: list[ReplayRun], limit: int) -> list[ReplayRun]:
         if seen[run.source] <= limit:
             kept.append(run)
     return kept
+
+
+def load_agent_tools(path: Path | str) -> tuple[dict[str, Any], ...]:
+    """Tool definitions from a JSON file: a list of OpenAI tools (``{"type": "function",
+    "function": {...}}``) or an object with such a ``tools`` list.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if it is not JSON or holds no such list.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
+    tools = data.get("tools") if isinstance(data, dict) else data
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and ("function" in t or "name" in t) for t in tools):
+        raise ValueError(f"{path}: not a list of tool definitions")
+    return tuple(tools)
+
+
+def with_agent_tools(runs: list[ReplayRun], tools_by_source: dict[str, tuple[dict[str, Any], ...]]) -> list[ReplayRun]:
+    """The runs, each with the tool definitions of its source (runs of other sources unchanged).
+
+    Raises:
+        ValueError: if a source named in ``tools_by_source`` has no run (a typo would otherwise
+            silently leave the tools uncounted).
+    """
+    missing = set(tools_by_source) - {run.source for run in runs}
+    if missing:
+        raise ValueError(f"no runs of source(s) {', '.join(sorted(missing))} to give tools to")
+    return [replace(run, tools=tools_by_source[run.source]) if run.source in tools_by_source else run for run in runs]

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.replay.loaders import ReplayRun, ResultHint
 
-__all__ = ["DEFAULT_MAX_PAGES", "PAGES_PER_ITERATION", "load_page_session"]
+__all__ = ["DEFAULT_MAX_PAGES", "PAGES_PER_ITERATION", "TOOLS", "load_page_session"]
 
 PAGES_PER_ITERATION = 3
 """Pages fetched after each search (the seed's first iteration: a search + 3 pages)."""
@@ -31,6 +32,16 @@ SYSTEM_PROMPT = (
     "then answer with a short report citing the pages you used."
 )
 TASK = "Survey these web articles: for each, say what it is about and who published it. (scripted task)"
+
+TOOLS: tuple[dict[str, Any], ...] = (
+    {"type": "function", "function": {
+        "name": "web_search", "description": "Search the web; returns titles, URLs and snippets.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+    {"type": "function", "function": {
+        "name": "fetch_page", "description": "Fetch a web page by URL; returns its HTML.",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}},
+)
+"""The research agent's own tools, sent with every call of the session (counted in every strategy)."""
 
 _CANONICAL = re.compile(r"""<link[^>]+rel=["']canonical["'][^>]*href=["']([^"']+)["']""", re.I)
 _OG_URL = re.compile(r"""<meta[^>]+property=["']og:url["'][^>]*content=["']([^"']+)["']""", re.I)
@@ -111,4 +122,4 @@ def load_page_session(pages_dir: Path | str, *, max_pages: int = DEFAULT_MAX_PAG
             messages.append(Message(role="tool", content=page["html"], tool_call_id=call.id, name="fetch_page"))
     messages.append(Message(role="assistant", content=f"[scripted] Report on {len(pages)} pages written."))
     return ReplayRun(source="pages", run_id=f"page-session-{len(pages)}", messages=tuple(messages), hints=hints,
-                     scripted=True)
+                     scripted=True, tools=TOOLS)

@@ -1,9 +1,12 @@
 """Replay report: per source and in total, as a rich table, ``report.md``, ``report.json`` and
-``tokens.png`` (cumulative prompt tokens per LLM call, one panel per source).
+``tokens.png`` (cumulative net prompt tokens per LLM call, one panel per source).
 
-Reduction = 1 − Σ strategy prompt tokens / Σ naive prompt tokens over a source (BASELINES.md);
-negative numbers are savings. Cache-reusable prefix tokens: per prompt, the tokens of its leading
-messages that are identical to the previous prompt's (a provider prefix cache could reuse them).
+Reductions are 1 − Σ strategy prompt tokens / Σ naive prompt tokens over a source (BASELINES.md);
+negative numbers are savings. *Net* counts everything sent with each call (messages and every
+tool definition: the agent's own in every strategy, memory tools where offered); *gross* counts the
+messages only. Cache-reusable prefix: per prompt, the net tokens a provider's prefix cache could
+reuse (the tool definitions when unchanged, then the leading messages identical to the previous
+prompt's).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_memory.replay.engine import MASKING, NAIVE, ReactCheck, RunResult
+from agent_memory.replay.engine import RunResult
+from agent_memory.replay.react_check import ReactCheck
+from agent_memory.replay.strategies import MASKING, NAIVE
 
 __all__ = ["ReplayReport", "SourceSummary", "StrategySummary", "summarize", "write_report"]
 
@@ -29,15 +34,23 @@ class StrategySummary:
     """One strategy over one source."""
 
     prompt_tokens: int
-    """Σ prompt tokens over every LLM call."""
+    """Σ net prompt tokens over every LLM call (messages + every tool definition sent)."""
+    message_tokens: int
+    """Σ gross prompt tokens (messages only)."""
+    tool_tokens: int
+    """Σ tokens of the tool definitions sent (the agent's own and memory tools)."""
     reduction: float
-    """1 − prompt_tokens / naive prompt_tokens (negative: a saving)."""
+    """Net: 1 − prompt_tokens / naive prompt_tokens (negative: a saving)."""
+    reduction_gross: float
+    """Gross: 1 − message_tokens / naive message_tokens."""
     prefix_tokens: int
-    """Σ tokens a prefix cache could reuse (leading messages identical to the previous prompt's)."""
+    """Σ net tokens a prefix cache could reuse."""
     prefix_share: float
     """prefix_tokens / prompt_tokens."""
     largest_prompt: int
-    """Largest single prompt, in tokens."""
+    """Largest single net prompt, in tokens."""
+    runs_citing: int | None = None
+    """Agent-memory strategies: runs in which citing began (``None`` for the baselines)."""
 
 
 @dataclass
@@ -50,6 +63,8 @@ class SourceSummary:
     results: int
     result_tokens: int
     """Σ tokens of the tool results' contents."""
+    own_tool_tokens: int
+    """Tokens of the agent's own tool definitions per call (0 when the traces have none)."""
     strategies: dict[str, StrategySummary]
     citation_tokens_p50: float
     citation_tokens_p95: float
@@ -70,14 +85,17 @@ class ReplayReport:
     total: SourceSummary
     strategies: list[str]
     """Strategy labels, naive first."""
+    memory_tools: dict[str, int] = field(default_factory=dict)
+    """Token sizes of the memory tools as OpenAI JSON (see :func:`summarize`)."""
     curves: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    """Per source, per strategy: prompt tokens of each call, runs one after another."""
+    """Per source, per strategy: net prompt tokens of each call, runs one after another."""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "strategies": self.strategies,
+            "memory_tools": self.memory_tools,
             "sources": [asdict(s) for s in self.sources],
             "total": asdict(self.total),
             "seconds": round(self.seconds, 1),
@@ -93,18 +111,28 @@ def _percentile(values: Sequence[int], q: float) -> float:
     return float(ordered[rank])
 
 
+def _ratio(value: int, base: int) -> float:
+    return round(value / base - 1, 4) if base else 0.0
+
+
 def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str]) -> SourceSummary:
-    naive_total = sum(r.curves[NAIVE].total for r in results)
+    naive_net = sum(r.curves[NAIVE].total for r in results)
+    naive_gross = sum(r.curves[NAIVE].gross_total for r in results)
     summaries = {}
     for label in strategies:
-        tokens = sum(r.curves[label].total for r in results)
-        prefix = sum(r.curves[label].prefix_total for r in results)
+        curves = [r.curves[label] for r in results]
+        tokens = sum(c.total for c in curves)
+        prefix = sum(c.prefix_total for c in curves)
         summaries[label] = StrategySummary(
             prompt_tokens=tokens,
-            reduction=round(tokens / naive_total - 1, 4) if naive_total else 0.0,
+            message_tokens=sum(c.gross_total for c in curves),
+            tool_tokens=sum(sum(c.tool_tokens) for c in curves),
+            reduction=_ratio(tokens, naive_net),
+            reduction_gross=_ratio(sum(c.gross_total for c in curves), naive_gross),
             prefix_tokens=prefix,
             prefix_share=round(prefix / tokens, 4) if tokens else 0.0,
-            largest_prompt=max((r.curves[label].largest for r in results), default=0),
+            largest_prompt=max((c.largest for c in curves), default=0),
+            runs_citing=None if label in (NAIVE, MASKING) else sum(c.citing_since is not None for c in curves),
         )
     citations = [t for r in results for t in r.citation_tokens]
     return SourceSummary(
@@ -113,6 +141,7 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str])
         calls=sum(r.calls for r in results),
         results=sum(r.results for r in results),
         result_tokens=sum(sum(r.result_tokens) for r in results),
+        own_tool_tokens=max((r.own_tool_tokens for r in results), default=0),
         strategies=summaries,
         citation_tokens_p50=_percentile(citations, 50),
         citation_tokens_p95=_percentile(citations, 95),
@@ -123,8 +152,16 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str])
 
 
 def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | None = None,
-              seconds: float = 0.0) -> ReplayReport:
-    """Summaries per source (in first-seen order) and in total."""
+              seconds: float = 0.0, memory_tools: dict[str, int] | None = None) -> ReplayReport:
+    """Summaries per source (in first-seen order) and in total.
+
+    Args:
+        results: the replayed runs.
+        react: the ReAct check per source.
+        seconds: how long the replay took.
+        memory_tools: token sizes of the memory tools, for the report
+            (:func:`~agent_memory.replay.engine.memory_tool_sizes`).
+    """
     if not results:
         raise ValueError("nothing was replayed")
     strategies = list(results[0].curves)
@@ -152,7 +189,8 @@ def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | No
     }
     real = [r for r in results if not r.scripted] or list(results)
     total = _summary(TOTAL, real, strategies)
-    return ReplayReport(sources=sources, total=total, strategies=strategies, curves=curves, seconds=seconds)
+    return ReplayReport(sources=sources, total=total, strategies=strategies, memory_tools=dict(memory_tools or {}),
+                        curves=curves, seconds=seconds)
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -164,23 +202,26 @@ def _pct(value: float) -> str:
     return f"{value * 100:+.1f}%"
 
 
+def _name(summary: SourceSummary, report: ReplayReport) -> str:
+    if summary.source == TOTAL:
+        return "total (real traces only)" if any(not s.scripted for s in report.sources) else TOTAL
+    return summary.source + (" (scripted turns, real pages)" if summary.scripted else "")
+
+
 def _rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
-    headers = ["source", "runs", "calls", "naive tokens"]
-    for label in report.strategies[1:]:
-        headers.append(f"{label} (vs naive)")
-    headers += ["largest prompt " + "/".join(_short(s) for s in report.strategies), "cache-reusable prefix " +
-                "/".join(_short(s) for s in report.strategies), "citation p50/p95/max", "round trip", "ReAct query top-5"]
+    first = report.strategies[2] if len(report.strategies) > 2 else report.strategies[-1]
+    headers = ["source", "runs", "calls", "own tools", "naive (net)"]
+    headers += [f"{label} net (gross)" for label in report.strategies[1:]]
+    headers += [f"largest prompt naive → {first}", f"cache-reusable prefix naive / mask3 / {first}",
+                "citation p50/p95/max", "round trip", "ReAct query top-5"]
     rows = []
     for summary in [*report.sources, report.total]:
-        name = summary.source + (" (scripted turns, real pages)" if summary.scripted and summary.source != TOTAL else "")
-        if summary.source == TOTAL and any(not s.scripted for s in report.sources):
-            name = "total (real traces only)"
-        row = [name, f"{summary.runs:,}", f"{summary.calls:,}", _k(summary.strategies[NAIVE].prompt_tokens)]
-        for label in report.strategies[1:]:
-            s = summary.strategies[label]
-            row.append(f"{_k(s.prompt_tokens)} ({_pct(s.reduction)})")
-        row.append(" / ".join(_k(summary.strategies[s].largest_prompt) for s in report.strategies))
-        row.append(" / ".join(f"{summary.strategies[s].prefix_share * 100:.0f}%" for s in report.strategies))
+        st = summary.strategies
+        row = [_name(summary, report), f"{summary.runs:,}", f"{summary.calls:,}", f"{summary.own_tool_tokens:,}",
+               _k(st[NAIVE].prompt_tokens)]
+        row += [f"{_pct(st[label].reduction)} ({_pct(st[label].reduction_gross)})" for label in report.strategies[1:]]
+        row.append(f"{_k(st[NAIVE].largest_prompt)} → {_k(st[first].largest_prompt)}")
+        row.append(" / ".join(f"{st[s].prefix_share * 100:.0f}%" for s in (NAIVE, MASKING, first)))
         row.append(f"{summary.citation_tokens_p50:.0f} / {summary.citation_tokens_p95:.0f} / {summary.citation_tokens_max}")
         row.append(f"{summary.roundtrip_ok:,}/{summary.results:,}")
         if summary.react:
@@ -197,27 +238,26 @@ def _short(label: str) -> str:
 
 
 def rich_table(report: ReplayReport) -> Any:
-    """The summaries as a rich :class:`~rich.table.Table` (narrower than the Markdown one)."""
+    """The summaries as a rich :class:`~rich.table.Table`: net reductions, gross below them."""
     from rich.table import Table
 
     first = report.strategies[2] if len(report.strategies) > 2 else report.strategies[-1]
-    table = Table(title="agent-memory replay: Σ prompt tokens over LLM calls (reduction vs naive)")
-    headers = ["source", "runs", "calls", "naive", *(_short(s) for s in report.strategies[1:]),
+    table = Table(title="agent-memory replay: Σ prompt tokens over LLM calls, net of every tool definition "
+                        "(gross, messages only, in brackets); reduction vs naive")
+    headers = ["source", "runs", "calls", "own tools", "naive", *(_short(s) for s in report.strategies[1:]),
                f"largest naive→{_short(first)}", f"cache prefix naive/mask3/{_short(first)}", "citation p50/p95/max",
                "round trip", "ReAct top-5 run/pool"]
     for n, header in enumerate(headers):
         table.add_column(header, justify="left" if n == 0 else "right", overflow="fold")
     for summary in [*report.sources, report.total]:
-        name = summary.source + (" (scripted)" if summary.scripted and summary.source != TOTAL else "")
-        if summary.source == TOTAL:
-            name = "total (real traces)" if any(not s.scripted for s in report.sources) else TOTAL
         st = summary.strategies
         react = "–"
         if summary.react:
             react = f"{summary.react['hit_rate_in_run'] * 100:.0f}% / {summary.react['hit_rate_pooled'] * 100:.1f}%"
         table.add_row(
-            name, f"{summary.runs:,}", f"{summary.calls:,}", _k(st[NAIVE].prompt_tokens),
-            *(f"{_k(st[s].prompt_tokens)} {_pct(st[s].reduction)}" for s in report.strategies[1:]),
+            _name(summary, report).replace(" (scripted turns, real pages)", " (scripted)"), f"{summary.runs:,}",
+            f"{summary.calls:,}", f"{summary.own_tool_tokens:,}", _k(st[NAIVE].prompt_tokens),
+            *(f"{_pct(st[s].reduction)} ({_pct(st[s].reduction_gross)})" for s in report.strategies[1:]),
             f"{_k(st[NAIVE].largest_prompt)}→{_k(st[first].largest_prompt)}",
             " / ".join(f"{st[s].prefix_share * 100:.0f}%" for s in (NAIVE, MASKING, first)),
             f"{summary.citation_tokens_p50:.0f}/{summary.citation_tokens_p95:.0f}/{summary.citation_tokens_max}",
@@ -225,6 +265,19 @@ def rich_table(report: ReplayReport) -> Any:
             style="bold" if summary.source == TOTAL else None,
         )
     return table
+
+
+def tools_line(report: ReplayReport) -> str:
+    """One line with the memory tools' sizes (empty when unknown)."""
+    t = report.memory_tools
+    if not t:
+        return ""
+    return (
+        f"Memory tools as OpenAI JSON (o200k): store_memory {t['store_memory']:,}, retrieve_memory "
+        f"{t['retrieve_memory']:,}, query_memory {t['query_memory']:,}; all three {t['all_three']:,} tokens; as one "
+        f"`memory` tool {t['single_all']:,}. Offered by default: nothing until citing pays, then "
+        f"retrieve_memory ({t['offered_when_citing']:,} tokens)."
+    )
 
 
 def markdown(report: ReplayReport) -> str:
@@ -236,17 +289,31 @@ def markdown(report: ReplayReport) -> str:
         "Each run is replayed through AgentMemory: every tool result is stored and the history keeps its",
         "memory id. Before each assistant message (ReAct: before each Thought) the prompt is built for every",
         "strategy and counted with tiktoken o200k_base, 4 framing tokens per message plus its content (an",
-        "assistant's tool calls: name + arguments), as in BASELINES.md. Reduction = 1 − Σ strategy tokens /",
-        "Σ naive tokens. Strategies: `naive` (full history), `masking_keep_3` (3 newest results in full,",
-        "older ones replaced by `[result cleared]`, no way back), and agent-memory under each presentation",
-        "policy (`full_once` = full in the first call after it arrives, then its citation; `keep_last_3`;",
-        "`always_cite`). Cache-reusable prefix: share of prompt tokens in leading messages identical to the",
-        "previous prompt's. Round trip: results `memory.get(id)` gave back identical.",
+        "assistant's tool calls: name + arguments), as in BASELINES.md. **Net** adds every tool definition sent",
+        "with the call, as JSON: the agent's own tools (tau-bench: the 14 airline tools; the page session: its",
+        "2 tools) in every strategy, and the memory tools an agent-memory strategy offers with that call;",
+        "**gross** (in brackets) counts the messages only. Reduction = 1 − Σ strategy tokens / Σ naive tokens.",
+        "Strategies: `naive` (full history), `masking_keep_3` (3 newest results in full, older ones replaced by",
+        "`[result cleared]`, no way back), and agent-memory: `full_once` (the default: results as the tool",
+        "returned them until citing would save more than the memory tools cost; from then on each result in",
+        "full in the first call after it arrives, then its citation, with `retrieve_memory` offered),",
+        "`full_once+eager+all_tools` (citing from the first call, all three memory tools sent with every call),",
+        "`keep_last_3`. No retrieve call a model might make to re-read a cited result is simulated. Cache-",
+        "reusable prefix: share of net prompt tokens a prefix cache could reuse (tools first; a change of the",
+        "tool list resets it). Round trip: results `memory.get(id)` gave back identical.",
         "",
         "| " + " | ".join(headers) + " |",
         "| " + " | ".join("---" for _ in headers) + " |",
     ]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    lines.append("")
+    if report.memory_tools:
+        lines += [tools_line(report), ""]
+    for summary in [*report.sources, report.total]:
+        for label in report.strategies[2:]:
+            s = summary.strategies[label]
+            if s.runs_citing is not None and label == report.strategies[2]:
+                lines.append(f"- `{summary.source}`: `{label}` began citing in {s.runs_citing} of {summary.runs} runs.")
     lines.append("")
     for summary in report.sources:
         if summary.scripted:
@@ -272,7 +339,7 @@ def markdown(report: ReplayReport) -> str:
 
 
 def plot(report: ReplayReport, path: Path) -> None:
-    """``tokens.png``: cumulative prompt tokens per LLM call, one panel per source."""
+    """``tokens.png``: cumulative net prompt tokens per LLM call, one panel per source."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -293,7 +360,7 @@ def plot(report: ReplayReport, path: Path) -> None:
         scripted = next((s.scripted for s in report.sources if s.source == name), False)
         ax.set_title(name + (" (scripted turns, real pages)" if scripted else ""), fontsize=10)
         ax.set_xlabel("LLM call")
-        ax.set_ylabel("cumulative prompt tokens")
+        ax.set_ylabel("cumulative net prompt tokens")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(names):]:

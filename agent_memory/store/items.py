@@ -3,21 +3,26 @@
 This is the source of truth of an agent's memory; the vector index is derived from it and can be
 rebuilt at any time. Records are cached in the process and refreshed incrementally from the file,
 so items another process appended are seen on the next read without re-reading the whole file.
+
+Damage is contained: a line in the middle that does not parse is quarantined (moved to
+``items.jsonl.corrupt`` and the file atomically rewritten without it, see
+:meth:`JsonlFile.quarantine`) and reported; every other item stays readable. A missing or damaged
+content blob fails only reads of that item's content.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from agent_memory.errors import ItemNotFoundError
-from agent_memory.models.items import ItemRecord, MemoryItem, content_from_bytes
+from agent_memory.errors import ItemNotFoundError, StoreError
+from agent_memory.models.items import STORED_CONTEXT, ItemRecord, MemoryItem, content_from_bytes
 from agent_memory.store.content import ContentStore
-from agent_memory.store.jsonl import JsonlFile
+from agent_memory.store.jsonl import CorruptLine, JsonlFile
 
 __all__ = ["ItemStore"]
 
@@ -29,34 +34,70 @@ class ItemStore:
 
     Args:
         agent_dir: ``memory/agents/<agent_id>``; ``items.jsonl`` and ``content/`` live in it.
+        on_quarantine: called with each bad line and where its bytes went (the ``.corrupt``
+            file, or ``None`` if moving it failed and it is only skipped); ``None``: not reported.
     """
 
-    def __init__(self, agent_dir: Path) -> None:
+    def __init__(
+        self, agent_dir: Path, *, on_quarantine: Callable[[CorruptLine, Path | None], None] | None = None
+    ) -> None:
         self.agent_dir = agent_dir
-        self.jsonl = JsonlFile(agent_dir / "items.jsonl", _RECORD_ADAPTER)
+        self.jsonl = JsonlFile(agent_dir / "items.jsonl", _RECORD_ADAPTER, context=STORED_CONTEXT)
         self.content = ContentStore(agent_dir / "content")
+        self._on_quarantine = on_quarantine
         self._records: dict[str, ItemRecord] = {}
         self._offset = 0
+        self._line_no = 1
         self._file_id: tuple[int, int] = (0, 0)
         self._mutex = threading.RLock()
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Pick up records appended (or a rewrite made) by any process since the last read."""
+        """Pick up records appended (or a rewrite made) by any process since the last read.
+
+        A complete line that does not parse is quarantined and reported (``on_quarantine``); the
+        read then goes on with the repaired file.
+
+        Raises:
+            StoreError: if the file cannot be read.
+        """
         with self._mutex:
-            file_id = self.jsonl.file_id()
-            if file_id != self._file_id:
-                self._records.clear()
-                self._offset = 0
-            tail = self.jsonl.read_from(self._offset)
-            if tail.file_id != (0, 0) and tail.file_id != file_id:
-                # Rewritten between stat and read: start over from the new file.
-                self._records.clear()
-                tail = self.jsonl.read_from(0)
+            for _ in range(3):  # a quarantine rewrites the file: read the new one
+                tail = self._read_new()
+                if not tail.corrupt:
+                    break
+                try:
+                    moved = self.jsonl.quarantine()
+                except StoreError:  # cannot rewrite (read-only disk...): skip at read time only
+                    for line in tail.corrupt:
+                        self._report(line, None)
+                    break
+                for line in moved:
+                    self._report(line, self.jsonl.corrupt_path)
             for record in tail.records:
                 self._records[record.id] = record
             self._offset = tail.next_offset
-            self._file_id = tail.file_id if tail.file_id != (0, 0) else file_id
+            self._line_no = tail.next_line_no
+            self._file_id = tail.file_id if tail.file_id != (0, 0) else self.jsonl.file_id()
+
+    def _read_new(self):  # noqa: ANN202 - JsonlTail[ItemRecord]
+        """The records past the cached offset (from the start after a rewrite; the cache is then
+        emptied). Called under ``_mutex``."""
+        file_id = self.jsonl.file_id()
+        if file_id != self._file_id:
+            self._records.clear()
+            self._offset, self._line_no, self._file_id = 0, 1, file_id
+        tail = self.jsonl.read_from(self._offset, line_no=self._line_no, skip_corrupt=True)
+        if tail.file_id != (0, 0) and tail.file_id != file_id:
+            # Rewritten between stat and read: start over from the new file.
+            self._records.clear()
+            self._offset, self._line_no, self._file_id = 0, 1, tail.file_id
+            tail = self.jsonl.read_from(0, skip_corrupt=True)
+        return tail
+
+    def _report(self, line: CorruptLine, where: Path | None) -> None:
+        if self._on_quarantine is not None:
+            self._on_quarantine(line, where)
 
     def records(self) -> list[ItemRecord]:
         """Every item record, oldest first."""
@@ -94,8 +135,11 @@ class ItemStore:
         Raises:
             StoreError: if its blob is missing or damaged.
         """
-        data = self.content.get(record.metadata.content_sha256)
-        return content_from_bytes(data, record.metadata.content_encoding)
+        try:
+            data = self.content.get(record.metadata.content_sha256)
+            return content_from_bytes(data, record.metadata.content_encoding)
+        except StoreError as exc:
+            raise StoreError(f"item {record.id}: {exc}") from exc
 
     def load_item(self, item_id: str) -> MemoryItem:
         """The full item (record + content).
@@ -142,6 +186,6 @@ class ItemStore:
             self.content.remove_unreferenced({record.metadata.content_sha256 for record, _ in pairs})
         with self._mutex:
             self._records.clear()
-            self._offset = 0
+            self._offset, self._line_no = 0, 1
             self._file_id = (0, 0)
         self.refresh()

@@ -9,29 +9,39 @@ Rules (DESIGN.md, Storage):
   truncates it before writing, so the file always parses line by line.
 - Pruning or clearing is an atomic rewrite: write a temporary file, fsync, rename over the old
   one, fsync the directory. Readers see the old file or the new one, never a mix.
+- A complete line in the middle that does not parse (a disk error, a hand edit, a foreign writer)
+  is *quarantined*: :meth:`JsonlFile.quarantine` moves it, under the lock, to ``<file>.corrupt``
+  (one JSON line per bad line: line number, byte offset, reason, the bytes as base64) and
+  atomically rewrites the file without it, byte for byte otherwise. The main file then parses
+  again for every process, and the bad bytes are kept for audit. If the rewrite fails (read-only
+  disk), readers that ask for it (``skip_corrupt=True``) skip the line at read time instead.
 - Files are UTF-8; one pydantic ``TypeAdapter`` reads and writes each file's records.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from filelock import FileLock
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.errors import CorruptRecordError, StoreError
+from agent_memory.errors import CorruptRecordError, LockTimeoutError, StoreError, validation_summary
 
-__all__ = ["JsonlFile", "JsonlTail", "atomic_write_bytes", "fsync_dir"]
+__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "atomic_write_bytes", "fsync_dir"]
 
 T = TypeVar("T")
 
 LOCK_TIMEOUT_S = 60.0
-"""Longest wait for another process's lock before :class:`StoreError`, in seconds."""
+"""Longest wait for another process's lock before :class:`LockTimeoutError`, in seconds."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -51,7 +61,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     Raises:
         StoreError: if writing fails; ``path`` then still holds its previous content (if any).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)
@@ -65,6 +75,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 @dataclass(frozen=True)
+class CorruptLine:
+    """A complete line of a JSONL file that does not parse as a record."""
+
+    line_no: int
+    """1-based line number in the file."""
+    offset: int
+    """Byte offset of the line's start in the file."""
+    data: bytes
+    """The line's bytes, without its newline."""
+    reason: str
+    """Why it does not parse (short; never the line's content)."""
+
+
+@dataclass(frozen=True)
 class JsonlTail(Generic[T]):
     """Records read from a byte offset on, and where the next read should start."""
 
@@ -74,6 +98,10 @@ class JsonlTail(Generic[T]):
     """Byte offset just past the last complete line that was read."""
     file_id: tuple[int, int]
     """(device, inode) of the file that was read; changes when the file is atomically rewritten."""
+    next_line_no: int = 1
+    """1-based number of the line that starts at ``next_offset``."""
+    corrupt: list[CorruptLine] = field(default_factory=list)
+    """Complete lines that did not parse and were skipped (only with ``skip_corrupt=True``)."""
 
 
 class JsonlFile(Generic[T]):
@@ -83,12 +111,16 @@ class JsonlFile(Generic[T]):
         path: the file; its directory is created on first write.
         adapter: reads and writes one record (``TypeAdapter(MyModel)``).
         fsync: fsync after every append (durable against power loss; ~1 ms). Default ``True``.
+        context: pydantic validation context used when reading records; ``None``: none.
     """
 
-    def __init__(self, path: Path, adapter: TypeAdapter[T], *, fsync: bool = True) -> None:
+    def __init__(
+        self, path: Path, adapter: TypeAdapter[T], *, fsync: bool = True, context: dict[str, Any] | None = None
+    ) -> None:
         self.path = path
         self.adapter = adapter
         self.fsync = fsync
+        self.context = context
         self._lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
 
     @contextmanager
@@ -96,14 +128,23 @@ class JsonlFile(Generic[T]):
         """Hold the file's inter-process lock (re-entrant within a process).
 
         Raises:
-            StoreError: if another process holds it longer than ``LOCK_TIMEOUT_S``.
+            LockTimeoutError: if another process holds it longer than ``LOCK_TIMEOUT_S``.
+            StoreError: if the directory cannot be created.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self._lock:
-                yield
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.path.parent}: {exc}") from exc
+        try:
+            self._lock.acquire()
         except TimeoutError as exc:  # filelock.Timeout subclasses TimeoutError
-            raise StoreError(f"timed out waiting for the lock on {self.path}") from exc
+            raise LockTimeoutError(f"timed out after {LOCK_TIMEOUT_S:g} s waiting for the lock on {self.path}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot lock {self.path}: {exc}") from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _dump(self, record: T) -> bytes:
         return self.adapter.dump_json(record) + b"\n"
@@ -158,13 +199,22 @@ class JsonlFile(Generic[T]):
         handle.truncate(start)
         handle.seek(0, os.SEEK_END)
 
-    def read_from(self, offset: int = 0) -> JsonlTail[T]:
+    def _parse(self, raw: bytes) -> T:
+        return self.adapter.validate_json(raw, context=self.context)
+
+    def read_from(self, offset: int = 0, *, line_no: int = 1, skip_corrupt: bool = False) -> JsonlTail[T]:
         """Read complete records from byte ``offset`` on (0: the whole file).
 
         A torn last line (no newline yet, or a partial write) is skipped and not consumed.
 
+        Args:
+            offset: byte offset of a line start.
+            line_no: 1-based number of the line at ``offset`` (for error reports).
+            skip_corrupt: ``True``: a complete line that does not parse is skipped and listed in
+                ``JsonlTail.corrupt``; ``False``: it raises.
+
         Raises:
-            CorruptRecordError: if a complete line in the middle does not parse.
+            CorruptRecordError: if a complete line does not parse (unless ``skip_corrupt``).
             StoreError: if the file cannot be read.
         """
         try:
@@ -177,28 +227,100 @@ class JsonlFile(Generic[T]):
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc}") from exc
         records: list[T] = []
+        corrupt: list[CorruptLine] = []
         consumed = 0
-        line_no = 0
-        for raw in data.splitlines(keepends=True):
-            line_no += 1
+        line_no -= 1
+        for raw in _lines(data):
             if not raw.endswith(b"\n"):
                 break  # torn or still being written: not a record yet
+            line_no += 1
             consumed += len(raw)
             if not raw.strip():
                 continue
             try:
-                records.append(self.adapter.validate_json(raw))
+                records.append(self._parse(raw))
             except ValidationError as exc:
-                raise CorruptRecordError(
-                    f"{self.path}: line at byte {offset + consumed - len(raw)} is not a valid record: {exc}",
-                    path=str(self.path),
-                    line_no=line_no,
-                ) from exc
-        return JsonlTail(records, offset + consumed, (stat.st_dev, stat.st_ino))
+                bad = CorruptLine(line_no, offset + consumed - len(raw), raw[:-1], validation_summary(exc))
+                if not skip_corrupt:
+                    raise CorruptRecordError(
+                        f"{self.path}: line {line_no} (byte {bad.offset}) is not a valid record: {bad.reason}",
+                        path=str(self.path),
+                        line_no=line_no,
+                    ) from exc
+                corrupt.append(bad)
+        return JsonlTail(records, offset + consumed, (stat.st_dev, stat.st_ino), line_no + 1, corrupt)
 
     def read_all(self) -> list[T]:
         """Every complete record, in file order."""
         return self.read_from(0).records
+
+    def quarantine(self) -> list[CorruptLine]:
+        """Move every complete line that does not parse to ``<file>.corrupt`` and atomically
+        rewrite the file without them; every other byte (and a torn last line) is kept as is.
+
+        Runs under the lock and re-reads the whole file, so it is safe while other processes
+        append or quarantine too (the second one finds nothing left to move). The ``.corrupt``
+        file gets one JSON object per line: ``line_no``, ``offset``, ``reason``, ``quarantined_at``
+        (UTC, ISO 8601) and ``data_base64`` (the exact bytes); it is written and fsynced before the
+        rewrite, so a crash in between leaves the line in both files, never in neither.
+
+        Returns:
+            The lines moved, in file order (empty when there were none).
+
+        Raises:
+            StoreError: if a file cannot be read or written; the main file is then unchanged.
+        """
+        with self.locked():
+            try:
+                with open(self.path, "rb") as handle:
+                    data = handle.read()
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise StoreError(f"cannot read {self.path}: {exc}") from exc
+            kept: list[bytes] = []
+            moved: list[CorruptLine] = []
+            offset = 0
+            for line_no, raw in enumerate(_lines(data), start=1):
+                if raw.endswith(b"\n") and raw.strip():
+                    try:
+                        self._parse(raw)
+                    except ValidationError as exc:
+                        moved.append(CorruptLine(line_no, offset, raw[:-1], validation_summary(exc)))
+                        offset += len(raw)
+                        continue
+                kept.append(raw)
+                offset += len(raw)
+            if not moved:
+                return []
+            now = datetime.now(UTC).isoformat()
+            entries = b"".join(
+                json.dumps(
+                    {
+                        "line_no": line.line_no,
+                        "offset": line.offset,
+                        "reason": line.reason,
+                        "quarantined_at": now,
+                        "data_base64": base64.b64encode(line.data).decode("ascii"),
+                    }
+                ).encode("utf-8")
+                + b"\n"
+                for line in moved
+            )
+            try:
+                with open(self.corrupt_path, "ab") as out:
+                    out.write(entries)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except OSError as exc:
+                raise StoreError(f"cannot write {self.corrupt_path}: {exc}") from exc
+            atomic_write_bytes(self.path, b"".join(kept))
+            return moved
+
+    @property
+    def corrupt_path(self) -> Path:
+        """Where :meth:`quarantine` keeps the lines it moved: ``<file>.corrupt``."""
+        return Path(str(self.path) + ".corrupt")
 
     def rewrite(self, records: Iterable[T]) -> None:
         """Replace the whole file atomically by ``records`` (under the lock).
@@ -218,3 +340,12 @@ class JsonlFile(Generic[T]):
             return (0, 0)
         return (stat.st_dev, stat.st_ino)
 
+
+def _lines(data: bytes) -> list[bytes]:
+    """``data`` split after each ``\\n`` only (``bytes.splitlines`` also splits at ``\\r``, which
+    may occur inside a record as a raw byte of a damaged line)."""
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out

@@ -1,0 +1,380 @@
+"""Keeping an agent's indexes in step with its item store.
+
+The JSONL item store is the source of truth; the vector index (chromadb) and the keyword index
+(SQLite FTS5) are derived and catch up by themselves. This module holds that upkeep for one
+:class:`~agent_memory.memory.AgentMemory`: cutting items into chunks, indexing new items,
+finding the items an index lacks (deferred stores, other processes' items, a crash), rebuilding
+from scratch, and containing failures:
+
+- Indexing right after a store never raises: the item is safely stored, stays *pending*, is
+  retried by the next ``flush_index`` or query, and the failure is reported
+  (:class:`~agent_memory.observers.IndexFailed`, ``pending=True``).
+- A record over the bounds that keep chromadb working (thousands of tags, written by an older
+  version or by hand) never reaches the index: one such upsert broke chromadb's log so that every
+  later write failed. It stays stored and readable by id, is skipped by this process until
+  ``rebuild_index`` and reported (``IndexFailed``, ``pending=False``); so is an item whose content
+  cannot be chunked or that the index refuses while it takes the others. An index that is down,
+  or refuses every item of a batch, raises ``VectorIndexError``.
+- An item whose content blob is missing or damaged is skipped and reported
+  (:class:`~agent_memory.observers.ContentMissing`).
+- A keyword index file that SQLite calls "not a database" or "malformed" is deleted and built
+  again by ``rebuild_index`` (and by ``clear`` / ``restore``), reported as
+  :class:`~agent_memory.observers.IndexRecreated`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import AgentMemoryError, LockTimeoutError, StoreError, VectorIndexError
+from agent_memory.index.chunking import chunk_text
+from agent_memory.index.lexical import LexicalIndex, is_corruption
+from agent_memory.index.text import chunk_header, indexable_text
+from agent_memory.index.vector import IndexChunk, VectorIndex
+from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+from agent_memory.models.items import ItemRecord
+from agent_memory.observers import ContentMissing, IndexFailed, IndexRecreated, MemoryEvent
+from agent_memory.store.items import ItemStore
+from agent_memory.tokens import TokenCounter
+
+__all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "IndexUpkeep", "unindexable"]
+
+INDEX_BATCH_ITEMS = 256
+"""Items embedded per index write in bulk operations (``store_many``, ``flush_index``)."""
+
+INDEX_LOCK_TIMEOUT_S = 600.0
+"""Longest wait for ``index.lock`` (held by another process while it indexes or rebuilds), in
+seconds, before :class:`~agent_memory.errors.LockTimeoutError`."""
+
+MAX_ERROR_CHARS = 300
+"""Characters of an index error kept in an event."""
+
+
+class IndexUpkeep:
+    """The vector and keyword indexes of one agent directory, kept in step with its item store.
+
+    Args:
+        agent_id: the agent (names the Chroma collection; stamped on events).
+        agent_dir: ``<memory_dir>/agents/<agent_id>``; holds ``index/`` and ``index.lock``.
+        config: chunking, hybrid search and Chroma settings.
+        tokens: counts tokens for chunking.
+        store: the item store the indexes derive from.
+        index: a vector index to use (not closed by :meth:`close`); ``None``: the Chroma index
+            ``config`` describes, opened on first use and closed by :meth:`close`.
+        emit: reports an event (never raises).
+    """
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        agent_dir: Path,
+        config: MemoryConfig,
+        tokens: TokenCounter,
+        store: ItemStore,
+        index: VectorIndex | None,
+        emit: Callable[[MemoryEvent], None],
+    ) -> None:
+        self.agent_id = agent_id
+        self.agent_dir = agent_dir
+        self.config = config
+        self.tokens = tokens
+        self.store = store
+        self.emit = emit
+        self._index = index
+        self._owns_index = index is None
+        self._lexical: LexicalIndex | None = None
+        self._indexed: set[str] = set()
+        self._refused: set[str] = set()
+        self._mutex = threading.RLock()
+        self._lock = FileLock(str(agent_dir / "index.lock"), timeout=INDEX_LOCK_TIMEOUT_S)
+
+    # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (opened on first use).
+
+        Raises:
+            ConfigurationError: if it cannot be opened.
+        """
+        with self._mutex:
+            if self._index is None:
+                from agent_memory.index.chroma import ChromaVectorIndex
+
+                self.agent_dir.mkdir(parents=True, exist_ok=True)
+                self._index = ChromaVectorIndex(self.agent_id, self.config, path=self.agent_dir / "index" / "chroma")
+            return self._index
+
+    @property
+    def lexical_path(self) -> Path:
+        """The keyword index file, ``index/lexical.sqlite3``."""
+        return self.agent_dir / "index" / "lexical.sqlite3"
+
+    @property
+    def lexical(self) -> LexicalIndex | None:
+        """The keyword index, or ``None`` if hybrid search is off (opened on first use).
+
+        Raises:
+            VectorIndexError: if it cannot be opened (``is_corruption`` tells a damaged file).
+        """
+        if not self.config.hybrid_search:
+            return None
+        with self._mutex:
+            if self._lexical is None:
+                self._lexical = LexicalIndex(self.lexical_path)
+            return self._lexical
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold ``index.lock`` (other processes index or rebuild under it)."""
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except TimeoutError as exc:  # filelock.Timeout
+            raise LockTimeoutError(
+                f"timed out after {INDEX_LOCK_TIMEOUT_S:g} s waiting for {self.agent_dir / 'index.lock'}"
+            ) from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # -- chunks --------------------------------------------------------------------------------
+    def chunks_for(self, record: ItemRecord, content: Any) -> list[IndexChunk]:
+        """The chunks of one item: its indexable text cut into token windows behind its header;
+        an item with no text gets one head chunk so that filters and listings still find it."""
+        text = indexable_text(record, content)[: self.config.max_index_chars]
+        header = chunk_header(record)
+        pieces = chunk_text(
+            text,
+            self.tokens,
+            chunk_tokens=self.config.chunk_tokens,
+            overlap_tokens=self.config.chunk_overlap_tokens,
+        )
+        common = {
+            "item_id": record.id,
+            "header_chars": len(header),
+            "type": record.type,
+            "source": record.metadata.source,
+            "timestamp_s": record.metadata.timestamp.timestamp(),
+            "tags": record.metadata.tags,
+        }
+        if not pieces:
+            label = header or f"{record.type} from {record.metadata.source}\n"
+            return [IndexChunk(chunk_index=0, text=label, start_char=0, **{**common, "header_chars": len(label)})]
+        return [
+            IndexChunk(chunk_index=piece.index, text=header + piece.text, start_char=piece.start_char, **common)
+            for piece in pieces
+        ]
+
+    # -- indexing ------------------------------------------------------------------------------
+    def add(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
+        """Index items (record, content) in both indexes and mark them indexed.
+
+        Raises:
+            VectorIndexError, LockTimeoutError, ConfigurationError, or any error of chunking.
+        """
+        if pairs:
+            self._write([chunk for record, content in pairs for chunk in self.chunks_for(record, content)], pairs)
+
+    def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
+        with self._locked():
+            self.index.add(chunks)
+            if self.lexical is not None:
+                self.lexical.add(chunks)
+        with self._mutex:
+            self._indexed.update(record.id for record, _ in pairs)
+
+    def add_stored(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
+        """Index items that were just stored; never raises (``Exception``). On failure the items
+        stay pending (retried by :meth:`flush`) and :class:`IndexFailed` is reported."""
+        for start in range(0, len(pairs), INDEX_BATCH_ITEMS):
+            batch = pairs[start : start + INDEX_BATCH_ITEMS]
+            try:
+                self.add(batch)
+            except Exception as exc:  # noqa: BLE001 - the items are stored; indexing is retried
+                self.emit(
+                    IndexFailed(
+                        agent_id=self.agent_id,
+                        item_ids=tuple(record.id for record, _ in batch),
+                        error=_describe(exc),
+                        pending=True,
+                    )
+                )
+
+    def flush(self) -> int:
+        """Index every stored item the indexes lack, except items this process found unindexable.
+        Returns how many items were indexed.
+
+        Raises:
+            VectorIndexError: if the index fails as a whole: it is down, or it refuses every item
+                of a batch (``rebuild_index`` recreates it).
+            LockTimeoutError: if another process holds ``index.lock`` too long.
+        """
+        records = self.store.records()
+        with self._mutex:
+            missing = [r for r in records if r.id not in self._indexed and r.id not in self._refused]
+        if not missing:
+            return 0
+        present = self.index.item_ids()
+        if self.lexical is not None:
+            present &= self.lexical.item_ids()
+        with self._mutex:
+            self._indexed |= present
+        todo = [r for r in missing if r.id not in present]
+        done = 0
+        for start in range(0, len(todo), INDEX_BATCH_ITEMS):
+            done += self._index_records(todo[start : start + INDEX_BATCH_ITEMS])
+        return done
+
+    def _prepare(self, records: list[ItemRecord]) -> list[tuple[ItemRecord, Any, list[IndexChunk]]]:
+        """Content and chunks of each record; a record over the index's bounds, with missing
+        content, or whose content cannot be chunked is refused and reported (nothing of it
+        reaches the index: one bad record could break chromadb's log for every later write)."""
+        ready = []
+        for record in records:
+            reason = unindexable(record)
+            if reason is not None:
+                self._refuse(record.id, reason)
+                continue
+            try:
+                content = self.store.load_content(record)
+            except StoreError as exc:
+                with self._mutex:
+                    self._refused.add(record.id)
+                self.emit(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
+                continue
+            try:
+                ready.append((record, content, self.chunks_for(record, content)))
+            except Exception as exc:  # noqa: BLE001 - RecursionError, a page extractor's error...
+                self._refuse(record.id, _describe(exc))
+        return ready
+
+    def _index_records(self, records: list[ItemRecord]) -> int:
+        ready = self._prepare(records)
+        if not ready:
+            return 0
+        try:
+            self._write([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
+            return len(ready)
+        except LockTimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - find out whether the items or the index fail
+            self._raise_if_down(exc)
+            if len(ready) == 1:
+                self._refuse(ready[0][0].id, _describe(exc))
+                return 0
+            first = exc
+        failures: list[tuple[str, Exception]] = []
+        for record, content, chunks in ready:
+            try:
+                self._write(chunks, [(record, content)])
+            except LockTimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - this item only, or every item
+                failures.append((record.id, exc))
+        if len(failures) == len(ready):
+            raise VectorIndexError(
+                f"the index refuses every item ({_describe(first)}); AgentMemory.rebuild_index() recreates it"
+            ) from first
+        for item_id, exc in failures:
+            self._refuse(item_id, _describe(exc))
+        return len(ready) - len(failures)
+
+    def _raise_if_down(self, exc: Exception) -> None:
+        """Re-raise ``exc`` (a library error: ``VectorIndexError``, ``ConfigurationError``) when
+        the indexes fail as a whole, not only for the items at hand: a health probe fails too."""
+        if not isinstance(exc, AgentMemoryError):
+            return
+        try:
+            self.index.item_ids()
+            if self.lexical is not None:
+                self.lexical.item_ids()
+        except Exception:  # noqa: BLE001 - the index is down, not the items
+            raise exc from exc.__cause__
+
+    def _refuse(self, item_id: str, error: str) -> None:
+        """Skip an item until :meth:`rebuild` and report it (``IndexFailed``, not pending)."""
+        with self._mutex:
+            self._refused.add(item_id)
+        self.emit(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,), error=error, pending=False))
+
+    @property
+    def refused(self) -> frozenset[str]:
+        """Ids this process skips until :meth:`rebuild` (unindexable items, missing content)."""
+        with self._mutex:
+            return frozenset(self._refused)
+
+    # -- reset and rebuild -----------------------------------------------------------------------
+    def reset(self) -> None:
+        """Empty both indexes (a damaged keyword index file is deleted and created again) and
+        forget what was indexed or refused."""
+        with self._locked():
+            self.index.reset()
+            self._reset_lexical()
+        with self._mutex:
+            self._indexed.clear()
+            self._refused.clear()
+
+    def _reset_lexical(self) -> None:
+        if not self.config.hybrid_search:
+            return
+        try:
+            lexical = self.lexical
+            assert lexical is not None
+            lexical.reset()
+        except VectorIndexError as exc:
+            if not is_corruption(exc):
+                raise
+            with self._mutex:
+                if self._lexical is not None:
+                    self._lexical.destroy()
+                else:
+                    LexicalIndex.delete_files(self.lexical_path)
+                self._lexical = None
+            self.emit(IndexRecreated(agent_id=self.agent_id, path=str(self.lexical_path), reason=_describe(exc)))
+            self.lexical  # noqa: B018 - create the new, empty file now
+
+    def rebuild(self) -> int:
+        """Drop both indexes and index every item again; returns the number indexed."""
+        self.reset()
+        return self.flush()
+
+    def close(self) -> None:
+        """Close the keyword index's connections and the vector index this object opened."""
+        with self._mutex:
+            lexical, self._lexical = self._lexical, None
+            index = self._index if self._owns_index else None
+            if self._owns_index:
+                self._index = None
+        if lexical is not None:
+            lexical.close()
+        close = getattr(index, "close", None)
+        if callable(close):
+            close()
+
+
+def unindexable(record: ItemRecord) -> str | None:
+    """Why a record must not reach the index (it exceeds the bounds of :mod:`agent_memory.limits`
+    that keep chromadb working: a record written by an older version, or by hand), or ``None``."""
+    meta = record.metadata
+    problems = []
+    if len(meta.tags) > MAX_TAGS or any(len(tag) > MAX_TAG_CHARS for tag in meta.tags):
+        problems.append(f"{len(meta.tags):,} tags (at most {MAX_TAGS} of {MAX_TAG_CHARS} characters)")
+    if len(meta.source) > MAX_SOURCE_CHARS:
+        problems.append(f"a source of {len(meta.source):,} characters (at most {MAX_SOURCE_CHARS:,})")
+    if meta.title is not None and len(meta.title) > MAX_TITLE_CHARS:
+        problems.append(f"a title of {len(meta.title):,} characters (at most {MAX_TITLE_CHARS:,})")
+    return f"the record has {' and '.join(problems)}; it is stored but cannot be indexed" if problems else None
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"

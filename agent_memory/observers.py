@@ -1,0 +1,183 @@
+"""Events an AgentMemory reports instead of raising, and the observers that receive them.
+
+Some failures must not be raised into the agent: indexing that fails after an item is safely
+stored, a damaged line of ``items.jsonl``, a missing content blob. The memory carries on (the item
+stays stored and pending, the line is quarantined, the item is skipped) and *reports* what
+happened: every event is logged on the ``agent_memory`` logger and handed to each observer.
+
+An observer is any object with ``on_event(event)`` (:class:`MemoryObserver`); give them to
+``AgentMemory(..., observers=[...])`` or :meth:`AgentMemory.add_observer
+<agent_memory.memory.AgentMemory.add_observer>`. Events are frozen pydantic models with a
+``kind`` field, so they can be matched by class or serialised (``event.model_dump_json()``).
+An observer that raises is logged and skipped; it never breaks the memory.
+
+New kinds of events are new subclasses of :class:`MemoryEvent`; observers should ignore kinds
+they do not know.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ContentMissing",
+    "EventRecorder",
+    "IndexFailed",
+    "IndexRecreated",
+    "MemoryEvent",
+    "MemoryObserver",
+    "ObserverList",
+    "RecordQuarantined",
+    "logger",
+]
+
+logger = logging.getLogger("agent_memory")
+"""The library's logger; every event is logged on it (level per event class, WARNING for these)."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryEvent(BaseModel):
+    """Something that happened to a memory that its user may want to know (base class)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    log_level: ClassVar[int] = logging.WARNING
+    """Level at which the memory logs this kind of event."""
+
+    kind: str
+    """Which event, e.g. ``index_failed``; fixed per subclass."""
+    agent_id: str
+    """The agent whose memory it happened to."""
+    at: datetime = Field(default_factory=_now)
+    """When it was reported (UTC)."""
+
+    def describe(self) -> str:
+        """One line for the log."""
+        fields = self.model_dump(exclude={"kind", "agent_id", "at"})
+        details = ", ".join(f"{key}={value!r}" for key, value in fields.items())
+        return f"{self.kind} in memory {self.agent_id!r}: {details}"
+
+
+class IndexFailed(MemoryEvent):
+    """Indexing items failed; the items are stored and readable by id, but not found by queries
+    until they are indexed."""
+
+    kind: Literal["index_failed"] = "index_failed"
+    item_ids: tuple[str, ...]
+    """The items that were not indexed."""
+    error: str
+    """What the index said (short)."""
+    pending: bool
+    """``True``: the items stay pending and are retried by the next ``flush_index`` or query.
+    ``False``: the index refused them while it works for other items, so this process skips
+    them until ``rebuild_index`` (another process retries them once)."""
+
+
+class RecordQuarantined(MemoryEvent):
+    """A complete line of a JSONL file did not parse; it was taken out of the file so every other
+    record stays readable."""
+
+    kind: Literal["record_quarantined"] = "record_quarantined"
+    path: str
+    """The JSONL file the line was in."""
+    line_no: int
+    """1-based line number of the bad line in that file (before it was removed)."""
+    reason: str
+    """Why it did not parse (short, without the line's content)."""
+    quarantine_path: str | None
+    """The file its bytes were moved to (``items.jsonl.corrupt``), or ``None`` when the move
+    failed and the line is only skipped when reading."""
+
+
+class ContentMissing(MemoryEvent):
+    """An item's content blob is missing or damaged: that item cannot be read or indexed; every
+    other item works."""
+
+    kind: Literal["content_missing"] = "content_missing"
+    item_id: str
+    """The item whose content is gone."""
+    error: str
+    """What was found (missing file, hash mismatch)."""
+
+
+class IndexRecreated(MemoryEvent):
+    """An index file was damaged beyond use and was deleted and built again from ``items.jsonl``."""
+
+    kind: Literal["index_recreated"] = "index_recreated"
+    path: str
+    """The index file that was recreated."""
+    reason: str
+    """What was wrong with it."""
+
+
+@runtime_checkable
+class MemoryObserver(Protocol):
+    """Receives the events of a memory. Called synchronously, in the thread that caused the event,
+    possibly from several threads at once; keep it quick and thread-safe."""
+
+    def on_event(self, event: MemoryEvent) -> None:
+        """Handle one event (ignore kinds you do not know)."""
+        ...
+
+
+class EventRecorder:
+    """An observer that keeps every event, oldest first (for tests and diagnostics)."""
+
+    def __init__(self) -> None:
+        self.events: list[MemoryEvent] = []
+        self._lock = threading.Lock()
+
+    def on_event(self, event: MemoryEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def of_type(self, kind: type[MemoryEvent]) -> list[MemoryEvent]:
+        """The recorded events of one class, oldest first."""
+        with self._lock:
+            return [event for event in self.events if isinstance(event, kind)]
+
+
+class ObserverList:
+    """The observers of one memory, and how events reach them: logged first, then each observer
+    in the order added; an observer that raises is logged and the others still run."""
+
+    def __init__(self, observers: Iterable[MemoryObserver] = ()) -> None:
+        self._observers: list[MemoryObserver] = []
+        self._lock = threading.Lock()
+        for observer in observers:
+            self.add(observer)
+
+    def add(self, observer: MemoryObserver) -> None:
+        """Add an observer.
+
+        Raises:
+            TypeError: if it has no callable ``on_event``.
+        """
+        if not callable(getattr(observer, "on_event", None)):
+            raise TypeError(f"an observer needs an on_event(event) method; got {type(observer).__name__}")
+        with self._lock:
+            self._observers.append(observer)
+
+    def emit(self, event: MemoryEvent) -> None:
+        """Log ``event`` and hand it to every observer; never raises (``Exception`` subclasses)."""
+        logger.log(event.log_level, event.describe())
+        with self._lock:
+            observers = list(self._observers)
+        for observer in observers:
+            try:
+                observer.on_event(event)
+            except Exception:  # noqa: BLE001 - an observer must never break the memory
+                logger.exception("memory observer %r failed on a %s event", observer, event.kind)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._observers)

@@ -1,0 +1,139 @@
+"""Which memory tools the model is offered, and when (every tool definition is paid on every call).
+
+Memory tools cost prompt tokens on every LLM call they are sent with: measured on the tau-bench
+traces, offering all three from the first call cancels most of what citations save (BASELINES.md,
+"Net of tool definitions"). So a tool is offered when the model can use it:
+
+- ``retrieve``: from the call in which the prompt first cites a result
+  (:attr:`~agent_memory.presentation.context.ContextBuilder.citing`): a citation names the call that
+  brings its result back, and that call must work.
+- ``query``: once memory holds items the prompt neither shows nor cites (results compacted out of
+  the conversation, a memory shared by another agent, a snapshot): searching is then the only way
+  to find them. While every stored result is cited in the prompt, the citations are the index.
+- ``store``: only when the developer asks for it (``always``): whether an agent should keep notes
+  outside its context is the developer's choice, not something the prompt shows.
+
+``ToolOffer(mode="all")`` offers every memory tool on every call instead.
+
+The tools themselves live in the top-level package ``actions`` (which imports ``agent_memory``,
+never the reverse); :func:`load_toolkit` finds the toolkit through the entry-point group
+``agent_memory.toolkit``, as compaction plugins are found through theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from agent_memory.memory import AgentMemory
+
+__all__ = [
+    "TOOLKIT_ENTRY_POINT_GROUP",
+    "Capability",
+    "MemoryToolResult",
+    "MemoryTools",
+    "OfferState",
+    "ToolOffer",
+    "load_toolkit",
+]
+
+TOOLKIT_ENTRY_POINT_GROUP = "agent_memory.toolkit"
+"""Entry-point group naming the memory toolkit class (the built-in one: ``actions.toolkit:MemoryToolkit``)."""
+
+Capability = Literal["store", "retrieve", "query"]
+"""What a memory tool lets the model do (Store in Memory, Retrieve from Memory, Query Memory)."""
+
+CAPABILITIES: tuple[Capability, ...] = ("store", "retrieve", "query")
+
+
+@dataclass(frozen=True, slots=True)
+class OfferState:
+    """What the next prompt shows, as far as offering memory tools is concerned."""
+
+    citing: bool = False
+    """The prompt cites at least one stored result (or shows one capped, with its citation)."""
+    hidden_items: bool = False
+    """Memory holds items the prompt neither shows nor cites."""
+
+
+class ToolOffer(BaseModel):
+    """When each memory tool is offered. Immutable.
+
+    ``mode="as_needed"`` (default) follows the module docstring's rules; ``mode="all"`` offers
+    every tool on every call. ``always`` names capabilities offered on every call in either mode
+    (e.g. ``{"store"}`` for an agent that keeps notes).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["as_needed", "all"] = "as_needed"
+    """``as_needed``: a tool from the call it becomes usable; ``all``: every tool, every call."""
+    always: frozenset[Capability] = frozenset()
+    """Capabilities offered on every call, whatever the state."""
+
+    def needed(self, state: OfferState) -> frozenset[Capability]:
+        """The capabilities to offer with a prompt in ``state``."""
+        if self.mode == "all":
+            return frozenset(CAPABILITIES)
+        wanted = set(self.always)
+        if state.citing:
+            wanted.add("retrieve")
+        if state.hidden_items:
+            wanted.add("query")
+        return frozenset(wanted)
+
+
+class MemoryToolResult(Protocol):
+    """What a memory tool call gives back (``actions.ToolResult`` implements it)."""
+
+    ok: bool
+    content: str
+
+
+@runtime_checkable
+class MemoryTools(Protocol):
+    """The memory toolkit as ``agent_memory`` uses it (the replay, the agent loop): tool
+    definitions for a state, and a dispatcher for the calls that come back."""
+
+    offer: ToolOffer
+
+    def openai_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+        """Definitions of the tools to send with a prompt in ``state`` (``None``: every tool)."""
+        ...
+
+    def anthropic_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+        """The same, for the Anthropic Messages API."""
+        ...
+
+    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> MemoryToolResult:
+        """Run one tool call of the model; never raises for the model's mistakes."""
+        ...
+
+
+def load_toolkit(memory: AgentMemory, *, group: str = TOOLKIT_ENTRY_POINT_GROUP, **options: Any) -> MemoryTools:
+    """The installed memory toolkit bound to ``memory`` (``options`` go to its constructor, e.g.
+    ``offer=ToolOffer(...)``, ``form="single"``).
+
+    Raises:
+        ConfigurationError: if no toolkit is installed under ``group`` (install agent-memory with
+            its ``actions`` package), or the entry point does not load.
+    """
+    points = sorted(entry_points(group=group), key=lambda ep: ep.name)
+    if not points:
+        raise ConfigurationError(f"no memory toolkit installed under the entry-point group {group!r}")
+    chosen = next((point for point in points if point.name == "default"), points[0])
+    try:
+        factory = chosen.load()
+    except Exception as exc:  # noqa: BLE001 - an import error of the toolkit's package
+        raise ConfigurationError(f"the memory toolkit {chosen.value} failed to load: {exc}") from exc
+    toolkit = factory(memory, **options)
+    if not isinstance(toolkit, MemoryTools):
+        raise ConfigurationError(f"{chosen.value} does not implement MemoryTools")
+    return toolkit

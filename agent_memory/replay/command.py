@@ -1,0 +1,109 @@
+"""``agent-memory replay``: replay real agent runs and write the token report (registered on the
+CLI app by :mod:`agent_memory.cli`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent_memory.cli import CliError, _fail, _reported_errors, _stderr, _stdout
+
+__all__ = ["DEFAULT_REPLAY_OUT", "replay"]
+
+DEFAULT_REPLAY_OUT = Path("replay-report")
+"""Where ``replay`` writes report.md, report.json and tokens.png when no ``--out`` is given."""
+
+
+def _agent_tools(pairs: list[str]) -> dict[str, tuple[dict, ...]]:
+    from agent_memory.replay.loaders import load_agent_tools
+
+    tools = {}
+    for pair in pairs:
+        source, sep, path = pair.partition("=")
+        if not sep or not source or not path:
+            raise CliError(f"--agent-tools takes SOURCE=FILE (e.g. tau_bench=tools.json), not {pair!r}")
+        try:
+            tools[source] = load_agent_tools(path)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--agent-tools {pair}: {exc}") from exc
+    return tools
+
+
+def replay(
+    traces: list[Path] = typer.Argument(
+        None, help="Trace files or directories: OpenAI chat .json (tau-bench), SWE-agent .traj, ReAct .txt logs."
+    ),
+    pages: Path | None = typer.Option(
+        None, "--pages", help="Also replay a research session over the real pages in DIR (<page>/source.html)."
+    ),
+    pages_max: int = typer.Option(24, "--pages-max", min=1, help="Pages in the page session (a search + 3 pages per iteration)."),
+    agent_tools: list[str] = typer.Option(
+        [], "--agent-tools",
+        help="SOURCE=FILE: the tool definitions (OpenAI JSON) the agent of SOURCE sent with every call; counted "
+        "in every strategy's net figure. Repeat for several sources.",
+    ),
+    out: Path = typer.Option(DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json and tokens.png."),
+    policies: list[str] = typer.Option(
+        [], "--policy",
+        help="Agent-memory strategy to replay; repeat for several: full_once, keep_last_<k>, always_cite, each "
+        "optionally +batch<tokens>, +eager, +all_tools, +single. Default: full_once, full_once+eager+all_tools, "
+        "keep_last_3.",
+    ),
+    limit_runs: int | None = typer.Option(None, "--limit-runs", min=1, help="Replay at most N runs of each source."),
+    workers: int = typer.Option(4, "--workers", min=1, help="Runs replayed at once (threads)."),
+    react_check: bool = typer.Option(
+        True, "--react-check/--no-react-check", help="Query Memory with each ReAct question (loads the embedding model)."
+    ),
+) -> None:
+    """Replay real agent runs through agent memory and count every prompt, net of every tool
+    definition sent (and gross, messages only): naive full history, observation masking (3 newest
+    results) and agent memory per strategy; write a report."""
+    from agent_memory.replay import engine, report
+    from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
+    from agent_memory.replay.pages import load_page_session
+    from agent_memory.replay.strategies import DEFAULT_STRATEGIES, parse_strategy
+
+    with _reported_errors():
+        if not traces and pages is None:
+            _fail("give trace files or directories, or --pages DIR")
+        try:
+            chosen = [parse_strategy(name) for name in policies] or list(DEFAULT_STRATEGIES)
+            runs = load_traces(traces or [])
+            if agent_tools:
+                runs = with_agent_tools(runs, _agent_tools(agent_tools))
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        if limit_runs is not None:
+            runs = limit_per_source(runs, limit_runs)
+        if pages is not None:
+            runs.append(load_page_session(pages, max_pages=pages_max))
+        if not runs:
+            _fail("no runs found in the given traces")
+        started = time.monotonic()
+        progress = Progress(
+            TextColumn("Replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}", style="dim"), console=_stderr(),
+        )
+        with progress:
+            task = progress.add_task("", total=len(runs))
+
+            def advance(result: engine.RunResult) -> None:
+                progress.update(task, advance=1, description=f"{result.source}/{result.run_id}"[-60:])
+
+            results, checks = engine.replay_many(
+                runs, strategies=chosen, workers=workers, react_check=react_check, on_run=advance
+            )
+            if checks:
+                progress.update(task, description="ReAct Query Memory check…")
+        summary = report.summarize(results, react=checks, seconds=time.monotonic() - started,
+                                   memory_tools=engine.memory_tool_sizes())
+        paths = report.write_report(summary, out)
+        Console(highlight=False, width=max(_stdout().width, 200)).print(report.rich_table(summary))
+        line = report.tools_line(summary)
+        if line:
+            typer.echo(line)
+        typer.echo("Wrote " + ", ".join(str(path) for path in paths.values()))

@@ -1,0 +1,158 @@
+"""Turning what a caller hands to ``AgentMemory.store`` (or a snapshot) into what the item store
+writes: a validated :class:`ItemRecord`, the content blob's bytes, and the content as stored.
+
+Everything is checked before anything is written, and the cheap checks (types, the bounds of
+:mod:`agent_memory.limits`, Unicode) run before the expensive steps (encoding the content,
+counting its tokens, extracting a page's text), so a hostile argument costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from agent_memory.errors import InvalidArgumentError, StoreError
+from agent_memory.ids import new_memory_id, validate_memory_id
+from agent_memory.limits import MAX_RELATED
+from agent_memory.models.items import (
+    ItemMetadata,
+    ItemRecord,
+    MemoryItem,
+    MemorySnapshot,
+    MemoryType,
+    content_from_bytes,
+    content_to_bytes,
+)
+from agent_memory.store.content import sha256_hex
+from agent_memory.store.items import ItemStore
+from agent_memory.tokens import TokenCounter
+from agent_memory.transforms import raw_text, readable_text
+
+__all__ = ["PreparedItem", "prepare_item", "snapshot_pairs", "str_list"]
+
+_TYPE: TypeAdapter[MemoryType] = TypeAdapter(MemoryType)
+
+
+@dataclass(frozen=True)
+class PreparedItem:
+    """One item ready to be written."""
+
+    record: ItemRecord
+    """Its line of ``items.jsonl`` (id, type, metadata with sizes, hash and token counts)."""
+    data: bytes
+    """The bytes of its content blob."""
+    content: Any
+    """The content as it will read back (JSON with sorted keys), for indexing."""
+
+
+def str_list(name: str, value: object) -> tuple[Any, ...]:
+    """An iterable of strings as a tuple; a single string is refused, not split into letters.
+
+    Raises:
+        InvalidArgumentError: if ``value`` is a string, bytes, or not iterable.
+    """
+    if isinstance(value, str | bytes):
+        raise InvalidArgumentError(f"{name} must be a list of strings, not a single string")
+    try:
+        return tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgumentError(f"{name} must be a list of strings, not {type(value).__name__}") from None
+
+
+def prepare_item(
+    store: ItemStore,
+    counter: TokenCounter,
+    content: Any,
+    *,
+    type: MemoryType = "custom",  # noqa: A002 - the seed's field name
+    source: str = "agent",
+    tags: Iterable[str] = (),
+    related_to: Iterable[str] = (),
+    title: str | None = None,
+    media_type: str | None = None,
+    extra: dict[str, Any] | None = None,
+    timestamp: datetime | None = None,
+    reserved: set[str] | None = None,
+) -> PreparedItem:
+    """Validate and describe one result (the arguments of ``AgentMemory.store``).
+
+    ``content`` may be a :class:`MemoryItem` (its type and metadata are used, its id is not).
+    The new id is free in ``store`` and not in ``reserved`` (ids of the same batch), and is
+    added to ``reserved``.
+
+    Raises:
+        InvalidArgumentError: for a wrong type, a value over its bound, invalid Unicode.
+        InvalidIdError: if a ``related_to`` id is malformed.
+        ItemNotFoundError: if a ``related_to`` id does not exist.
+    """
+    if isinstance(content, MemoryItem):
+        meta = content.metadata
+        return prepare_item(
+            store, counter, content.content, type=content.type, source=meta.source, tags=meta.tags,
+            related_to=meta.related_to, title=meta.title, media_type=meta.media_type,
+            extra=dict(meta.extra), timestamp=meta.timestamp, reserved=reserved,
+        )
+    related_ids = str_list("related_to", related_to)
+    if len(related_ids) > MAX_RELATED:
+        raise InvalidArgumentError(f"{len(related_ids):,} related ids; at most {MAX_RELATED} are allowed")
+    meta_kwargs: dict[str, Any] = {} if timestamp is None else {"timestamp": timestamp}
+    metadata = ItemMetadata(
+        source=source, tags=str_list("tags", tags), related_to=related_ids, title=title,
+        media_type=media_type, extra=extra if extra is not None else {}, **meta_kwargs,
+    )
+    _TYPE.validate_python(type)
+    data, encoding = content_to_bytes(content)
+    if encoding == "json":
+        # From here on use the content as stored (keys sorted), so that token counts and the
+        # index are the same as after a rebuild or a restore, which read it from the blob.
+        content = content_from_bytes(data, encoding)
+    related = tuple(validate_memory_id(ref) for ref in related_ids)
+    for ref in related:
+        store.get_record(ref)
+    raw = raw_text(content, encoding)
+    metadata = metadata.model_copy(
+        update={
+            "size_bytes": len(data), "tokens": counter.count(raw), "related_to": related,
+            "content_sha256": sha256_hex(data), "content_encoding": encoding,
+        }
+    )
+    taken = reserved if reserved is not None else set()
+    item_id = new_memory_id(lambda candidate: candidate in taken or store.contains(candidate))
+    taken.add(item_id)
+    readable, _ = readable_text(MemoryItem(id=item_id, type=type, metadata=metadata, content=content))
+    if readable != raw:
+        metadata = metadata.model_copy(update={"text_tokens": counter.count(readable)})
+    return PreparedItem(ItemRecord(id=item_id, type=type, metadata=metadata), data, content)
+
+
+def snapshot_pairs(snapshot: MemorySnapshot) -> list[tuple[ItemRecord, bytes]]:
+    """The records and blob bytes that make a store hold exactly ``snapshot``'s items; a
+    hand-built item (no sha256) gets the hash, encoding and size its content gives.
+
+    Raises:
+        InvalidArgumentError: if ``snapshot`` is not a :class:`MemorySnapshot`, two items share an
+            id, or an item's content cannot be stored.
+        InvalidIdError: if an item id is malformed.
+        StoreError: if an item's content does not match its recorded sha256.
+    """
+    if not isinstance(snapshot, MemorySnapshot):
+        raise InvalidArgumentError(f"restore takes a MemorySnapshot, not {type(snapshot).__name__}")
+    pairs: list[tuple[ItemRecord, bytes]] = []
+    seen: set[str] = set()
+    for item in snapshot.items:
+        if validate_memory_id(item.id) in seen:
+            raise InvalidArgumentError(f"the snapshot holds item {item.id} twice")
+        seen.add(item.id)
+        data, encoding = content_to_bytes(item.content, item.metadata.content_encoding)
+        if item.metadata.content_sha256 and sha256_hex(data) != item.metadata.content_sha256:
+            raise StoreError(f"snapshot item {item.id}: content does not match its sha256")
+        record = item.record()
+        if not item.metadata.content_sha256:
+            derived = {"content_sha256": sha256_hex(data), "content_encoding": encoding, "size_bytes": len(data)}
+            record = record.model_copy(update={"metadata": item.metadata.model_copy(update=derived)})
+        pairs.append((record, data))
+    return pairs

@@ -1,0 +1,177 @@
+"""Nothing a model sends can hang, crash or corrupt memory (issue #6 §3), through ``dispatch``.
+
+Every reproduction the issue lists is a case here; a hypothesis fuzz test then throws random and
+adversarial tool calls at every tool (separate and one-tool form). For every call: the answer is
+a tool result (never an exception), an error result or an answer within the memory's token cap,
+it comes within 1 s (the issue's bound), and a refused call leaves memory exactly as it was.
+Real components: a real AgentMemory with the real embedding model and embedded Chroma.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actions import MemoryToolkit, ToolResult
+from agent_memory import AgentMemory, MemoryConfig
+
+TIME_LIMIT_S = 1.0
+"""Issue #6: every hostile call answers within 1 s."""
+
+ERROR_CODES = {"invalid_arguments", "invalid_id", "not_found", "transform_error", "unknown_tool"}
+
+
+def fingerprint(memory: AgentMemory) -> tuple[Any, ...]:
+    """What must not change after a refused call: every record and every content blob."""
+    blobs = sorted(p.name for p in (memory.path / "content").iterdir()) if (memory.path / "content").exists() else []
+    return tuple(memory.records()), tuple(blobs)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentMemory, dict[str, str]]:
+    memory = AgentMemory("hostile", tmp_path_factory.mktemp("hostile"), config=MemoryConfig())
+    ids = {
+        "text": memory.store("line one\nline two\n" + "a" * 40 + "b\n", title="lines"),
+        "json": memory.store({"rows": [{"n": 1, "name": "a"}, {"n": 2, "name": "b"}]}, type="database_result"),
+        "deep": memory.store("[" * 5_000 + "]" * 5_000, title="deep JSON text"),
+        "html": memory.store("<html><head><title>T</title></head><body><p>Paris is big.</p></body></html>",
+                             type="web_content", media_type="text/html"),
+    }
+    memory.query(text="warm up the embedding model")
+    return memory, ids
+
+
+def timed(toolkit: MemoryToolkit, name: str, arguments: Any) -> tuple[ToolResult, float]:
+    started = time.perf_counter()
+    result = toolkit.dispatch(name, arguments)
+    return result, time.perf_counter() - started
+
+
+def check_answer(memory: AgentMemory, result: ToolResult, elapsed: float, before: tuple[Any, ...]) -> None:
+    assert isinstance(result, ToolResult)
+    assert elapsed < TIME_LIMIT_S, f"{elapsed:.2f} s: {result.content[:200]}"
+    assert memory.tokens.count(result.content) <= memory.config.retrieve_max_tokens
+    if result.ok:
+        assert result.error is None
+    else:
+        assert result.error in ERROR_CODES and result.content.startswith("Error: ")
+        assert len(result.content) < 2_000  # a short message, never the bad input echoed back
+        assert fingerprint(memory) == before
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One reproduction from issue #6 §3: what is sent and the error it must give."""
+
+    name: str
+    tool: str
+    arguments: Any
+    error: str | None
+    """The error code, or ``None`` when the call may succeed (it must still be fast and bounded)."""
+
+
+CATASTROPHIC = ["(a+)+$", "(a|a)+$", "(a|aa)+$", "(a*)*b$", "(x+x+)+y", "^(a?){40}a{40}$"]
+
+HOSTILE = [
+    Hostile("10,000 tags in a query", "query_memory", {"tags": [f"t{i}" for i in range(10_000)]}, "invalid_arguments"),
+    Hostile("1,000 tags in a query", "query_memory", {"tags": [f"t{i}" for i in range(1_000)]}, "invalid_arguments"),
+    Hostile("6,000 tags stored", "store_memory", {"content": "x", "tags": [f"t{i}" for i in range(6_000)]},
+            "invalid_arguments"),
+    Hostile("10,000 tags stored", "store_memory", {"content": "x", "tags": [f"t{i}" for i in range(10_000)]},
+            "invalid_arguments"),
+    *[Hostile(f"catastrophic regex {p}", "retrieve_memory", {"id": "{text}", "pattern": p}, None)
+      for p in CATASTROPHIC],
+    Hostile("100,000 open brackets", "query_memory", "[" * 100_000, "invalid_arguments"),
+    Hostile("5,000-deep valid JSON", "query_memory", '{"query": ' + "[" * 5_000 + "]" * 5_000 + "}",
+            "invalid_arguments"),
+    Hostile("5,000-deep JSON as a dict", "query_memory", {"query": json.loads("[" * 900 + "]" * 900)},
+            "invalid_arguments"),
+    Hostile("regex over deeply nested JSON text", "retrieve_memory", {"id": "{deep}", "pattern": r"\[\]"}, None),
+    Hostile("nested regex groups", "retrieve_memory", {"id": "{text}", "pattern": "(" * 99 + "a" + ")" * 99}, None),
+    Hostile("1,000 nested regex groups", "retrieve_memory", {"id": "{text}", "pattern": "(" * 1_000 + ")" * 1_000},
+            "invalid_arguments"),
+    Hostile("huge repeat count", "retrieve_memory", {"id": "{text}", "pattern": "a{99999999999}"}, "transform_error"),
+    Hostile("nested repeat counts", "retrieve_memory", {"id": "{text}", "pattern": "(a{1000}){1000}"}, None),
+    Hostile("lone surrogate in a title", "store_memory", '{"content": "x", "title": "\\ud800"}', "invalid_arguments"),
+    Hostile("lone surrogate in content", "store_memory", '{"content": "x\\udfff"}', "invalid_arguments"),
+    Hostile("lone surrogate as a query", "query_memory", '{"query": "\\ud800"}', "invalid_arguments"),
+    Hostile("lone surrogate as a tag", "query_memory", '{"tags": ["\\ud800"]}', "invalid_arguments"),
+    Hostile("lone surrogate as a pattern", "retrieve_memory", '{"id": "{text}", "pattern": "\\ud800"}', None),
+    Hostile("lone surrogate as an id", "retrieve_memory", '{"id": "\\ud800"}', "invalid_arguments"),
+    Hostile("10 MB tool name", "x" * 10_000_000, {}, "unknown_tool"),
+    Hostile("10 MB id", "retrieve_memory", {"id": "m" * 10_000_000}, "invalid_arguments"),
+    Hostile("10 MB unknown argument", "query_memory", {"since": "2" * 10_000_000}, "invalid_arguments"),
+    Hostile("10 MB query", "query_memory", {"query": "paris " * 1_700_000}, "invalid_arguments"),
+    Hostile("10 MB content", "store_memory", {"content": "z" * 10_000_000}, "invalid_arguments"),
+    Hostile("100 KB title", "store_memory", {"content": "x", "title": "t" * 100_000}, "invalid_arguments"),
+    Hostile("longest query allowed", "query_memory", {"query": "where is paris " * 66}, None),
+    Hostile("longest content allowed", "store_memory", {"content": "The Danube flows east. " * 347}, None),
+]
+
+
+def _fill(arguments: Any, ids: dict[str, str]) -> Any:
+    if isinstance(arguments, str):
+        for key, value in ids.items():
+            arguments = arguments.replace("{" + key + "}", value)
+        return arguments
+    if isinstance(arguments, dict):
+        return {key: ids.get(value[1:-1], value) if isinstance(value, str) and value.startswith("{") else value
+                for key, value in arguments.items()}
+    return arguments
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=lambda case: case.name)
+def test_each_reproduction_answers_quickly_and_harmlessly(case: Hostile, hostile: tuple[AgentMemory, dict[str, str]]) -> None:
+    memory, ids = hostile
+    toolkit = MemoryToolkit(memory)
+    before = fingerprint(memory)
+    result, elapsed = timed(toolkit, case.tool, _fill(case.arguments, ids))
+    if case.error is not None:
+        assert result.error == case.error, result.content
+    check_answer(memory, result, elapsed, before)
+    # memory still works afterwards: list, query, store and read back
+    assert memory.query(limit=3)
+    assert memory.query(text="paris", limit=3)
+    if case.error is None and result.ok and case.tool == "store_memory":
+        assert memory.get(result.data["id"]).content == case.arguments["content"]
+
+
+# -- fuzzing --------------------------------------------------------------------------------------
+
+FIELDS = ["id", "around", "lines", "pattern", "summary", "page", "content", "title", "tags", "query", "limit", "op",
+          "transform", "max_tokens", "since", "type"]
+json_leaves = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=60))
+json_values = st.recursive(json_leaves, lambda children: st.lists(children, max_size=4)
+                           | st.dictionaries(st.text(max_size=8), children, max_size=4), max_leaves=12)
+special = st.sampled_from([
+    "{text}", "{json}", "{deep}", "{html}", "mem_000000000000", "MEM_ZZ", "../etc/passwd", "\ud800", "\udfff x",
+    *CATASTROPHIC, "a{99999999999}", "(" * 60 + ")" * 60, ":5", "-3:", "2:1", "-1:-2", "1:", "", " ", "*",
+    "results.*.url", "retrieve", "query", "store", "delete", 0, -1, 2**63, 10**30, 1e308, True, [], {},
+    ["t"] * 11, ["x" * 41], "é" * 201, "🚀" * 50,
+])
+arguments = st.one_of(
+    st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=12), special | json_values, max_size=5),
+    st.text(max_size=120),
+    st.dictionaries(st.sampled_from(FIELDS), special | json_values, max_size=4).map(json.dumps),
+    st.just("[" * 3_000),
+)
+
+
+@settings(max_examples=250, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(tool=st.sampled_from(["store_memory", "retrieve_memory", "query_memory", "memory", "unknown"]),
+       raw=arguments)
+def test_fuzzed_calls_never_raise_hang_or_damage(tool: str, raw: Any, hostile: tuple[AgentMemory, dict[str, str]]) -> None:
+    memory, ids = hostile
+    toolkit = MemoryToolkit(memory, form="single") if tool == "memory" else MemoryToolkit(memory)
+    before = fingerprint(memory)
+    result, elapsed = timed(toolkit, tool, _fill(raw, ids))
+    check_answer(memory, result, elapsed, before)
