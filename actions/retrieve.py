@@ -73,6 +73,9 @@ NOTES_TOKENS = 48
 FRAME_SLACK_TOKENS = 8
 """Tokens kept free for the line breaks between the parts of the answer."""
 
+SHORT_FOOTER = "Next page: the same call with page={page}"
+"""The next-page line when repeating the whole call would not fit its space on the page."""
+
 _SLICE = re.compile(r"^\s*(-?\d*)\s*:\s*(-?\d*)\s*$")
 _PART_ARGUMENTS = ("around", "lines", "pattern", "summary")
 
@@ -219,11 +222,10 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
             raise ToolCallError(f"page {page:,} does not exist; pages are numbered from 1.")
         cap = memory.config.retrieve_max_tokens
         counter = memory.tokens
-        worst_next = self._next_call(item_id, args, MAX_PAGE)
-        footer_extra = max(0, counter.count(self._footer(worst_next)) - PAGE_NOTICE_TOKENS)
-        content_cap = cap - HEADER_TOKENS - NOTES_TOKENS - FRAME_SLACK_TOKENS - footer_extra
-        if content_cap < 2 * PAGE_NOTICE_TOKENS:
-            raise ToolCallError("these arguments leave no room for content in one answer; use a shorter around or pattern.")
+        # The next-page line repeats the call; when that would not fit the space a page keeps
+        # for it (a long pattern in many-token characters), it names only the page to change.
+        exact = counter.count(self._footer(self._next_call(item_id, args, MAX_PAGE))) <= PAGE_NOTICE_TOKENS
+        content_cap = cap - HEADER_TOKENS - NOTES_TOKENS - FRAME_SLACK_TOKENS
         result = memory.retrieve(item_id, spec, max_tokens=content_cap, page=page)
         next_call = self._next_call(item_id, args, result.page + 1) if result.truncated else None
         lines = [_clip(_header(result, counter), HEADER_TOKENS, counter)]
@@ -231,7 +233,7 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
             lines.append(_clip("Note: " + "; ".join(result.notes) + ".", NOTES_TOKENS, counter))
         lines.append(result.content if result.content else "(no content)")
         if next_call is not None:
-            lines.append(self._footer(next_call))
+            lines.append(self._footer(next_call) if exact else SHORT_FOOTER.format(page=result.page + 1))
         meta = result.item.metadata
         return ToolResult.success(
             "\n".join(lines),

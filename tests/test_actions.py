@@ -559,14 +559,25 @@ def test_next_page_keeps_the_part_arguments(tmp_path: Path, big_text: str) -> No
     assert second.data["content"] != first.data["content"]
 
 
-def test_longest_arguments_still_fit_the_smallest_cap(tmp_path: Path, big_text: str) -> None:
+@pytest.mark.parametrize("pattern", [
+    "|".join(f"Line 00{i:04d}" for i in range(16))[:200],  # long in characters
+    "Line 000(1|2|3)|" + "🙂" * 180,  # long in tokens (the longest arguments a model can send)
+    "Line 000(1|2|3)",  # short
+])
+def test_longest_arguments_still_fit_the_smallest_cap(tmp_path: Path, big_text: str, pattern: str) -> None:
     memory, item_id = big_memory(tmp_path, big_text, 300)
     toolkit = MemoryToolkit(memory)
-    arguments = {"id": item_id, "pattern": "|".join(f"Line 00{i:04d}" for i in range(16))[:200]}
+    arguments = {"id": item_id, "pattern": pattern}
     result = toolkit.dispatch("retrieve_memory", arguments)
     assert result.ok and result.data["pages"] > 1, result.content
     assert memory.tokens.count(result.content) <= 300
-    assert parse_call(result.content.splitlines()[-1])[1] == {**arguments, "page": 2}
+    footer = result.content.splitlines()[-1]
+    if footer == "Next page: the same call with page=2":  # the call itself would not fit the page
+        assert memory.tokens.count(format_call("retrieve_memory", {**arguments, "page": 2})) > 60
+    else:
+        assert parse_call(footer)[1] == {**arguments, "page": 2}
+    second = toolkit.dispatch("retrieve_memory", {**arguments, "page": 2})
+    assert second.ok and second.data["page"] == 2 and memory.tokens.count(second.content) <= 300
 
 
 # -- async ---------------------------------------------------------------------------------------
