@@ -14,8 +14,8 @@ __all__ = ["MAX_CONTENT_CHARS", "MAX_TAGS", "MAX_TAG_CHARS", "MAX_TITLE_CHARS", 
 
 MAX_CONTENT_CHARS = 8_000
 """Longest text one ``store_memory`` call may save, in characters (~2k tokens of prose: a long
-note; storing it, embedding included, stays under ~1 s on 2 cores). Longer notes go in several
-calls; the library API (``AgentMemory.store``) has no such limit."""
+note; storing it, embedding included, takes ~0.5-1.3 s on 2 cores depending on load). Longer notes
+go in several calls; the library API (``AgentMemory.store``) has no such limit."""
 
 MAX_TITLE_CHARS = 200
 """Longest title, in characters (it is shown in every query hit and embedded with every chunk)."""
