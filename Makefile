@@ -39,13 +39,14 @@ $(STAMP): pyproject.toml
 
 run: venv
 	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
-		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --out replay-report
+		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
 
 test: venv
 	$(OFFLINE) $(PY) -m pytest -q
 
 bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_memory.py --data $(DATA)
+	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -22,6 +22,7 @@ from agent_memory.presentation.offer import CAPABILITIES, Capability
 __all__ = ["CombinedMemoryAction"]
 
 OP_SUMMARIES: dict[str, str] = {
+    "compact": "summarize older turns at a task break to free context (nothing is lost)",
     "retrieve": "read a stored result again (its citation gives the call): all of it, or only the part you need",
     "query": "search stored results and notes by meaning and keywords (to find an id you lost, or before fetching again)",
     "store": "save notes for later, outside your context (tool results are saved already)",

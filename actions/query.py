@@ -64,6 +64,9 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
         parts.append(f"similarity {hit.similarity:.2f}")
     elif hit.score is not None:
         parts.append("keyword match")
+    turns = meta.extra.get("turn_ids") if isinstance(meta.extra.get("turn_ids"), list) else None
+    if turns:
+        parts.append("turns " + shorten(", ".join(map(str, turns)), HIT_LABEL_CHARS))
     lines = [f"{rank}. " + " · ".join(parts)]
     if meta.tags:
         lines.append("   tags: " + shorten(", ".join(meta.tags), HIT_LABEL_CHARS))

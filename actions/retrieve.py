@@ -20,7 +20,7 @@ from pydantic import Field
 from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolResult, format_call
 from agent_memory import AgentMemory
 from agent_memory.errors import quoted
-from agent_memory.ids import validate_memory_id
+from agent_memory.ids import turn_memory_id, validate_memory_id
 from agent_memory.models.items import (
     ExcerptTransform,
     FilteredTransform,
@@ -77,6 +77,7 @@ SHORT_FOOTER = "Next page: the same call with page={page}"
 """The next-page line when repeating the whole call would not fit its space on the page."""
 
 _SLICE = re.compile(r"^\s*(-?\d*)\s*:\s*(-?\d*)\s*$")
+_TURN_ID = re.compile(r"turn_\d{4,}")
 _PART_ARGUMENTS = ("around", "lines", "pattern", "summary")
 
 
@@ -216,7 +217,7 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
 
     def execute(self, memory: AgentMemory, args: RetrieveMemoryArguments) -> ToolResult:
         spec = build_transform(args)
-        item_id = validate_memory_id(args.id)
+        item_id = self._item_id(memory, args.id)
         page = args.page or 1
         if page > MAX_PAGE:
             raise ToolCallError(f"page {page:,} does not exist; pages are numbered from 1.")
@@ -253,6 +254,26 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
                 "next_call": next_call,
             },
         )
+
+    @staticmethod
+    def _item_id(memory: AgentMemory, given: str) -> str:
+        """The memory id to read: ``given``, or the item of a compacted turn (``turn_0012``).
+
+        Raises:
+            ToolCallError: for a turn that was not compacted (it is still in the conversation).
+            InvalidIdError: for an id that is neither.
+        """
+        cleaned = given.strip().strip("'\"`")
+        if _TURN_ID.fullmatch(cleaned):
+            item_id = turn_memory_id(cleaned)
+            if item_id not in memory:
+                raise ToolCallError(
+                    f"{cleaned} has not been compacted: it is still in the conversation above, or does not "
+                    "exist. Only compacted turns are read back by id.",
+                    code="not_found",
+                )
+            return item_id
+        return validate_memory_id(given)
 
     def _next_call(self, item_id: str, args: RetrieveMemoryArguments, page: int) -> dict[str, Any]:
         """``{"name": ..., "arguments": ...}`` of the call that reads ``page`` with the same arguments."""

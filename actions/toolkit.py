@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from actions.base import MemoryAction, ToolResult
 from actions.combined import CombinedMemoryAction
+from actions.compact import CompactMemoryAction
 from actions.query import QueryMemoryAction
 from actions.retrieve import RetrieveMemoryAction
 from actions.store import StoreMemoryAction
 from agent_memory import AgentMemory
 from agent_memory.errors import quoted
 from agent_memory.presentation.offer import OfferState, ToolOffer
+
+if TYPE_CHECKING:
+    from agent_memory.kernel.manager import MemoryManager
 
 __all__ = ["MemoryToolkit", "default_actions"]
 
@@ -43,6 +47,9 @@ class MemoryToolkit:
         offer: when each tool is offered (see :meth:`openai_tools`); ``None``: ``ToolOffer()``,
             each tool from the call it becomes usable.
         form: ``separate`` tools (default) or one ``single`` ``memory`` tool with an ``op``.
+        manager: the agent's :class:`~agent_memory.kernel.manager.MemoryManager`, when the
+            conversation is managed: adds ``compact_memory`` (offered under memory pressure), and
+            ``retrieve_memory`` then also reads any turn by its id, compacted or not.
 
     Raises:
         ValueError: if two actions share a name, or ``form`` is unknown.
@@ -63,11 +70,15 @@ class MemoryToolkit:
         *,
         offer: ToolOffer | None = None,
         form: ToolForm = "separate",
+        manager: MemoryManager | None = None,
     ) -> None:
         if form not in ("separate", "single"):
             raise ValueError(f"form must be 'separate' or 'single', not {form!r}")
         self.memory = memory
         self.actions: tuple[MemoryAction[Any], ...] = tuple(actions) if actions is not None else default_actions()
+        self.manager = manager
+        if manager is not None and not any(action.capability == "compact" for action in self.actions):
+            self.actions = (*self.actions, CompactMemoryAction(manager))
         self.offer = offer if offer is not None else ToolOffer()
         self.form: ToolForm = form
         names = [action.name for action in self.actions]

@@ -16,6 +16,7 @@ from agent_memory.config import (
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
+    ContextOverflowError,
     CorruptRecordError,
     EmbeddingError,
     InvalidArgumentError,
@@ -35,9 +36,20 @@ from agent_memory.errors import (
 from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
 from agent_memory.index.fusion import SCORE_TOLERANCE
 from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
+from agent_memory.llm.chat import (
+    AnthropicChatModel,
+    ChatModel,
+    ChatResult,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    Usage,
+)
 from agent_memory.llm.client import LLMClient, LLMResponse, OpenAIChatClient
+from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.memory import AgentMemory
 from agent_memory.observers import (
+    Compacted,
+    CompactionRequested,
     ContentMissing,
     EventRecorder,
     IndexFailed,
@@ -45,10 +57,13 @@ from agent_memory.observers import (
     MemoryEvent,
     MemoryObserver,
     RecordQuarantined,
+    Retrieved,
+    TraceIngested,
+    Truncated,
 )
-from agent_memory.models.messages import Message, ToolCall
+from agent_memory.models.messages import Media, Message, ToolCall
 from agent_memory.presentation.citations import Citation, CitationBuilder
-from agent_memory.presentation.context import ContextBuilder, ContextStats
+from agent_memory.presentation.context import BuiltContext, ContextBuilder, ContextStats, PresentationState
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
 from agent_memory.presentation.offer import MemoryTools, OfferState, ToolOffer, load_toolkit
 from agent_memory.presentation.plugins import CompactionPlugin, PluginRegistry
@@ -71,20 +86,58 @@ from agent_memory.models.items import (
     SummaryTransform,
 )
 from agent_memory.tokens import TiktokenCounter, TokenCounter
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, model_limits
+from agent_memory.kernel.compactor import CompactionRecord, Compactor
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.kernel.retriever import Retriever
+from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle
+from agent_memory.kernel.summarizer import CompactionResult, ExtractiveSummarizer, LLMSummarizer, Summarizer
+from agent_memory.kernel.working_context import WorkingContextSnapshot
+from agent_memory.llm.assembler import LLMRequestAssembler, RequestPackage
+from agent_memory.models.traces import (
+    MAX_TOOL_RESULT_PREVIEW_CHARS,
+    EpisodicItem,
+    RawTraceItem,
+    SemanticItem,
+    ToolInteraction,
+    ToolInteractionStatus,
+    TraceMedia,
+    TraceType,
+    build_tool_interactions,
+    format_turn_id,
+    tool_result_preview,
+    turn_number,
+    window_id_for,
+)
+from agent_memory.store.traces import FileTraceStore, InMemoryTraceStore, TraceKind, TraceStore
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AgentMemory",
     "AgentMemoryError",
+    "AnthropicChatModel",
+    "AnthropicRenderer",
+    "BudgetCheck",
+    "BuiltContext",
+    "ChatModel",
+    "ChatResult",
     "ChunkHit",
     "Citation",
     "CitationBuilder",
+    "Compacted",
     "CompactionOutcome",
     "CompactionPlugin",
+    "CompactionRecord",
+    "CompactionRequested",
+    "CompactionResult",
+    "CompactionSnapshotBuilder",
+    "Compactor",
     "ConfigurationError",
     "ContentMissing",
     "ContextBuilder",
+    "ContextOverflowError",
     "ContextStats",
     "CorruptRecordError",
     "DEFAULT_CHUNK_OVERLAP_TOKENS",
@@ -93,11 +146,15 @@ __all__ = [
     "DEFAULT_RETRIEVE_MAX_TOKENS",
     "Embedder",
     "EmbeddingError",
+    "EpisodicItem",
     "EventRecorder",
     "ExcerptTransform",
+    "ExtractiveSummarizer",
+    "FileTraceStore",
     "FilteredTransform",
     "FirstNTransform",
     "FullTransform",
+    "InMemoryTraceStore",
     "IndexChunk",
     "IndexFailed",
     "IndexRecreated",
@@ -111,40 +168,78 @@ __all__ = [
     "LLMConnectionError",
     "LLMError",
     "LLMOutputError",
+    "LLMRequestAssembler",
     "LLMResponse",
     "LLMStatusError",
+    "LLMSummarizer",
     "LLMTimeoutError",
     "LastNTransform",
     "LockTimeoutError",
+    "MAX_TOOL_RESULT_PREVIEW_CHARS",
+    "Media",
+    "MemoryBundle",
     "MemoryClosedError",
     "MemoryConfig",
     "MemoryCriteria",
     "MemoryEvent",
     "MemoryItem",
+    "MemoryManager",
     "MemoryObserver",
     "MemorySnapshot",
     "MemoryTools",
     "MemoryTransform",
     "MemoryType",
     "Message",
+    "ModelLimits",
     "OfferState",
     "OpenAIChatClient",
+    "OpenAIChatModel",
+    "OpenAIChatRenderer",
+    "OpenAIResponsesModel",
+    "OpenAIResponsesRenderer",
     "PluginRegistry",
     "PresentationPolicy",
+    "PresentationState",
+    "Pressure",
+    "PromptRenderer",
     "QueryHit",
+    "RawTraceItem",
     "RecordQuarantined",
+    "RequestPackage",
     "RetrieveResult",
+    "Retrieved",
+    "Retriever",
     "SCORE_TOLERANCE",
+    "SemanticItem",
     "SentenceTransformerEmbedder",
     "StoreError",
+    "Summarizer",
     "SummaryTransform",
     "TiktokenCounter",
+    "TokenBudget",
     "TokenCounter",
     "ToolCall",
+    "ToolInteraction",
+    "ToolInteractionStatus",
     "ToolOffer",
+    "TraceIngested",
+    "TraceKind",
+    "TraceMedia",
+    "TraceStore",
+    "TraceType",
     "TransformError",
+    "Truncated",
+    "TurnTracker",
+    "Usage",
     "VectorIndex",
     "VectorIndexError",
+    "WorkingContextSnapshot",
     "__version__",
+    "build_tool_interactions",
+    "format_turn_id",
     "load_toolkit",
+    "model_limits",
+    "tool_result_preview",
+    "turn_number",
+    "window_id_for",
 ]

@@ -5,6 +5,7 @@ dependencies (chromadb, tiktoken, JSON decoding, the file system) are converted 
 with ``raise ... from exc`` so callers catch one root::
 
     AgentMemoryError
+    ├── ContextOverflowError        what must stay verbatim does not fit the model's input budget
     ├── ConfigurationError          misconfiguration by the developer (bad path, missing model,
     │                               MemoryConfig values out of range)
     ├── InvalidArgumentError (ValueError, TypeError)
@@ -55,6 +56,7 @@ from pydantic import ValidationError
 __all__ = [
     "AgentMemoryError",
     "ConfigurationError",
+    "ContextOverflowError",
     "CorruptRecordError",
     "EmbeddingError",
     "IngestError",
@@ -212,6 +214,12 @@ class LockTimeoutError(StoreError, TimeoutError):
 class MemoryClosedError(AgentMemoryError, RuntimeError):
     """An :class:`~agent_memory.memory.AgentMemory` was used after :meth:`close` (or after its
     ``with`` block); open a new one on the same directory instead."""
+
+
+class ContextOverflowError(AgentMemoryError):
+    """A prompt cannot be brought inside the model's input budget even after compaction and
+    truncation: what must be kept verbatim (the system prompt, the tool definitions, the latest
+    user message) does not fit on its own."""
 
 
 class VectorIndexError(AgentMemoryError):

@@ -7,13 +7,23 @@ dots at the start, bounded length. Nothing that fails these checks ever reaches 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Callable
 
 from agent_memory.errors import InvalidIdError, StoreError, quoted
 
-__all__ = ["MEMORY_ID_PREFIX", "new_memory_id", "validate_agent_id", "validate_memory_id"]
+__all__ = [
+    "MEMORY_ID_PREFIX",
+    "derived_memory_id",
+    "episode_memory_id",
+    "fact_memory_id",
+    "new_memory_id",
+    "turn_memory_id",
+    "validate_agent_id",
+    "validate_memory_id",
+]
 
 MEMORY_ID_PREFIX = "mem_"
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -44,6 +54,31 @@ def new_memory_id(taken: Callable[[str], bool] | None = None) -> str:
         if taken is None or not taken(item_id):
             return item_id
     raise StoreError(f"no free memory id after {MAX_ID_ATTEMPTS} draws; is the random source broken?")
+
+
+def derived_memory_id(key: str) -> str:
+    """A deterministic memory id for something that has its own stable name, such as a compacted
+    turn (``derived_memory_id("turn:turn_0012")``): ``mem_`` + the first 12 hex digits of the
+    key's sha256. The same key always gives the same id (so storing it twice is detectable and
+    a turn id can be turned into the id that retrieves it); distinct keys collide with the
+    probability of a random id."""
+    return MEMORY_ID_PREFIX + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+def turn_memory_id(turn_id: str) -> str:
+    """The memory id under which a compacted turn is kept verbatim (``retrieve_memory`` of a turn
+    id reads it)."""
+    return derived_memory_id(f"turn:{turn_id}")
+
+
+def episode_memory_id(episode_id: str) -> str:
+    """The memory id of an episodic summary's search item."""
+    return derived_memory_id(f"episode:{episode_id}")
+
+
+def fact_memory_id(fact_id: str) -> str:
+    """The memory id of a semantic fact's search item."""
+    return derived_memory_id(f"fact:{fact_id}")
 
 
 def validate_agent_id(agent_id: str) -> str:

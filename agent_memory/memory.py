@@ -46,7 +46,7 @@ from agent_memory.models.items import (
     QueryHit,
     RetrieveResult,
 )
-from agent_memory.observers import IndexFailed, MemoryObserver, ObserverList, RecordQuarantined, logger
+from agent_memory.observers import IndexFailed, MemoryObserver, ObserverList, RecordQuarantined, Retrieved, logger
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.store.items import ItemStore
 from agent_memory.store.jsonl import CorruptLine
@@ -259,6 +259,7 @@ class AgentMemory:
         media_type: str | None = None,
         extra: dict[str, Any] | None = None,
         timestamp: datetime | None = None,
+        item_id: str | None = None,
     ) -> str:
         """Store a full result and return its new memory id (``mem_`` + 12 hex digits).
 
@@ -275,6 +276,9 @@ class AgentMemory:
             media_type: MIME type (``text/html`` makes the index extract the page's text).
             extra: more JSON-able facts (``limits.MAX_EXTRA_CHARS`` as JSON).
             timestamp: store time; ``None``: now.
+            item_id: the id to give the item (a deterministic one, such as a compacted turn's,
+                :func:`~agent_memory.ids.derived_memory_id`); ``None``: a new random id. It must
+                be free (``InvalidArgumentError`` otherwise).
 
         Returns:
             The new id. Once the item is written this never raises: if indexing then fails, the
@@ -291,7 +295,7 @@ class AgentMemory:
         """
         item = prepare_item(
             self._store, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
-            title=title, media_type=media_type, extra=extra, timestamp=timestamp,
+            title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
         )
         self._store.add(item.record, item.data)
         if self.config.index_on_store:
@@ -397,9 +401,12 @@ class AgentMemory:
         if not isinstance(raw, bool):
             raise InvalidArgumentError(f"raw must be True or False, not {type(raw).__name__}")
         item = self._store.load_item(item_id)
-        return apply_transform(
+        result = apply_transform(
             item, spec, counter=self.tokens, max_tokens=cap, page=page, raw=raw, summarizer=self._summarize
         )
+        self._observers.emit(Retrieved(agent_id=self.agent_id, operation="retrieve", item_ids=(item.id,),
+                                       tokens=result.tokens))
+        return result
 
     @property
     def plugins(self) -> PluginRegistry:
@@ -458,10 +465,13 @@ class AgentMemory:
                     continue  # index ahead of a cleared store: skip
                 if len(hits) >= criteria.limit:
                     break
-            return hits
-        return search(
-            criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
-        )
+        else:
+            hits = search(
+                criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
+            )
+        self._observers.emit(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
+                                       tokens=0, query=criteria.text[:200] if criteria.text else None))
+        return hits
 
     # -- the index -------------------------------------------------------------------------------
     @_public

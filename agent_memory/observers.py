@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "Compacted",
+    "CompactionRequested",
     "ContentMissing",
     "EventRecorder",
     "IndexFailed",
@@ -34,6 +36,9 @@ __all__ = [
     "MemoryObserver",
     "ObserverList",
     "RecordQuarantined",
+    "Retrieved",
+    "TraceIngested",
+    "Truncated",
     "logger",
 ]
 
@@ -119,6 +124,78 @@ class IndexRecreated(MemoryEvent):
     """What was wrong with it."""
 
 
+class TraceIngested(MemoryEvent):
+    """A raw trace was recorded (a user message, a tool call, a tool result, an answer)."""
+
+    kind: Literal["trace_ingested"] = "trace_ingested"
+    log_level: ClassVar[int] = logging.DEBUG
+    turn_id: str
+    trace_id: str
+    trace_type: str
+    """``user``, ``assistant``, ``tool_call`` or ``tool_result``."""
+    tool_result_ref: str | None = None
+    """The memory id of a tool result's full content."""
+
+
+class CompactionRequested(MemoryEvent):
+    """A prompt passed the hard threshold (or the agent asked): compaction runs before the next call."""
+
+    kind: Literal["compaction_requested"] = "compaction_requested"
+    log_level: ClassVar[int] = logging.INFO
+    prompt_tokens: int | None
+    """The size that triggered it; ``None`` when the agent or the developer asked."""
+    reported: bool
+    """``True``: the provider's ``prompt_tokens``; ``False``: our own count."""
+    reason: str
+    """``hard`` (threshold), ``over`` (over the budget), ``requested`` (asked)."""
+
+
+class Compacted(MemoryEvent):
+    """Older turns became an episode and facts, and the working context was reset."""
+
+    kind: Literal["compacted"] = "compacted"
+    log_level: ClassVar[int] = logging.INFO
+    turn_ids: tuple[str, ...]
+    """The turns compacted (now in the archive), oldest first; empty when only the snapshot was
+    rebuilt."""
+    tail_turn_ids: tuple[str, ...]
+    """The turns kept raw."""
+    tokens_before: int
+    """The prompt before, in tokens (the last reported size, else our count)."""
+    tokens_after: int
+    """Our count of the prompt after (messages and tools)."""
+    epoch_id: int
+    """The working context's new epoch."""
+    summarizer: str | None
+    fallback_reason: str | None
+    """Why the LLM summarizer fell back to the extractive one, if it did."""
+
+
+class Truncated(MemoryEvent):
+    """Even after compaction the prompt did not fit: the oldest raw turns went to the archive
+    without a summary (still searchable and retrievable by turn id)."""
+
+    kind: Literal["truncated"] = "truncated"
+    log_level: ClassVar[int] = logging.WARNING
+    turn_ids: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+
+
+class Retrieved(MemoryEvent):
+    """Content was read back from memory (``retrieve``) or searched (``query``)."""
+
+    kind: Literal["retrieved"] = "retrieved"
+    log_level: ClassVar[int] = logging.DEBUG
+    operation: Literal["retrieve", "query"]
+    item_ids: tuple[str, ...]
+    """The item read, or the hits of a query (best first)."""
+    tokens: int
+    """Tokens of the content returned (0 for a query)."""
+    query: str | None = None
+    """The query text (cut to 200 characters), for a query."""
+
+
 @runtime_checkable
 class MemoryObserver(Protocol):
     """Receives the events of a memory. Called synchronously, in the thread that caused the event,
@@ -181,3 +258,7 @@ class ObserverList:
     def __len__(self) -> int:
         with self._lock:
             return len(self._observers)
+
+    def __iter__(self) -> Iterator[MemoryObserver]:
+        with self._lock:
+            return iter(list(self._observers))

@@ -2,8 +2,9 @@
 
 Nothing here fakes agent-memory itself. :class:`ChromaServer` runs the real ``chroma run`` server
 of the installed chromadb on 127.0.0.1 (for the ``server`` index mode). :class:`LlamaServer` runs
-llama-cpp-python's real OpenAI-compatible server with a local GGUF model. :class:`FakeOpenAIServer`
-is the one fake: real HTTP on loopback, scripted answers instead of a model.
+llama-cpp-python's real OpenAI-compatible server with a local GGUF model. :class:`FakeLLMServer`
+is the one fake: it stands for a remote LLM service (OpenAI Chat Completions, OpenAI Responses,
+Anthropic Messages) with real HTTP on loopback and scripted answers instead of a model.
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ __all__ = [
     "FAKE_MODEL",
     "SMOLLM2_GGUF",
     "ChromaServer",
+    "FakeLLMServer",
     "FakeOpenAIServer",
     "LlamaServer",
+    "RecordedRequest",
     "ScriptedReply",
+    "ScriptedToolCall",
+    "ScriptedUsage",
     "free_port",
     "smollm2_model_path",
 ]
@@ -115,53 +120,242 @@ class ChromaServer:
         self.stop()
 
 
-# -- OpenAI-compatible endpoints ----------------------------------------------------------------
+# -- LLM endpoints (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages) -------------
 
 FAKE_MODEL = "fake-model"
-"""The model name :class:`FakeOpenAIServer` reports in its answers."""
+"""The model name :class:`FakeLLMServer` reports when a request names none."""
+
+
+@dataclass(frozen=True)
+class ScriptedToolCall:
+    """One tool call in a :class:`ScriptedReply`.
+
+    Attributes:
+        name: the tool's name.
+        arguments: the arguments as the raw JSON string the server sends; malformed JSON is sent
+            as is (Anthropic's ``tool_use.input`` must be an object: text that is not a JSON object
+            is sent there as a JSON string, as a broken server would).
+        id: the call id, sent as given (``""``: a broken server's empty id); ``None``:
+            ``call_<n>_<i>`` (``toolu_<n>_<i>`` for Anthropic), ``n`` the request number and ``i``
+            the call's position.
+    """
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ScriptedUsage:
+    """Token counts a :class:`ScriptedReply` reports, in each API's own fields.
+
+    Attributes:
+        prompt_tokens: the whole prompt, cached part included (chat ``prompt_tokens``, Responses
+            ``input_tokens``; for Anthropic split into ``input_tokens`` = this minus the two
+            cache counts, ``cache_read_input_tokens``, ``cache_creation_input_tokens``).
+        completion_tokens: the answer (``completion_tokens`` / ``output_tokens``).
+        cached_tokens: the prompt tokens read from the provider's cache (chat
+            ``prompt_tokens_details.cached_tokens``, Responses ``input_tokens_details.cached_tokens``,
+            Anthropic ``cache_read_input_tokens``); ``None``: the field is not sent.
+        cache_write_tokens: Anthropic's ``cache_creation_input_tokens``; ``None``: not sent.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)
 class ScriptedReply:
-    """One scripted answer of :class:`FakeOpenAIServer`.
+    """One scripted answer of :class:`FakeLLMServer`, rendered in the shape of the API asked.
 
     Attributes:
-        content: the assistant message's text (a 200 answer), when ``status`` is 200.
-        status: HTTP status; anything but 200 sends an OpenAI-style error body with ``content``
-            as its message.
+        content: the assistant's text (a 200 answer), or the error message when ``status`` is not
+            200. With tool calls, ``""`` means no text (``content: null`` in a chat completion).
+        status: HTTP status; anything but 200 sends the API's error body with ``content`` as its
+            message.
         delay_s: seconds to wait before answering (longer than a client's timeout: a timeout).
         headers: extra response headers (``{"retry-after": "0"}``).
+        tool_calls: calls the model makes, in order (parallel calls when several).
+        reasoning: reasoning text (chat ``message.reasoning_content``, as vLLM and DeepSeek send
+            it; a Responses ``reasoning`` item's summary; an Anthropic ``thinking`` block);
+            ``None``: none.
+        usage: the token counts to report; ``None``: whitespace-separated words of the prompt's
+            texts and of ``content`` (not tokens).
+        report_usage: ``False`` leaves ``usage`` out of the answer entirely.
+        finish_reason: the provider's own value, verbatim (chat ``finish_reason``, Anthropic
+            ``stop_reason``; for Responses the ``incomplete_details.reason`` of an ``incomplete``
+            response); ``None``: what a normal end with or without tool calls reports.
+        body: a JSON body to send verbatim instead of building one (for answers no well-behaved
+            server sends).
     """
 
     content: str = ""
     status: int = 200
     delay_s: float = 0.0
     headers: tuple[tuple[str, str], ...] = ()
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    reasoning: str | None = None
+    usage: ScriptedUsage | None = None
+    report_usage: bool = True
+    finish_reason: str | None = None
+    body: dict[str, Any] | None = None
 
 
-class FakeOpenAIServer:
-    """A scripted OpenAI-compatible chat-completions server on 127.0.0.1, in a thread.
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request :class:`FakeLLMServer` received."""
 
-    What is real: HTTP over loopback (a stdlib ``ThreadingHTTPServer``), so the ``openai`` SDK's
-    whole stack (request building, timeouts, status errors, connection handling) runs unchanged.
-    What is fake: there is no model. ``POST /v1/chat/completions`` answers with the next
-    :class:`ScriptedReply` queued by :meth:`enqueue` (in order), in the ``chat.completion`` JSON
-    shape; its ``usage`` counts whitespace-separated words, not tokens. With the queue empty it
-    answers HTTP 500 ``"no scripted reply left"``. Only non-streaming chat completions and
-    ``GET /v1/models`` exist; request fields (``max_tokens``, ``response_format``, ...) are
-    recorded in :attr:`requests` but not honoured.
+    path: str
+    """URL path, e.g. ``/v1/messages``."""
+    headers: dict[str, str]
+    """Request headers, names lower-cased."""
+    body: dict[str, Any]
+    """The JSON body, as it arrived."""
+
+
+def _words(value: Any) -> int:
+    """Whitespace-separated words in every string of JSON-like data."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(_words(v) for k, v in value.items() if k not in ("type", "role", "id", "call_id", "tool_use_id"))
+    if isinstance(value, list):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+def _usage(reply: ScriptedReply, prompt_words: int) -> ScriptedUsage:
+    return reply.usage or ScriptedUsage(prompt_tokens=prompt_words, completion_tokens=len(reply.content.split()))
+
+
+def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or (None if reply.tool_calls else "")}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}" if c.id is None else c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(reply.tool_calls)
+        ]
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+    answer: dict[str, Any] = {
+        "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", FAKE_MODEL),
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")}],
+    }
+    if reply.report_usage:
+        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        usage = _usage(reply, prompt_words)
+        answer["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                           "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+        if usage.cached_tokens is not None:
+            answer["usage"]["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return answer
+
+
+def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        output.append({"type": "reasoning", "id": f"rs_fake_{n}",
+                       "summary": [{"type": "summary_text", "text": reply.reasoning}]})
+    if reply.content or not reply.tool_calls:
+        output.append({"type": "message", "id": f"msg_fake_{n}", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
+    output += [{"type": "function_call", "id": f"fc_fake_{n}_{i}", "call_id": f"call_{n}_{i}" if c.id is None else c.id,
+                "name": c.name, "arguments": c.arguments, "status": "completed"}
+               for i, c in enumerate(reply.tool_calls)]
+    answer: dict[str, Any] = {
+        "id": f"resp_fake_{n}", "object": "response", "created_at": int(time.time()),
+        "model": body.get("model", FAKE_MODEL), "status": "incomplete" if reply.finish_reason else "completed",
+        "incomplete_details": {"reason": reply.finish_reason} if reply.finish_reason else None,
+        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None,
+    }
+    if reply.report_usage:
+        usage = _usage(reply, _words([body.get("instructions"), body.get("input")]))
+        answer["usage"] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+                           "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                           "output_tokens_details": {"reasoning_tokens": 0}}
+        if usage.cached_tokens is not None:
+            answer["usage"]["input_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return answer
+
+
+def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake-signature"})
+    if reply.content:
+        content.append({"type": "text", "text": reply.content})
+    for i, call in enumerate(reply.tool_calls):
+        try:
+            arguments: Any = json.loads(call.arguments)
+        except ValueError:
+            arguments = call.arguments
+        content.append({"type": "tool_use", "id": f"toolu_{n}_{i}" if call.id is None else call.id,
+                        "name": call.name, "input": arguments if isinstance(arguments, dict) else call.arguments})
+    answer: dict[str, Any] = {
+        "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": body.get("model", FAKE_MODEL),
+        "content": content, "stop_reason": reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+    }
+    if reply.report_usage:
+        usage = _usage(reply, _words([body.get("system"), body.get("messages")]))
+        cached, written = usage.cached_tokens, usage.cache_write_tokens
+        answer["usage"] = {"input_tokens": usage.prompt_tokens - (cached or 0) - (written or 0),
+                           "output_tokens": usage.completion_tokens}
+        if cached is not None:
+            answer["usage"]["cache_read_input_tokens"] = cached
+        if written is not None:
+            answer["usage"]["cache_creation_input_tokens"] = written
+    return answer
+
+
+def _openai_error(reply: ScriptedReply) -> dict[str, Any]:
+    return {"error": {"message": reply.content, "type": "fake_error", "code": reply.status}}
+
+
+def _anthropic_error(reply: ScriptedReply) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "api_error", "message": reply.content}}
+
+
+_ROUTES = {
+    "/v1/chat/completions": (_chat_answer, _openai_error),
+    "/v1/responses": (_responses_answer, _openai_error),
+    "/v1/messages": (_anthropic_answer, _anthropic_error),
+}
+
+
+class FakeLLMServer:
+    """A scripted stand-in for a remote LLM service, on 127.0.0.1 in a thread: OpenAI Chat
+    Completions, the OpenAI Responses API and Anthropic's Messages API on one port.
+
+    What is real: HTTP over loopback (a stdlib ``ThreadingHTTPServer``), so the ``openai`` and
+    ``anthropic`` SDKs' whole stacks (request building and serialisation, timeouts, status errors,
+    response parsing) run unchanged. What is fake: there is no model. ``POST /v1/chat/completions``,
+    ``POST /v1/responses`` and ``POST /v1/messages`` each answer with the next
+    :class:`ScriptedReply` queued by :meth:`enqueue` (one queue, in order), rendered in that API's
+    JSON shape (``chat.completion``, ``response``, Anthropic ``message``), tool calls, reasoning
+    and usage included. Unless scripted, ``usage`` counts whitespace-separated words, not tokens.
+    With the queue empty it answers HTTP 500 ``"no scripted reply left"``. No streaming; request
+    fields (``max_tokens``, ``tools``, ``response_format``, ...) are recorded, not honoured.
+    ``GET /v1/models`` lists :data:`FAKE_MODEL`.
 
     Args:
         port: TCP port; ``None``: a free one.
 
-    Use :meth:`start` / :meth:`stop` or ``with FakeOpenAIServer() as server:``; point a client at
-    :attr:`base_url`.
+    Use :meth:`start` / :meth:`stop` or ``with FakeLLMServer() as server:``; point an OpenAI
+    client at :attr:`base_url` and an Anthropic client at :attr:`anthropic_base_url`.
     """
 
     def __init__(self, *, port: int | None = None) -> None:
         self.port = port or free_port()
         self.requests: list[dict[str, Any]] = []
-        """JSON bodies of every chat-completion request received, oldest first."""
+        """JSON bodies of every request to an answering route, oldest first."""
+        self.received: list[RecordedRequest] = []
+        """The same requests with their paths and headers, oldest first."""
         self._replies: deque[ScriptedReply] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -172,7 +366,12 @@ class FakeOpenAIServer:
         """The API root to give an OpenAI client, ``http://127.0.0.1:PORT/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def enqueue(self, *replies: ScriptedReply | str) -> FakeOpenAIServer:
+    @property
+    def anthropic_base_url(self) -> str:
+        """The root to give an Anthropic client, ``http://127.0.0.1:PORT`` (it adds ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def enqueue(self, *replies: ScriptedReply | str) -> FakeLLMServer:
         """Queue answers, in order; a ``str`` is a 200 answer with that text."""
         with self._lock:
             self._replies.extend(ScriptedReply(content=r) if isinstance(r, str) else r for r in replies)
@@ -180,7 +379,7 @@ class FakeOpenAIServer:
 
     @property
     def calls(self) -> int:
-        """Chat-completion requests received so far."""
+        """Requests received so far on the answering routes."""
         with self._lock:
             return len(self.requests)
 
@@ -190,14 +389,16 @@ class FakeOpenAIServer:
             left = len(self._replies)
         assert left == 0, f"{left} scripted repl{'y' if left == 1 else 'ies'} never requested"
 
-    def _next(self, body: dict[str, Any]) -> ScriptedReply:
+    def _next(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[ScriptedReply, int]:
         with self._lock:
             self.requests.append(body)
+            self.received.append(RecordedRequest(path=path, headers=headers, body=body))
+            n = len(self.requests)
             if self._replies:
-                return self._replies.popleft()
-        return ScriptedReply(content="no scripted reply left", status=500)
+                return self._replies.popleft(), n
+        return ScriptedReply(content="no scripted reply left", status=500), n
 
-    def start(self) -> FakeOpenAIServer:
+    def start(self) -> FakeLLMServer:
         """Listen on 127.0.0.1 and serve in a daemon thread."""
         fake = self
 
@@ -229,7 +430,8 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path not in _ROUTES:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 try:
@@ -237,36 +439,22 @@ class FakeOpenAIServer:
                 except ValueError:
                     self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
                     return
-                reply = fake._next(body)
+                answer, error = _ROUTES[path]
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                reply, n = fake._next(path, headers, body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
-                if reply.status != 200:
-                    error = {"message": reply.content, "type": "fake_error", "code": reply.status}
-                    self._send(reply.status, {"error": error}, reply.headers)
-                    return
-                prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-                completion_words = len(reply.content.split())
-                self._send(200, {
-                    "id": f"chatcmpl-fake-{len(fake.requests)}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model", FAKE_MODEL),
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": "stop",
-                    }],
-                    "usage": {
-                        "prompt_tokens": prompt_words,
-                        "completion_tokens": completion_words,
-                        "total_tokens": prompt_words + completion_words,
-                    },
-                }, reply.headers)
+                if reply.body is not None:
+                    self._send(reply.status, reply.body, reply.headers)
+                elif reply.status != 200:
+                    self._send(reply.status, error(reply), reply.headers)
+                else:
+                    self._send(200, answer(reply, body, n), reply.headers)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
         )
         self._thread.start()
         return self
@@ -281,11 +469,15 @@ class FakeOpenAIServer:
             self._thread.join(timeout=10)
         self._server = None
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def __enter__(self) -> FakeLLMServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+FakeOpenAIServer = FakeLLMServer
+"""The earlier name of :class:`FakeLLMServer` (it first served chat completions only)."""
 
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

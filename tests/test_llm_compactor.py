@@ -384,3 +384,36 @@ def test_misconfiguration_raises(builder: CitationBuilder) -> None:
     client = OpenAIChatClient("http://127.0.0.1:9/v1", model=FAKE_MODEL)
     with pytest.raises(ConfigurationError):
         LLMCompactor(client, builder, timeout_s=0)
+
+
+def test_the_kernel_uses_llm_written_citations(fake: FakeOpenAIServer, builder: CitationBuilder, tmp_path: Path) -> None:
+    from agent_memory.kernel.manager import MemoryManager
+    from agent_memory.models.messages import Message, ToolCall
+
+    memory = AgentMemory("k", tmp_path / "k", config=MemoryConfig(index_on_store=False))
+    manager = MemoryManager(memory, system_prompt="S", citations=_compactor(fake.base_url, builder))
+    manager.ingest_user_message("Which Breton lighthouse is the tallest?")
+    manager.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="f", name="fetch"),)))
+    ref = manager.ingest_tool_result("f", ARTICLE)
+    fake.enqueue(json.dumps(ANSWER))
+    manager.commit(manager.build_prompt())  # the first call shows the page in full
+    manager.ingest_user_message("And when was it built?")
+    cited = manager.build_prompt().messages[3].content
+    assert f'retrieve_memory(id="{ref}")' in cited and "Île Vierge tower is the tallest" in cited
+    assert fake.calls == 1
+
+
+def test_clearing_the_kernel_forgets_the_conversation_and_what_was_shown(tmp_path: Path) -> None:
+    from agent_memory.kernel.manager import MemoryManager
+    from agent_memory.models.messages import Message, ToolCall
+
+    memory = AgentMemory("c", tmp_path / "c", config=MemoryConfig(index_on_store=False))
+    manager = MemoryManager(memory, system_prompt="S")
+    manager.ingest_user_message("hello")
+    manager.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="x", name="t"),)))
+    manager.ingest_tool_result("x", ARTICLE)
+    manager.commit(manager.build_prompt())
+    manager.clear()
+    assert len(memory) == 0 and manager.store.turn_ids() == []
+    assert [m.content for m in manager.build_prompt().messages] == ["S"]
+    assert manager.presentation.state.calls == 0 and manager.ingest_user_message("again") == "turn_0001"

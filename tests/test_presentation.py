@@ -237,3 +237,25 @@ def test_citations_name_the_one_tool_form_when_asked(memory: AgentMemory) -> Non
     citation = CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens, retrieve_call="memory").cite(
         memory.get(ref))
     assert f'memory(id="{ref}")' in citation.render() and "retrieve_memory" not in citation.render()
+
+
+def test_a_retried_call_shows_the_same_until_committed(memory: AgentMemory) -> None:
+    from agent_memory.presentation.context import PresentationState
+
+    b = builder(memory)
+    history: list[Message] = [Message(role="user", content="go")]
+    for i in range(2):
+        turn(memory, history, i)
+    b.build(history[:-2])
+    first = b.prepare(history)
+    again = b.prepare(history)  # the provider failed: the retry must show the model the same prompt
+    assert again.messages == first.messages and again.state == first.state
+    assert b.state.calls == 1  # nothing committed yet
+    b.commit(first)
+    later = b.prepare(history + [Message(role="user", content="next")])
+    assert later.state.calls == 2 + 1 and later.state.swapped >= first.state.swapped
+    # the state is data: it survives a restart through JSON
+    restored = PresentationState.model_validate_json(first.state.model_dump_json())
+    other = builder(memory)
+    other.reset(restored)
+    assert other.prepare(history + [Message(role="user", content="next")]).messages == later.messages

@@ -5,12 +5,16 @@ method can serve the LLM compactor. :class:`OpenAIChatClient` implements it on t
 for any OpenAI-compatible server (OpenAI, vLLM, llama.cpp's ``llama_cpp.server``, ...). Each call
 sends the explicit message list it is given and keeps no conversation state. The SDK's exceptions
 are converted at this boundary into :class:`~agent_memory.errors.LLMError` and its subclasses, so
-callers catch one tree. The ``openai`` package is imported when a client is built, not when this
+callers catch one tree; :func:`map_sdk_errors` does it, for the chat models of
+:mod:`agent_memory.llm.chat` too. The ``openai`` package is imported when a client is built, not when this
 module is imported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -24,7 +28,7 @@ from agent_memory.errors import (
     LLMTimeoutError,
 )
 
-__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "OpenAIChatClient"]
+__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "OpenAIChatClient", "map_sdk_errors"]
 
 DEFAULT_LLM_TIMEOUT_S = 30.0
 """Longest wait for one completion, in seconds, when neither the client nor the call sets one."""
@@ -123,9 +127,8 @@ class OpenAIChatClient:
         timeout_s: float | None = None,
     ) -> LLMResponse:
         """One chat completion; see :meth:`LLMClient.complete`."""
-        openai = self._openai
         extra: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
-        try:
+        with map_sdk_errors(self._openai, self.base_url):
             completion = self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,  # type: ignore[arg-type]
@@ -134,16 +137,6 @@ class OpenAIChatClient:
                 timeout=self.timeout_s if timeout_s is None else timeout_s,
                 **extra,
             )
-        except openai.APITimeoutError as exc:  # before APIConnectionError, its base class
-            raise LLMTimeoutError(f"{self.base_url}: no answer within the timeout ({exc})") from exc
-        except openai.APIConnectionError as exc:
-            raise LLMConnectionError(f"{self.base_url}: cannot connect ({exc})") from exc
-        except openai.APIStatusError as exc:
-            raise LLMStatusError(
-                f"{self.base_url}: HTTP {exc.status_code}: {_error_message(exc)}", status_code=exc.status_code
-            ) from exc
-        except openai.OpenAIError as exc:  # response validation, unexpected SDK errors
-            raise LLMError(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc
         choices = getattr(completion, "choices", None) or []
         if not choices or not isinstance(choices[0].message.content, str) or not choices[0].message.content:
             raise LLMOutputError(f"{self.base_url}: the answer has no text")
@@ -157,6 +150,31 @@ class OpenAIChatClient:
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+
+@contextmanager
+def map_sdk_errors(sdk: ModuleType, where: str) -> Iterator[None]:
+    """Convert the errors of an LLM SDK (the ``openai`` or ``anthropic`` module, which share their
+    exception names) raised inside the block into :class:`~agent_memory.errors.LLMError` s, keeping
+    the SDK's error as ``__cause__``; ``where`` (the server's URL) starts each message.
+
+    ``APITimeoutError`` → :class:`LLMTimeoutError`; ``APIConnectionError`` →
+    :class:`LLMConnectionError`; ``APIStatusError`` → :class:`LLMStatusError` (with the status
+    and the server's message); any other error of the SDK (response validation, an unexpected
+    answer) → :class:`LLMError`. Errors that are not the SDK's propagate unchanged.
+    """
+    base = getattr(sdk, "OpenAIError", None) or sdk.AnthropicError
+    try:
+        yield
+    except sdk.APITimeoutError as exc:  # before APIConnectionError, its base class
+        raise LLMTimeoutError(f"{where}: no answer within the timeout ({exc})") from exc
+    except sdk.APIConnectionError as exc:
+        raise LLMConnectionError(f"{where}: cannot connect ({exc})") from exc
+    except sdk.APIStatusError as exc:
+        message = f"{where}: HTTP {exc.status_code}: {_error_message(exc)}"
+        raise LLMStatusError(message, status_code=exc.status_code) from exc
+    except base as exc:
+        raise LLMError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
 
 def _error_message(exc: Any) -> str:

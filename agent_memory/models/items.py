@@ -76,8 +76,13 @@ __all__ = [
     "utc_now",
 ]
 
-MemoryType = Literal["action_result", "web_content", "database_result", "search_results", "file", "custom"]
-"""What kind of result an item holds; chooses its compaction plugin and is a query filter."""
+MemoryType = Literal[
+    "action_result", "web_content", "database_result", "search_results", "file", "custom",
+    "conversation_turn", "episode", "fact",
+]
+"""What kind of result an item holds; chooses its compaction plugin and is a query filter. The
+last three are the conversation's own memory, indexed when turns are compacted
+(:mod:`agent_memory.kernel`): a compacted turn verbatim, an episodic summary, a semantic fact."""
 
 ContentEncoding = Literal["text", "bytes", "json"]
 """How the content blob decodes: UTF-8 text, raw bytes, or UTF-8 JSON."""

@@ -16,15 +16,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
 
-__all__ = ["ContextBuilder", "ContextStats", "ResultView"]
+__all__ = ["BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
 
 HEAD_LABEL_TOKENS = 8
 """Tokens of the "Beginning of the content:" label of a capped showing."""
@@ -48,10 +51,10 @@ class ResultView:
 
 @dataclass
 class ContextStats:
-    """What a builder did so far (for reports)."""
+    """What a builder did so far (for reports), counted over committed calls."""
 
     builds: int = 0
-    """LLM calls built."""
+    """LLM calls built and committed."""
     swaps: int = 0
     """Results swapped from full to citation."""
     citation_tokens: list[int] = field(default_factory=list)
@@ -63,21 +66,67 @@ class ContextStats:
     prompt is still the naive one."""
 
 
+class PresentationState(BaseModel):
+    """What the model has been shown of stored results: data, so that it survives a retry and a
+    restart (STYLE.md 18). A builder *prepares* the next state with each prompt; the caller
+    *commits* it once the provider answered, so a retried call shows the model exactly the same
+    thing. Serialisable (``model_dump_json``) into a working context snapshot."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    """LLM calls committed."""
+    first_call: dict[str, int] = Field(default_factory=dict)
+    """Memory id → the call (1-based) in which the result was first part of the prompt."""
+    swapped: frozenset[str] = frozenset()
+    """Results shown as their citation from now on."""
+    citing_since: int | None = None
+    """The call from which results are cited (memory tools offered); ``None``: not yet."""
+
+    @property
+    def citing(self) -> bool:
+        """Whether results are cited (so the memory tools go with the next call)."""
+        return self.citing_since is not None
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltContext:
+    """The messages of one LLM call and the presentation state they imply (not yet committed)."""
+
+    messages: list[Message]
+    """The messages to send, oldest first."""
+    state: PresentationState
+    """The state to commit once the provider answered."""
+    swapped_now: tuple[str, ...] = ()
+    """Results this call shows as citations for the first time."""
+
+    @property
+    def citing(self) -> bool:
+        """Whether this call cites results (the memory tools must go with it)."""
+        return self.state.citing
+
+
 class ContextBuilder:
     """Resolves stored tool results in a history into the messages of the next LLM call.
 
     Args:
         memory: where the results are stored.
         policy: when results are shown in full, and when citing starts.
-        citations: makes the citations.
+        citations: makes the citations: a :class:`CitationBuilder` (compaction plugins), or an
+            :class:`~agent_memory.presentation.llm_compactor.LLMCompactor` (goal-aware citations
+            written by a model, the plugin's citation as fallback).
         offer_cost_tokens: what citing adds to every call, in tokens: the definitions of the
             memory tools a citation needs (and any system-prompt text that teaches them), as the
             caller sends them. With ``policy.start == "when_it_pays"``, citing starts only once it
             saves more than this. 0: citing is free (it then starts with the first result it
             shortens).
+        state: the presentation state to start from (a restored snapshot's); ``None``: nothing
+            shown yet.
 
-    One builder per conversation: it remembers which results were already shown and which were
-    swapped, so consecutive prompts share the longest possible prefix.
+    One builder per conversation. :meth:`prepare` builds the next call's messages without
+    changing the builder; :meth:`commit` records what was shown once the provider answered;
+    :meth:`build` does both at once (for loops without retries). Consecutive prompts share the
+    longest possible prefix: a result, once cited, stays cited.
     """
 
     def __init__(
@@ -85,8 +134,9 @@ class ContextBuilder:
         memory: AgentMemory,
         *,
         policy: PresentationPolicy,
-        citations: CitationBuilder,
+        citations: CitationBuilder | LLMCompactor,
         offer_cost_tokens: int = 0,
+        state: PresentationState | None = None,
     ) -> None:
         if offer_cost_tokens < 0:
             raise ValueError("offer_cost_tokens must be >= 0")
@@ -96,14 +146,13 @@ class ContextBuilder:
         self.offer_cost_tokens = offer_cost_tokens
         self.stats = ContextStats()
         self._views: dict[str, ResultView] = {}
-        self._first_build: dict[str, int] = {}
-        self._swapped: set[str] = set()
-        self._citing = policy.start == "first_call"
+        self.state = state if state is not None else PresentationState()
 
     @property
     def citing(self) -> bool:
-        """Whether results are cited (so the memory tools must be offered with the next call)."""
-        return self._citing
+        """Whether results are cited as of the last committed call (or from the first call, for
+        ``start="first_call"``)."""
+        return self.state.citing or self.policy.start == "first_call"
 
     def view(self, item_id: str) -> ResultView:
         """Raw, full and cited text of a stored result (cached)."""
@@ -114,7 +163,8 @@ class ContextBuilder:
         counter = self.memory.tokens
         raw = raw_text(item.content, item.metadata.content_encoding)
         raw_tokens = counter.count(raw)
-        cited = self.citations.cite(item).render()
+        made = self.citations.cite(item)
+        cited = (made.citation if isinstance(made, CompactionOutcome) else made).render()
         cited_tokens = counter.count(cited)
         full, full_tokens = self._full(item, raw, raw_tokens, cited, cited_tokens)
         view = ResultView(raw=raw, raw_tokens=raw_tokens, full=full, full_tokens=full_tokens, cited=cited,
@@ -141,51 +191,93 @@ class ContextBuilder:
                 return full, tokens
             room -= tokens - cap
 
-    def build(self, history: Sequence[Message]) -> list[Message]:
-        """The messages for the next LLM call, oldest first.
+    def prepare(self, history: Sequence[Message], *, full_cap: int | None = None) -> BuiltContext:
+        """The messages for the next LLM call, oldest first, and the state they imply; the
+        builder is unchanged until :meth:`commit`.
 
         Tool messages with ``tool_result_ref`` get their content from memory: as stored while
-        not :attr:`citing`, else full or citation per policy; every other message is passed
-        through unchanged. Check :attr:`citing` after each build to know whether the memory tools
-        go with this call.
+        not citing, else full or citation per policy; every other message is passed through
+        unchanged. ``full_cap`` (tokens) caps the full showings of this call below the policy's
+        cap (their citation and head, as any capped showing): what a caller does when even a
+        compaction leaves no room for a large fresh result; ``None``: the policy's cap.
 
         Raises:
             ItemNotFoundError: if a ``tool_result_ref`` names no stored item.
         """
-        self.stats.builds += 1
-        call = self.stats.builds
+        state = self.state
+        call = state.calls + 1
         refs = list(dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref))
+        first_call = dict(state.first_call)
         for ref in refs:
-            self._first_build.setdefault(ref, call)
-        if not self._citing and self._saving_if_citing(refs, call) > self.offer_cost_tokens:
-            self._citing = True
-            self.stats.citing_since = call
-        if self._citing:
-            if self.stats.citing_since is None:
-                self.stats.citing_since = call
-            self._swap_due(refs, call)
+            first_call.setdefault(ref, call)
+        citing_since = state.citing_since
+        if citing_since is None and (
+            self.policy.start == "first_call"
+            or self._saving_if_citing(refs, call, first_call) > self.offer_cost_tokens
+        ):
+            citing_since = call
+        swapped = set(state.swapped)
+        newly: list[str] = []
+        if citing_since is not None:
+            newly = self._swap_due(refs, call, first_call, swapped)
+            swapped.update(newly)
         out: list[Message] = []
         for message in history:
             ref = message.tool_result_ref if message.role == "tool" else None
             if not ref:
                 out.append(message)
                 continue
-            out.append(message.model_copy(update={"content": self._shown(ref)}))
-        return out
+            view = self.view(ref)
+            if citing_since is None:
+                shown = view.raw
+            elif ref in swapped:
+                shown = view.cited
+            else:
+                shown = self._capped(ref, full_cap) if full_cap is not None and view.full_tokens > full_cap else view.full
+            out.append(message.model_copy(update={"content": shown}))
+        next_state = PresentationState(calls=call, first_call=first_call, swapped=frozenset(swapped),
+                                       citing_since=citing_since)
+        return BuiltContext(messages=out, state=next_state, swapped_now=tuple(newly))
 
-    def _shown(self, ref: str) -> str:
+    def _capped(self, ref: str, cap: int) -> str:
+        """The full showing of ``ref`` cut to ``cap`` tokens (citation, then the head)."""
+        item = self.memory.get(ref)
         view = self.view(ref)
-        if not self._citing:
-            return view.raw
-        return view.cited if ref in self._swapped else view.full
+        saved = self.policy
+        self.policy = saved.model_copy(update={"full_result_max_tokens": max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1)})
+        try:
+            text, _ = self._full(item, view.raw, view.raw_tokens, view.cited, view.cited_tokens)
+        finally:
+            self.policy = saved
+        return text
 
-    def _due(self, refs: list[str], call: int) -> list[str]:
+    def commit(self, built: BuiltContext) -> None:
+        """Record that ``built`` was sent and answered: its state becomes the builder's."""
+        self.state = built.state
+        self.stats.builds = built.state.calls
+        self.stats.swaps += len(built.swapped_now)
+        self.stats.citing_since = built.state.citing_since
+
+    def build(self, history: Sequence[Message]) -> list[Message]:
+        """:meth:`prepare` and :meth:`commit` at once: the messages of the next call. Check
+        :attr:`citing` after each build to know whether the memory tools go with this call."""
+        built = self.prepare(history)
+        self.commit(built)
+        return built.messages
+
+    def reset(self, state: PresentationState | None = None) -> None:
+        """Forget what was shown (``clear()`` of the memory, a new conversation), or restore a
+        saved state."""
+        self.state = state if state is not None else PresentationState()
+        self._views.clear()
+
+    def _due(self, refs: list[str], call: int, first_call: dict[str, int]) -> list[str]:
         """The results the policy would show as citations in this call (before size checks)."""
         kind = self.policy.kind
         if kind == "always_cite":
             return list(refs)
         if kind == "full_once":
-            return [ref for ref in refs if self._first_build[ref] < call]
+            return [ref for ref in refs if first_call[ref] < call]
         return refs[: max(0, len(refs) - self.policy.k)]  # keep_last_k: all but the k newest
 
     def _worth_citing(self, ref: str) -> bool:
@@ -194,10 +286,10 @@ class ContextBuilder:
             return True  # never shown in full, whatever the sizes
         return view.cited_tokens < view.full_tokens and view.raw_tokens > self.policy.inline_max_tokens
 
-    def _saving_if_citing(self, refs: list[str], call: int) -> int:
+    def _saving_if_citing(self, refs: list[str], call: int, first_call: dict[str, int]) -> int:
         """Tokens the prompt would lose if citing started now: every result shown as citing would
         show it (due ones as citations, the others in full) against how it is shown now (raw)."""
-        cited = {ref for ref in self._due(refs, call) if self._worth_citing(ref)}
+        cited = {ref for ref in self._due(refs, call, first_call) if self._worth_citing(ref)}
         swap_saving = sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in cited)
         if self.policy.kind != "always_cite" and swap_saving < self.policy.min_swap_tokens:
             cited = set()  # batching would keep them in full for now
@@ -207,10 +299,11 @@ class ContextBuilder:
             saving += view.raw_tokens - (view.cited_tokens if ref in cited else view.full_tokens)
         return saving
 
-    def _swap_due(self, refs: list[str], call: int) -> None:
-        pending = [ref for ref in self._due(refs, call) if ref not in self._swapped]
+    def _swap_due(self, refs: list[str], call: int, first_call: dict[str, int], swapped: set[str]) -> list[str]:
+        """The results to swap to their citation in this call."""
+        pending = [ref for ref in self._due(refs, call, first_call) if ref not in swapped]
         worth = [ref for ref in pending if self._worth_citing(ref)]
         saving = sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in worth)
         if worth and (self.policy.kind == "always_cite" or saving >= self.policy.min_swap_tokens):
-            self._swapped.update(worth)
-            self.stats.swaps += len(worth)
+            return worth
+        return []

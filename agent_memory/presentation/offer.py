@@ -12,6 +12,8 @@ traces, offering all three from the first call cancels most of what citations sa
   to find them. While every stored result is cited in the prompt, the citations are the index.
 - ``store``: only when the developer asks for it (``always``): whether an agent should keep notes
   outside its context is the developer's choice, not something the prompt shows.
+- ``compact``: while the conversation is under memory pressure (the soft threshold of the token
+  budget, :mod:`agent_memory.kernel.budget`): the agent may compact at a task break.
 
 ``ToolOffer(mode="all")`` offers every memory tool on every call instead.
 
@@ -47,10 +49,11 @@ __all__ = [
 TOOLKIT_ENTRY_POINT_GROUP = "agent_memory.toolkit"
 """Entry-point group naming the memory toolkit class (the built-in one: ``actions.toolkit:MemoryToolkit``)."""
 
-Capability = Literal["store", "retrieve", "query"]
-"""What a memory tool lets the model do (Store in Memory, Retrieve from Memory, Query Memory)."""
+Capability = Literal["store", "retrieve", "query", "compact"]
+"""What a memory tool lets the model do (Store in Memory, Retrieve from Memory, Query Memory,
+compact the conversation)."""
 
-CAPABILITIES: tuple[Capability, ...] = ("store", "retrieve", "query")
+CAPABILITIES: tuple[Capability, ...] = ("store", "retrieve", "query", "compact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,8 @@ class OfferState:
     """The prompt cites at least one stored result (or shows one capped, with its citation)."""
     hidden_items: bool = False
     """Memory holds items the prompt neither shows nor cites."""
+    under_pressure: bool = False
+    """The last prompt passed the soft threshold of the token budget."""
 
 
 class ToolOffer(BaseModel):
@@ -87,6 +92,8 @@ class ToolOffer(BaseModel):
             wanted.add("retrieve")
         if state.hidden_items:
             wanted.add("query")
+        if state.under_pressure:
+            wanted.add("compact")
         return frozenset(wanted)
 
 

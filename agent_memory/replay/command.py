@@ -58,6 +58,11 @@ def replay(
     react_check: bool = typer.Option(
         True, "--react-check/--no-react-check", help="Query Memory with each ReAct question (loads the embedding model)."
     ),
+    budget: int | None = typer.Option(
+        None, "--budget", min=100,
+        help="Also run every run through the trace memory kernel, with N tokens of conversation beyond its fixed "
+        "parts (system prompt, tools, task): compactions, largest prompt, checks.",
+    ),
 ) -> None:
     """Replay real agent runs through agent memory and count every prompt, net of every tool
     definition sent (and gross, messages only): naive full history, observation masking (3 newest
@@ -101,9 +106,28 @@ def replay(
                 progress.update(task, description="ReAct Query Memory check…")
         summary = report.summarize(results, react=checks, seconds=time.monotonic() - started,
                                    memory_tools=engine.memory_tool_sizes())
+        if budget is not None:
+            from agent_memory.replay.kernel_replay import replay_kernel
+
+            kernel_progress = Progress(TextColumn("Kernel"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                       console=_stderr())
+            with kernel_progress:
+                kernel_task = kernel_progress.add_task("", total=len(runs))
+                kernel_results = replay_kernel(runs, budget=budget,
+                                               on_run=lambda _: kernel_progress.update(kernel_task, advance=1))
+            summary.kernel = report.summarize_kernel(kernel_results)
+            summary.kernel_budget = budget
+            summary.seconds = time.monotonic() - started
         paths = report.write_report(summary, out)
         Console(highlight=False, width=max(_stdout().width, 200)).print(report.rich_table(summary))
         line = report.tools_line(summary)
         if line:
             typer.echo(line)
+        for row in summary.kernel:
+            typer.echo(
+                f"Kernel, {row['source']}: {row['compactions']:,} compactions in {row['runs_compacting']:,} of {row['runs']:,} runs, "
+                f"{row['truncations']:,} truncations, largest prompt {row['largest_prompt']:,} tokens "
+                f"(at most {row['largest_share_of_budget'] * 100:.0f}% of a run's budget), "
+                f"checks failed: {row['checks_failed']}"
+            )
         typer.echo("Wrote " + ", ".join(str(path) for path in paths.values()))

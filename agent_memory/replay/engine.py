@@ -33,8 +33,7 @@ from typing import Any
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
-from agent_memory.html import looks_like_html
-from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
+from agent_memory.kernel.budget import FRAMING_TOKENS, message_tokens, tool_tokens
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
@@ -43,6 +42,7 @@ from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolki
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.replay.loaders import ReplayRun, ResultHint
+from agent_memory.results import result_store_arguments
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
     MASK_PLACEHOLDER,
@@ -66,24 +66,8 @@ __all__ = [
     "tool_tokens",
 ]
 
-FRAMING_TOKENS = 4
-"""Tokens each message costs besides its content (BASELINES.md)."""
-
 DEFAULT_WORKERS = 4
 """Runs replayed at once (threads; a run's time is mostly disk writes of its memory)."""
-
-
-def message_tokens(message: Message, count: Callable[[str], int]) -> int:
-    """Tokens of one message in a prompt: framing + content + each tool call's name and arguments."""
-    tokens = FRAMING_TOKENS + count(message.content or "")
-    for call in message.tool_calls:
-        tokens += count(call.name) + count(call.arguments)
-    return tokens
-
-
-def tool_tokens(tools: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
-    """Tokens of tool definitions as sent: the list as JSON (``json.dumps`` defaults), 0 for none."""
-    return count(json.dumps(list(tools))) if tools else 0
 
 
 def memory_tool_sizes(counter: TokenCounter | None = None) -> dict[str, int]:
@@ -186,33 +170,10 @@ class RunResult:
 
 
 def _result_entry(message: Message, hint: ResultHint | None, call_args: str | None) -> dict[str, Any]:
-    """Arguments of ``AgentMemory.store`` for one tool result, its type chosen by its content."""
-    content = message.content or ""
+    """Arguments of ``AgentMemory.store`` for one tool result (:func:`result_store_arguments`)."""
     hint = hint or ResultHint()
-    kind, media = hint.type, hint.media_type
-    if kind is None or media is None:
-        stripped = content.lstrip()
-        guess_kind, guess_media = "action_result", "text/plain"
-        if stripped[:1] in "[{":
-            try:
-                json.loads(content)
-                guess_kind, guess_media = "database_result", "application/json"
-            except ValueError:
-                pass
-        if guess_media == "text/plain" and looks_like_html(content):
-            guess_kind, guess_media = "web_content", "text/html"
-        kind, media = kind or guess_kind, media or guess_media
-    tool = message.name or "tool"
-    title = hint.title
-    if title is None and call_args:
-        title = f"{tool}({call_args})" if len(call_args) <= 60 else f"{tool}(…)"
-    return {
-        "content": content,
-        "type": kind,
-        "media_type": media,
-        "source": shorten(hint.source or tool, MAX_SOURCE_CHARS),
-        "title": shorten(title, MAX_TITLE_CHARS) if title else title,
-    }
+    return result_store_arguments(message.content or "", tool=message.name, call_arguments=call_args,
+                                  type=hint.type, media_type=hint.media_type, source=hint.source, title=hint.title)
 
 
 def _message_key(message: Message) -> tuple[Any, ...]:

@@ -133,12 +133,14 @@ def chat_messages(raw: Iterable[dict[str, Any]]) -> tuple[Message, ...]:
             role = "tool"
         if role not in ("system", "user", "assistant", "tool"):
             continue
+        content = _content(message.get("content"))
         out.append(
             Message(
                 role=role,
-                content=_content(message.get("content")),
+                content=(content or "") if role == "tool" else content,  # a tool message always has a result
                 tool_calls=_tool_calls(message.get("tool_calls")) if role == "assistant" else (),
-                tool_call_id=message.get("tool_call_id") if role == "tool" else None,
+                # the legacy ``function`` role has no call id
+                tool_call_id=(message.get("tool_call_id") or f"call_{len(out)}") if role == "tool" else None,
                 name=message.get("name") if role == "tool" else None,
             )
         )
@@ -188,17 +190,18 @@ def load_swe_agent(path: Path, *, source: str | None = None) -> list[ReplayRun]:
                 last_calls = _tool_calls(raw.get("tool_calls"))
                 messages.append(Message(role="assistant", content=content, tool_calls=last_calls))
             elif role in ("user", "tool") and seen_assistant:
-                call_id = last_calls[0].id if last_calls else None
+                call_id = last_calls[0].id if last_calls else f"obs_{len(messages)}"  # text actions: no call id
                 name = last_calls[0].name if last_calls else "shell"
                 messages.append(Message(role="tool", content=content or "", tool_call_id=call_id, name=name))
             else:
                 messages.append(Message(role="user" if role == "tool" else role, content=content))
     else:
-        for step in data.get("trajectory", []):
+        for n, step in enumerate(data.get("trajectory", [])):
             thought = step.get("thought") or step.get("response") or ""
             action = step.get("action") or ""
             messages.append(Message(role="assistant", content=f"{thought}\n\n```\n{action}\n```"))
-            messages.append(Message(role="tool", content=step.get("observation") or "", name="shell"))
+            messages.append(Message(role="tool", content=step.get("observation") or "", tool_call_id=f"step_{n}",
+                                    name="shell"))
     return [ReplayRun(source=source, run_id=_safe_id(path.stem)[:120], messages=tuple(messages))]
 
 

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.replay.engine import RunResult
+from agent_memory.replay.kernel_replay import KernelRunResult
 from agent_memory.replay.react_check import ReactCheck
 from agent_memory.replay.strategies import MASKING, NAIVE
 
-__all__ = ["ReplayReport", "SourceSummary", "StrategySummary", "summarize", "write_report"]
+__all__ = ["ReplayReport", "SourceSummary", "StrategySummary", "summarize", "summarize_kernel", "write_report"]
 
 TOTAL = "total"
 """Name of the summary over every real (not scripted) source; over all sources when every one is
@@ -91,11 +92,16 @@ class ReplayReport:
     """Per source, per strategy: net prompt tokens of each call, runs one after another."""
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    kernel: list[dict[str, Any]] = field(default_factory=list)
+    """The kernel replay per source (``--budget``): see :func:`summarize_kernel`."""
+    kernel_budget: int | None = None
+    """The conversation budget of the kernel replay, in tokens (``None``: not run)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "strategies": self.strategies,
             "memory_tools": self.memory_tools,
+            "kernel": {"budget": self.kernel_budget, "sources": self.kernel} if self.kernel_budget is not None else None,
             "sources": [asdict(s) for s in self.sources],
             "total": asdict(self.total),
             "seconds": round(self.seconds, 1),
@@ -149,6 +155,34 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str])
         roundtrip_ok=sum(r.roundtrip_ok for r in results),
         scripted=any(r.scripted for r in results),
     )
+
+
+def summarize_kernel(results: Sequence[KernelRunResult]) -> list[dict[str, Any]]:
+    """The kernel replay per source (first-seen order): runs, calls, compactions, truncations,
+    the largest prompt, Σ prompt tokens with and without the tool definitions, and the checks."""
+    by_source: dict[str, list[KernelRunResult]] = {}
+    for result in results:
+        by_source.setdefault(result.source, []).append(result)
+    rows = []
+    for source, group in by_source.items():
+        failures = [f"{r.run_id}: {f}" for r in group for f in r.failures]
+        rows.append({
+            "source": source,
+            "runs": len(group),
+            "calls": sum(r.calls for r in group),
+            "compactions": sum(r.compactions for r in group),
+            "runs_compacting": sum(r.compactions > 0 for r in group),
+            "truncations": sum(r.truncations for r in group),
+            "largest_prompt": max((r.largest_prompt for r in group), default=0),
+            "largest_budget": max((r.budget for r in group), default=0),
+            "largest_share_of_budget": round(max((r.largest_prompt / r.budget for r in group if r.budget), default=0.0), 4),
+            "prompt_tokens": sum(r.prompt_tokens for r in group),
+            "prompt_tokens_net_of_tools": sum(r.prompt_tokens - r.tool_tokens for r in group),
+            "turns": sum(r.turns for r in group),
+            "checks_failed": len(failures),
+            "failures": failures[:20],
+        })
+    return rows
 
 
 def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | None = None,
@@ -333,6 +367,26 @@ def markdown(report: ReplayReport) -> str:
                 f"{r['pooled_items']:,} distinct observations of every run.",
                 "",
             ]
+    if report.kernel_budget is not None:
+        lines += [
+            f"## The kernel (`--budget {report.kernel_budget:,}`)",
+            "",
+            "Every run again, through the trace memory kernel (MemoryManager + LLMRequestAssembler): the model's",
+            f"input budget is the run's fixed parts (system prompt, tool definitions, the task) plus {report.kernel_budget:,}",
+            "tokens of conversation; compaction at 80% of that, back to 50%. Each run's real assistant messages are",
+            "committed as the model's answers. Checks: no prompt over the budget, the system prompt first in every",
+            "prompt, every turn accounted for (active + archive), every tool call answered right after its message.",
+            "",
+            "| source | runs | calls | compactions (runs) | truncations | largest prompt (of its budget) | Σ prompt tokens (net of tools) | checks failed |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in report.kernel:
+            lines.append(
+                f"| {row['source']} | {row['runs']:,} | {row['calls']:,} | {row['compactions']:,} ({row['runs_compacting']:,}) | "
+                f"{row['truncations']:,} | {row['largest_prompt']:,} ({row['largest_share_of_budget'] * 100:.0f}%) | "
+                f"{_k(row['prompt_tokens'])} ({_k(row['prompt_tokens_net_of_tools'])}) | {row['checks_failed']} |"
+            )
+        lines.append("")
     lines += [f"- {note}" for note in report.notes]
     lines += ["", f"Replay time: {report.seconds:.1f} s.", "", "![cumulative prompt tokens](tokens.png)", ""]
     return "\n".join(lines)

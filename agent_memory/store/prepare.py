@@ -77,12 +77,14 @@ def prepare_item(
     extra: dict[str, Any] | None = None,
     timestamp: datetime | None = None,
     reserved: set[str] | None = None,
+    item_id: str | None = None,
 ) -> PreparedItem:
     """Validate and describe one result (the arguments of ``AgentMemory.store``).
 
     ``content`` may be a :class:`MemoryItem` (its type and metadata are used, its id is not).
     The new id is free in ``store`` and not in ``reserved`` (ids of the same batch), and is
-    added to ``reserved``.
+    added to ``reserved``; ``item_id`` chooses it instead (a deterministic id, e.g. of a
+    compacted turn), and must be free.
 
     Raises:
         InvalidArgumentError: for a wrong type, a value over its bound, invalid Unicode.
@@ -94,7 +96,7 @@ def prepare_item(
         return prepare_item(
             store, counter, content.content, type=content.type, source=meta.source, tags=meta.tags,
             related_to=meta.related_to, title=meta.title, media_type=meta.media_type,
-            extra=dict(meta.extra), timestamp=meta.timestamp, reserved=reserved,
+            extra=dict(meta.extra), timestamp=meta.timestamp, reserved=reserved, item_id=item_id,
         )
     related_ids = str_list("related_to", related_to)
     if len(related_ids) > MAX_RELATED:
@@ -121,7 +123,12 @@ def prepare_item(
         }
     )
     taken = reserved if reserved is not None else set()
-    item_id = new_memory_id(lambda candidate: candidate in taken or store.contains(candidate))
+    if item_id is not None:
+        item_id = validate_memory_id(item_id)
+        if item_id in taken or store.contains(item_id):
+            raise InvalidArgumentError(f"memory id {item_id} is already taken")
+    else:
+        item_id = new_memory_id(lambda candidate: candidate in taken or store.contains(candidate))
     taken.add(item_id)
     readable, _ = readable_text(MemoryItem(id=item_id, type=type, metadata=metadata, content=content))
     if readable != raw:

@@ -1,0 +1,9 @@
+"""The trace memory kernel (seed 000): turns, ingest, token budget, compaction, snapshots.
+
+Records and their store live in :mod:`agent_memory.models.traces` and
+:mod:`agent_memory.store.traces`; this package holds the logic built on them.
+"""
+
+from agent_memory.kernel.turns import TurnTracker
+
+__all__ = ["TurnTracker"]

@@ -1,0 +1,267 @@
+"""The token budget: how many prompt tokens a model takes, and when memory must act (seed 000 §10,
+seed 003 thresholds).
+
+``input_budget = max_context_tokens - max_output_tokens - safety_margin_tokens``. The provider's
+reported ``prompt_tokens`` of the last response decide (seed 000 §14: no estimate in the request
+path); our own count (messages and tool definitions, o200k) stands in only when a provider reports
+no usage. Three thresholds, as fractions of the input budget (seed 003 "soft / hard / truncation",
+there 50k / 80k / 100k tokens of a 100k budget):
+
+- **soft** (default 0.6): memory is under pressure; the agent is told and may call
+  ``compact_memory`` at a task break.
+- **hard** (``compaction_ratio``, default 0.8, seed 000's early trigger): compaction runs before
+  the next call.
+- **truncation** (1.0): even after compaction the prompt would not fit; the oldest raw turns go to
+  the archive without a summary.
+
+After a compaction the prompt must be at most ``target_ratio`` (default 0.5, issue #7) of the
+input budget, or truncation follows. The soft threshold sits above that target (seed 003 puts it at
+0.5) so that a fresh compaction does not at once suggest the next one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent_memory.errors import ConfigurationError
+from agent_memory.models.messages import Message
+from agent_memory.tokens import TokenCounter, default_token_counter
+
+__all__ = [
+    "DEFAULT_COMPACTION_RATIO",
+    "DEFAULT_MAX_CONTEXT_TOKENS",
+    "DEFAULT_SAFETY_MARGIN_TOKENS",
+    "DEFAULT_SOFT_RATIO",
+    "DEFAULT_TARGET_RATIO",
+    "FRAMING_TOKENS",
+    "MODEL_LIMITS",
+    "BudgetCheck",
+    "Pressure",
+    "ModelLimits",
+    "TokenBudget",
+    "count_prompt_tokens",
+    "message_tokens",
+    "model_limits",
+    "tool_tokens",
+]
+
+DEFAULT_MAX_CONTEXT_TOKENS = 200_000
+"""Context window assumed for a model whose family is unknown (seed 000 §10: "when model metadata
+is missing, we use max_context_tokens=200000")."""
+
+DEFAULT_COMPACTION_RATIO = 0.8
+"""Hard threshold as a fraction of the input budget (seed 000 §14: ``0.8 * input_budget``)."""
+
+DEFAULT_SOFT_RATIO = 0.6
+"""Soft threshold as a fraction of the input budget (above :data:`DEFAULT_TARGET_RATIO`)."""
+
+DEFAULT_TARGET_RATIO = 0.5
+"""Most a prompt may be, as a fraction of the input budget, right after a compaction (issue #7)."""
+
+DEFAULT_SAFETY_MARGIN_TOKENS = 1_024
+"""Tokens kept free besides the output budget: provider-side framing our count cannot see."""
+
+
+class ModelLimits(BaseModel):
+    """What a model family takes and gives, in tokens. Immutable.
+
+    Raises:
+        ConfigurationError: if the values leave no input budget or the ratios are out of order.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=256)
+    """The context window (prompt + answer), in tokens."""
+    max_output_tokens: int = Field(default=8_192, ge=1)
+    """Most tokens of one answer (the output budget reserved in every call)."""
+    safety_margin_tokens: int = Field(default=DEFAULT_SAFETY_MARGIN_TOKENS, ge=0)
+    """Tokens kept free for what the provider adds around the prompt."""
+    compaction_ratio: float = Field(default=DEFAULT_COMPACTION_RATIO, gt=0.0, le=1.0)
+    """Hard threshold: compaction when the prompt passes this fraction of the input budget."""
+    soft_ratio: float = Field(default=DEFAULT_SOFT_RATIO, gt=0.0, le=1.0)
+    """Soft threshold: the agent is told memory is under pressure."""
+    target_ratio: float = Field(default=DEFAULT_TARGET_RATIO, gt=0.0, le=1.0)
+    """Most a prompt may be right after a compaction (else truncation follows)."""
+
+    def __init__(self, **data: object) -> None:
+        try:
+            super().__init__(**data)
+        except ValueError as exc:
+            raise ConfigurationError(f"invalid model limits: {exc}") from exc
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelLimits:
+        if self.max_context_tokens - self.max_output_tokens - self.safety_margin_tokens < 128:
+            raise ValueError(
+                f"max_context_tokens {self.max_context_tokens:,} leaves no input budget after "
+                f"max_output_tokens {self.max_output_tokens:,} and safety_margin_tokens {self.safety_margin_tokens:,}"
+            )
+        if not self.target_ratio <= self.soft_ratio <= self.compaction_ratio:
+            raise ValueError("need target_ratio <= soft_ratio <= compaction_ratio")
+        return self
+
+    @property
+    def input_budget(self) -> int:
+        """``max_context_tokens - max_output_tokens - safety_margin_tokens``, in tokens."""
+        return self.max_context_tokens - self.max_output_tokens - self.safety_margin_tokens
+
+
+MODEL_LIMITS: dict[str, ModelLimits] = {
+    # OpenAI (platform.openai.com/docs/models, context window / max output tokens)
+    "gpt-4o-mini": ModelLimits(max_context_tokens=128_000, max_output_tokens=16_384),
+    "gpt-4o": ModelLimits(max_context_tokens=128_000, max_output_tokens=16_384),
+    "gpt-4.1": ModelLimits(max_context_tokens=1_047_576, max_output_tokens=32_768),
+    "gpt-4-turbo": ModelLimits(max_context_tokens=128_000, max_output_tokens=4_096),
+    "gpt-5": ModelLimits(max_context_tokens=400_000, max_output_tokens=128_000),
+    "o1": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
+    "o3": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
+    "o4-mini": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
+    # Anthropic (docs.anthropic.com, models overview)
+    "claude-3-5-haiku": ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192),
+    "claude-3-5-sonnet": ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192),
+    "claude-3-7-sonnet": ModelLimits(max_context_tokens=200_000, max_output_tokens=64_000),
+    "claude-sonnet-4": ModelLimits(max_context_tokens=200_000, max_output_tokens=64_000),
+    "claude-opus-4": ModelLimits(max_context_tokens=200_000, max_output_tokens=32_000),
+    "claude-haiku-4": ModelLimits(max_context_tokens=200_000, max_output_tokens=64_000),
+    # Google (ai.google.dev, models)
+    "gemini-1.5-pro": ModelLimits(max_context_tokens=2_097_152, max_output_tokens=8_192),
+    "gemini-2.0-flash": ModelLimits(max_context_tokens=1_048_576, max_output_tokens=8_192),
+    "gemini-2.5": ModelLimits(max_context_tokens=1_048_576, max_output_tokens=65_536),
+    # Open-weight families as usually served
+    "llama-3.1": ModelLimits(max_context_tokens=131_072, max_output_tokens=4_096),
+    "llama-3.2": ModelLimits(max_context_tokens=131_072, max_output_tokens=4_096),
+    "llama-3.3": ModelLimits(max_context_tokens=131_072, max_output_tokens=4_096),
+    "qwen2.5": ModelLimits(max_context_tokens=32_768, max_output_tokens=8_192),
+    "smollm2": ModelLimits(max_context_tokens=8_192, max_output_tokens=1_024, safety_margin_tokens=256),
+}
+"""Limits per model family, looked up by the longest key the model name starts with (after
+dropping a provider prefix such as ``openai/``). Override any of them per agent."""
+
+
+def model_limits(model: str | None, **overrides: object) -> ModelLimits:
+    """The limits of ``model`` (longest matching family prefix, case-insensitive), with
+    ``overrides`` (any :class:`ModelLimits` field) applied; an unknown or ``None`` model gets the
+    defaults (a 200k window).
+
+    Raises:
+        ConfigurationError: if an override is unknown or makes the limits inconsistent.
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    family = max((key for key in MODEL_LIMITS if name.startswith(key)), key=len, default=None)
+    base = MODEL_LIMITS[family] if family is not None else ModelLimits()
+    if not overrides:
+        return base
+    unknown = set(overrides) - set(ModelLimits.model_fields)
+    if unknown:
+        raise ConfigurationError(f"unknown model limit(s): {', '.join(sorted(unknown))}")
+    return ModelLimits(**{**base.model_dump(), **overrides})
+
+
+class Pressure(IntEnum):
+    """How full the prompt is, in increasing order."""
+
+    OK = 0
+    """Below the soft threshold."""
+    SOFT = 1
+    """At or above the soft threshold: suggest compaction to the agent."""
+    HARD = 2
+    """At or above the hard threshold: compact before the next call."""
+    OVER = 3
+    """Above the input budget: the next prompt must shrink (compaction, then truncation)."""
+
+
+class BudgetCheck(BaseModel):
+    """One prompt size checked against the thresholds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int
+    """The prompt's size, in tokens."""
+    reported: bool
+    """``True`` when the size is the provider's ``prompt_tokens``; ``False`` for our own count."""
+    pressure: Pressure
+    input_budget: int
+    soft_tokens: int
+    hard_tokens: int
+
+
+class TokenBudget:
+    """The thresholds of one agent's model, in tokens.
+
+    Args:
+        limits: the model's limits (see :func:`model_limits`).
+    """
+
+    def __init__(self, limits: ModelLimits) -> None:
+        self.limits = limits
+
+    @property
+    def input_budget(self) -> int:
+        return self.limits.input_budget
+
+    @property
+    def soft_tokens(self) -> int:
+        """Prompt size from which the agent is told to consider compacting."""
+        return int(self.limits.soft_ratio * self.input_budget)
+
+    @property
+    def hard_tokens(self) -> int:
+        """Prompt size from which compaction runs before the next call."""
+        return int(self.limits.compaction_ratio * self.input_budget)
+
+    @property
+    def target_tokens(self) -> int:
+        """Most a prompt may be right after a compaction."""
+        return int(self.limits.target_ratio * self.input_budget)
+
+    def check(self, prompt_tokens: int, *, reported: bool = True) -> BudgetCheck:
+        """Where a prompt of ``prompt_tokens`` tokens stands."""
+        if prompt_tokens > self.input_budget:
+            pressure = Pressure.OVER
+        elif prompt_tokens >= self.hard_tokens:
+            pressure = Pressure.HARD
+        elif prompt_tokens >= self.soft_tokens:
+            pressure = Pressure.SOFT
+        else:
+            pressure = Pressure.OK
+        return BudgetCheck(prompt_tokens=prompt_tokens, reported=reported, pressure=pressure,
+                           input_budget=self.input_budget, soft_tokens=self.soft_tokens,
+                           hard_tokens=self.hard_tokens)
+
+    def __repr__(self) -> str:
+        return (f"TokenBudget(input={self.input_budget:,}, soft={self.soft_tokens:,}, hard={self.hard_tokens:,}, "
+                f"target={self.target_tokens:,})")
+
+
+FRAMING_TOKENS = 4
+"""Tokens each message costs besides its content (BASELINES.md's accounting)."""
+
+
+def message_tokens(message: Message, count: Callable[[str], int]) -> int:
+    """Tokens of one message in a prompt: 4 framing + content + each tool call's name and
+    arguments (BASELINES.md's accounting). A tool message whose result is still a reference
+    (``content is None``) counts as empty: resolve references first."""
+    tokens = FRAMING_TOKENS + count(message.content or "")
+    for call in message.tool_calls:
+        tokens += count(call.name) + count(call.arguments)
+    return tokens
+
+
+def tool_tokens(tools: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
+    """Tokens of tool definitions as sent: the list as JSON (``json.dumps`` defaults), 0 for none."""
+    return count(json.dumps(list(tools))) if tools else 0
+
+
+def count_prompt_tokens(messages: Sequence[Message], tools: Sequence[dict[str, Any]] = (), *,
+                        counter: TokenCounter | None = None) -> int:
+    """Our own count of a prompt, for when a provider reports no usage: every message
+    (:func:`message_tokens`) plus the tool definitions (:func:`tool_tokens`), o200k_base by
+    default. The replay counts prompts the same way."""
+    count = (counter or default_token_counter()).count
+    return sum(message_tokens(m, count) for m in messages) + tool_tokens(tools, count)

@@ -1,0 +1,551 @@
+"""The MemoryManager: the trace memory kernel of one agent (seed 000 §18, thresholds of seed 003).
+
+It records what happens (the seed's ingest operations: user message, tool intent, tool result,
+assistant response) as RAW_TRACE lines, keeps the Working Context Snapshot the LLM is given, and
+keeps it inside the model's budget:
+
+- **ingest**: every event becomes a raw trace of its turn (:class:`~agent_memory.kernel.turns.TurnTracker`)
+  and a message of the working context. A tool result's full content goes to the AgentMemory; its
+  trace carries ``tool_result_ref`` and a bounded preview, its message the reference (the
+  presentation policy shows it in full once, then as a citation). A result keeps its call's turn,
+  even when it arrives after the next user message.
+- **budget**: after each call :meth:`observe_usage` checks the provider's ``prompt_tokens`` (our
+  count only when none is reported) against the soft / hard / over thresholds
+  (:class:`~agent_memory.kernel.budget.TokenBudget`); from the hard threshold a compaction is
+  requested, and it runs before the next call (:meth:`prepare_compaction`).
+- **compaction**: whole turns outside the raw tail (default 4 turns; the current turn never) are
+  summarized into an episode and facts and archived (:class:`~agent_memory.kernel.compactor.Compactor`);
+  the working context is reset to the Compaction Snapshot (system prompt, memory bundle, raw tail,
+  current turn). If the prompt is still above the target (half the budget by default), the oldest
+  raw turns are truncated to the archive without a summary, and observers hear of it. Nothing is
+  ever deleted: archived turns stay searchable and retrievable by turn id.
+
+The prompt of each call is built by :meth:`build_prompt` (tool pairs intact, stored results resolved
+under the presentation policy) and its state committed by :meth:`commit` once the provider answered;
+:class:`~agent_memory.llm.assembler.LLMRequestAssembler` does both around an LLM call.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
+from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, message_tokens, model_limits, tool_tokens
+from agent_memory.kernel.compactor import CompactionRecord, Compactor
+from agent_memory.kernel.planner import CompactionPlanner
+from agent_memory.kernel.pairing import pair_tool_messages
+from agent_memory.kernel.retriever import Retriever
+from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder
+from agent_memory.kernel.summarizer import ExtractiveSummarizer, Summarizer
+from agent_memory.kernel.transcript import group_turns, messages_from_traces, render_turn
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.kernel.working_context import WORKING_CONTEXT_FILE, WorkingContextSnapshot
+from agent_memory.memory import AgentMemory
+from agent_memory.models.messages import Media, Message, ToolCall
+from agent_memory.models.traces import (
+    MAX_TOOL_ERROR_CHARS,
+    RawTraceItem,
+    SemanticItem,
+    ToolInteraction,
+    TraceMedia,
+    build_tool_interactions,
+    raw_trace_id,
+    semantic_id_for,
+    tool_result_preview,
+    turn_number,
+)
+from agent_memory.observers import (
+    Compacted,
+    CompactionRequested,
+    MemoryEvent,
+    MemoryObserver,
+    ObserverList,
+    TraceIngested,
+    Truncated,
+)
+from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.context import BuiltContext, ContextBuilder
+from agent_memory.presentation.llm_compactor import LLMCompactor
+from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.results import result_store_arguments
+from agent_memory.store.traces import FileTraceStore, TraceStore
+
+__all__ = [
+    "ASSISTANT_EVENT",
+    "DEFAULT_RAW_TAIL_TURNS",
+    "SOFT_PRESSURE_NOTE",
+    "TOOL_INTENT_EVENT",
+    "TOOL_RESULT_EVENT",
+    "USER_EVENT",
+    "MemoryManager",
+]
+
+FULL_RESULT_SHARE = 0.25
+"""Most of the input budget one result's first showing may take (the policy's own cap, 4,000
+tokens by default, applies when smaller): with a small context window a fresh 4,000-token result
+would leave no room for the conversation."""
+
+MIN_FULL_RESULT_TOKENS = 200
+"""Smallest cap of a first showing, in tokens (the citation alone can take 100)."""
+
+COUNT_CACHE_SIZE = 8_192
+"""Texts whose token count is remembered (a prompt re-counts the same messages every call)."""
+
+DEFAULT_RAW_TAIL_TURNS = 4
+"""Turns kept raw after a compaction (seed 000 §10: "keep last 4-6 raw turns"; §19 default 4)."""
+
+USER_EVENT = "LLMUserMessageReadyEvent"
+TOOL_INTENT_EVENT = "PendingToolInvocationEvent"
+TOOL_RESULT_EVENT = "ToolResultEvent"
+ASSISTANT_EVENT = "LLMCompleteResponseReceivedEvent"
+"""The seed's source events of the four ingest operations (``source_event`` of each trace)."""
+
+SOFT_PRESSURE_NOTE = (
+    "[Memory note: the conversation uses {percent}% of the context budget. At a task break, call "
+    "compact_memory to summarize older turns; nothing is lost, they stay searchable.]"
+)
+"""The note added to a prompt at the soft threshold (seed 003: "the AI can compact at a task break")."""
+
+
+def _merge(first: CompactionRecord, second: CompactionRecord) -> CompactionRecord:
+    """One outcome for a compaction that summarized turns and then steps of the current turn."""
+    if not first.window_id:
+        return second
+    first.facts = [*first.facts, *second.facts]
+    first.indexed_items += second.indexed_items
+    first.fallback_reason = first.fallback_reason or second.fallback_reason
+    return first
+
+
+class MemoryManager:
+    """The trace memory kernel of one agent.
+
+    Args:
+        memory: the agent's AgentMemory (tool results, and the conversation's search items).
+        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: JSONL files beside the memory's.
+        system_prompt: kept verbatim at the start of every prompt; ``None``: none.
+        model: the model's name, for its limits (:func:`~agent_memory.kernel.budget.model_limits`).
+        limits: the limits themselves (overrides ``model``).
+        summarizer: makes episodes and facts; ``None``: :class:`ExtractiveSummarizer`.
+        policy: how stored results are shown; ``None``: ``PresentationPolicy()``.
+        citations: makes citations: a ``CitationBuilder`` or an ``LLMCompactor`` (goal-aware
+            citations by a model); ``None``: the memory's compaction plugins.
+        offer_cost_tokens: what offering the memory tools costs per call (see
+            :class:`~agent_memory.presentation.context.ContextBuilder`).
+        tail_turns: raw turns kept by a compaction.
+        observers: hear ingest, compaction, truncation (and the memory's own events).
+
+    Raises:
+        InvalidArgumentError: if ``tail_turns`` < 1.
+        StoreError: if the stored state cannot be read.
+    """
+
+    def __init__(
+        self,
+        memory: AgentMemory,
+        *,
+        store: TraceStore | None = None,
+        system_prompt: str | None = None,
+        model: str | None = None,
+        limits: ModelLimits | None = None,
+        summarizer: Summarizer | None = None,
+        policy: PresentationPolicy | None = None,
+        citations: CitationBuilder | LLMCompactor | None = None,
+        offer_cost_tokens: int = 0,
+        tail_turns: int = DEFAULT_RAW_TAIL_TURNS,
+        observers: Iterable[MemoryObserver] = (),
+    ) -> None:
+        if not isinstance(tail_turns, int) or tail_turns < 1:
+            raise InvalidArgumentError(f"tail_turns must be an int >= 1, not {tail_turns!r}")
+        self.memory = memory
+        self.agent_id = memory.agent_id
+        self.observers = ObserverList(observers)
+        for observer in self.observers:
+            memory.add_observer(observer)
+        self.store = store if store is not None else FileTraceStore(memory.agent_dir)
+        self.system_prompt = system_prompt
+        self.budget = TokenBudget(limits if limits is not None else model_limits(model))
+        self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
+        self.tail_turns = tail_turns
+        self.compactor = Compactor(self.store, memory, self.summarizer)
+        self.retriever = Retriever(self.store, pinned_items=self._pinned_item_texts, counter=memory.tokens)
+        self.snapshot_builder = CompactionSnapshotBuilder()
+        self.planner = CompactionPlanner(self)
+        self.tracker = TurnTracker(self.store)
+        self.context = WorkingContextSnapshot(memory.agent_dir / WORKING_CONTEXT_FILE, agent_id=memory.agent_id)
+        policy = policy if policy is not None else PresentationPolicy()
+        cap = max(MIN_FULL_RESULT_TOKENS, int(FULL_RESULT_SHARE * self.budget.input_budget))
+        if policy.full_result_max_tokens > cap:  # a first showing must leave room for the rest
+            policy = policy.model_copy(update={"full_result_max_tokens": cap})
+        self.presentation = ContextBuilder(
+            memory, policy=policy,
+            citations=citations if citations is not None else CitationBuilder(memory.plugins, memory.tokens),
+            offer_cost_tokens=offer_cost_tokens, state=self.context.presentation,
+        )
+        self._lock = threading.RLock()
+        self._count = functools.lru_cache(maxsize=COUNT_CACHE_SIZE)(memory.tokens.count)
+        self._pending: dict[str, ToolCall | None] = {}
+        self._call_turns: dict[str, str] = {}
+        for item in self.store.list_raw():  # calls made before a restart and not answered yet
+            if item.trace_type == "tool_call" and item.tool_call_id:
+                self._call_turns[item.tool_call_id] = item.turn_id
+                self._pending[item.tool_call_id] = None
+            elif item.trace_type == "tool_result" and item.tool_call_id:
+                self._pending.pop(item.tool_call_id, None)
+        if len(self.context) == 0 and system_prompt:
+            self.context.reset([Message(role="system", content=system_prompt)], new_epoch=False)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Append to the working context the messages of raw traces it does not hold: appends are
+        saved at checkpoints, the traces at once, so after a crash the snapshot may be behind."""
+        held = self.context.build_messages()
+        ids = {m.id for m in held if m.id}
+        calls = {call.id for m in held for call in m.tool_calls}
+        results = {m.tool_call_id for m in held if m.role == "tool"}
+        missing = [
+            item for item in self.store.list_raw()
+            if item.id not in ids
+            and not (item.trace_type == "tool_call" and item.tool_call_id in calls)
+            and not (item.trace_type == "tool_result" and item.tool_call_id in results)
+        ]
+        if missing:
+            self.context.extend(messages_from_traces(missing))
+            self.context.save()
+
+    def __repr__(self) -> str:
+        return f"MemoryManager(agent_id={self.agent_id!r}, epoch={self.context.epoch_id}, {self.budget!r})"
+
+    def _emit(self, event: MemoryEvent) -> None:
+        self.observers.emit(event)
+
+    # -- ingest (seed 000 §18) -----------------------------------------------------------------
+    def start_turn(self) -> str:
+        """Start the next turn and return its id (:meth:`ingest_user_message` does it for you)."""
+        return self.tracker.start_turn()
+
+    def _record(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+        seq = self.tracker.next_seq(turn_id)
+        item = RawTraceItem(id=raw_trace_id(turn_id, seq), turn_id=turn_id, seq=seq, trace_type=trace_type,
+                            source_event=source_event, **fields)
+        self.store.add_raw([item])
+        self._emit(TraceIngested(agent_id=self.agent_id, turn_id=turn_id, trace_id=item.id, trace_type=trace_type,
+                                 tool_result_ref=item.tool_result_ref))
+        return item
+
+    def ingest_user_message(self, content: str, *, images: Sequence[str] = (), source_event: str = USER_EVENT) -> str:
+        """Record a (processed) user message: it starts a new turn. Returns the turn id.
+
+        Raises:
+            InvalidArgumentError: for content that is not text, or images that are not URLs.
+        """
+        with self._lock:
+            turn_id = self.tracker.start_turn()
+            media = TraceMedia(images=tuple(images)) if images else None
+            item = self._record(turn_id, "user", source_event, content=content, media=media)
+            extra = {"media": Media(images=tuple(images))} if images else {}
+            self.context.append(Message(role="user", content=content, id=item.id, ts=item.ts, turn_id=turn_id,
+                                        seq=item.seq, **extra))
+            return turn_id
+
+    def ingest_assistant_response(self, message: Message | str, *, turn_id: str | None = None,
+                                  source_event: str = ASSISTANT_EVENT) -> None:
+        """Record the model's answer: its text (and reasoning) and its tool calls (each a pending
+        tool intent of the turn). One assistant message joins the working context.
+
+        Args:
+            message: the assistant message (or its text).
+            turn_id: the turn; ``None``: the current one.
+        """
+        message = Message(role="assistant", content=message) if isinstance(message, str) else message
+        with self._lock:
+            turn = turn_id or self._current_turn()
+            first: RawTraceItem | None = None
+            if message.content or message.reasoning or not message.tool_calls:
+                first = self._record(turn, "assistant", source_event, content=message.content or "",
+                                     reasoning=message.reasoning)
+            calls = [self._record_call(turn, call) for call in message.tool_calls]
+            anchor = first or calls[0]
+            self.context.append(message.model_copy(update={
+                "id": anchor.id, "ts": anchor.ts, "turn_id": turn, "seq": anchor.seq,
+            }))
+
+    def ingest_tool_intent(self, calls: Sequence[ToolCall], *, turn_id: str | None = None,
+                           source_event: str = TOOL_INTENT_EVENT) -> None:
+        """Record tool calls the model made (when they arrive apart from the answer's text): they
+        keep the turn, and one assistant message with the calls joins the working context."""
+        if not calls:
+            return
+        with self._lock:
+            turn = turn_id or self._current_turn()
+            items = [self._record_call(turn, call, source_event) for call in calls]
+            self.context.append(Message(role="assistant", tool_calls=tuple(calls), id=items[0].id, ts=items[0].ts,
+                                        turn_id=turn, seq=items[0].seq))
+
+    def _record_call(self, turn: str, call: ToolCall, source_event: str = TOOL_INTENT_EVENT) -> RawTraceItem:
+        self._pending[call.id] = call
+        self._call_turns[call.id] = turn
+        return self._record(turn, "tool_call", source_event, tool_name=call.name, tool_call_id=call.id,
+                            tool_args=call.input)
+
+    def ingest_tool_result(self, tool_call_id: str, result: Any, *, is_error: bool = False,
+                           name: str | None = None, source_event: str = TOOL_RESULT_EVENT,
+                           **store_arguments: Any) -> str | None:
+        """Record a tool's result, in its call's turn. The full content goes to the AgentMemory
+        (its type sniffed unless ``store_arguments`` say: ``type``, ``media_type``, ``source``,
+        ``title``); its trace keeps the memory id and a bounded preview. An error result
+        (``is_error``) is kept as text, not stored.
+
+        Returns:
+            The memory id of the stored result, ``None`` for an error result.
+
+        Raises:
+            InvalidArgumentError: if no tool call has this id (a result must answer a call).
+        """
+        with self._lock:
+            turn = self._call_turns.get(tool_call_id)
+            if turn is None:
+                raise InvalidArgumentError(f"no tool call {tool_call_id!r} was ingested: ingest the call first")
+            call = self._pending.pop(tool_call_id, None)
+            tool = name or (call.name if call is not None else None)
+            if is_error:
+                error = str(result)[:MAX_TOOL_ERROR_CHARS]
+                item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
+                                    tool_error=error)
+                self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, content=error,
+                                            is_error=True, id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
+                return None
+            arguments = result_store_arguments(result, tool=tool, call_arguments=call.arguments if call else None,
+                                               **store_arguments)
+            ref = self.memory.store(arguments.pop("content"), **arguments)
+            item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
+                                tool_result=tool_result_preview(result), tool_result_ref=ref)
+            self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=ref,
+                                        id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
+            return ref
+
+    def _current_turn(self) -> str:
+        turn = self.tracker.current_turn_id
+        return turn if turn is not None else self.tracker.start_turn()
+
+    # -- views ----------------------------------------------------------------------------------
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of tool calls that have no result yet."""
+        return list(self._pending)
+
+    def get_working_context_messages(self) -> list[Message]:
+        """The working context as stored (tool results as references), oldest first."""
+        return self.context.build_messages()
+
+    def get_raw_tail(self, tail_turns: int, exclude_turn_id: str | None = None) -> list[RawTraceItem]:
+        """The raw traces of the last ``tail_turns`` active turns (except ``exclude_turn_id``)."""
+        turns = [t for t in self.store.active_turn_ids() if t != exclude_turn_id][-tail_turns:] if tail_turns > 0 else []
+        return self.store.list_raw(turns)
+
+    def get_tool_interactions(self, turn_id: str | None = None) -> list[ToolInteraction]:
+        """Tool calls paired with their results (PENDING / SUCCESS / ERROR), of one turn or all active."""
+        return build_tool_interactions(self.store.list_raw([turn_id] if turn_id else None))
+
+    def retrieve_turn(self, turn_id: str) -> str:
+        """A turn, active or archived, verbatim (seed 000 §19 format).
+
+        Raises:
+            ItemNotFoundError: if no trace has this turn id.
+        """
+        items = self.store.find_turn(turn_id)
+        if not items:
+            raise ItemNotFoundError(f"no turn {turn_id!r}", item_id=turn_id)
+        return render_turn(turn_id, items)
+
+    # -- prompts --------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the working context's unsaved appends (the assembler does it before each call)."""
+        self.context.save()
+
+    def build_prompt(self, *, notes: Sequence[Message] = (), full_cap: int | None = None) -> BuiltContext:
+        """The messages of the next call (tool pairs intact; stored results shown per policy, as
+        of the last committed call) and the presentation state they imply, not yet committed.
+        ``notes`` are appended at the end (e.g. the soft-pressure note); ``full_cap`` caps this
+        call's full showings of results (see :meth:`ContextBuilder.prepare`)."""
+        messages = pair_tool_messages(self.context.build_messages())
+        built = self.presentation.prepare(messages, full_cap=full_cap)
+        if notes:
+            return BuiltContext(messages=built.messages + list(notes), state=built.state, swapped_now=built.swapped_now)
+        return built
+
+    def commit(self, built: BuiltContext) -> None:
+        """Record that ``built`` was sent and answered (the presentation state is saved)."""
+        with self._lock:
+            self.presentation.commit(built)
+            self.context.commit_presentation(built.state)
+
+    def count_tokens(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> int:
+        """Our own count of a prompt (messages and tool definitions, o200k), plus what the provider
+        counted beyond our count of the last prompt (its framing, a tokenizer that splits finer),
+        when it reported a size: the guard that keeps the next prompt inside the budget."""
+        raw = sum(message_tokens(m, self._count) for m in messages) + tool_tokens(tools, self._count)
+        state = self.context.state
+        if state.last_prompt_tokens is not None and state.last_estimate_tokens is not None:
+            return raw + max(0, state.last_prompt_tokens - state.last_estimate_tokens)
+        return raw
+
+    def soft_notes(self) -> list[Message]:
+        """The soft-pressure note for the next prompt, when the last prompt passed the soft
+        threshold (and no compaction is already due); else none."""
+        state = self.context.state
+        tokens = state.last_prompt_tokens
+        if tokens is None or state.compaction_requested or self.budget.check(tokens).pressure != Pressure.SOFT:
+            return []
+        percent = round(100 * tokens / self.budget.input_budget)
+        return [Message(role="system", content=SOFT_PRESSURE_NOTE.format(percent=percent))]
+
+    # -- budget ---------------------------------------------------------------------------------
+    def observe_usage(self, prompt_tokens: int | None, *, estimate: int | None = None) -> BudgetCheck:
+        """Check the last call's prompt size: the provider's ``prompt_tokens``, or ``estimate``
+        (our count) when it reported none. From the hard threshold, a compaction is requested
+        (it runs before the next call).
+
+        Raises:
+            InvalidArgumentError: if neither size is given.
+        """
+        if prompt_tokens is None and estimate is None:
+            raise InvalidArgumentError("observe_usage needs the reported prompt_tokens or our estimate")
+        reported = prompt_tokens is not None
+        tokens = prompt_tokens if prompt_tokens is not None else estimate
+        assert tokens is not None
+        check = self.budget.check(tokens, reported=reported)
+        with self._lock:
+            self.context.update(last_prompt_tokens=tokens, last_estimate_tokens=estimate)
+            if check.pressure >= Pressure.HARD and not self.context.state.compaction_requested:
+                self.context.update(compaction_requested=True)
+                self._emit(CompactionRequested(agent_id=self.agent_id, prompt_tokens=tokens, reported=reported,
+                                               reason="over" if check.pressure == Pressure.OVER else "hard"))
+        return check
+
+    @property
+    def compaction_required(self) -> bool:
+        """A compaction must run before the next call."""
+        return self.context.state.compaction_requested
+
+    def request_compaction(self) -> None:
+        """Ask for a compaction before the next call (the agent's ``compact_memory``, a developer)."""
+        with self._lock:
+            if not self.context.state.compaction_requested:
+                self.context.update(compaction_requested=True)
+                self._emit(CompactionRequested(agent_id=self.agent_id, prompt_tokens=None, reported=False,
+                                               reason="requested"))
+
+    def clear_compaction_request(self) -> None:
+        self.context.update(compaction_requested=False)
+
+    # -- compaction -----------------------------------------------------------------------------
+    def prepare_compaction(self, tools: Sequence[dict[str, Any]] = ()) -> CompactionRecord | None:
+        """Run the requested compaction, if any, and make sure the next prompt fits the input
+        budget (``tools``: the definitions that go with it). Returns what was compacted, or
+        ``None`` when nothing had to be done."""
+        built = self.build_prompt()
+        if not self.compaction_required and self.count_tokens(built.messages, tools) <= self.budget.input_budget:
+            return None
+        return self.compact(tools=tools)
+
+    def compact(self, *, tools: Sequence[dict[str, Any]] = ()) -> CompactionRecord:
+        """Compact now: whole turns outside the raw tail (the current turn excluded) become an
+        episode and facts; the working context is reset to the Compaction Snapshot; if the prompt
+        is still above the target, the oldest raw turns are truncated. See the module docstring.
+
+        Raises:
+            StoreError: if writing fails (the next compaction completes it).
+        """
+        with self._lock:
+            before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
+            current = self.tracker.current_turn_id
+            active = self.store.active_turn_ids()
+            older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
+            later = [t for t in active if t not in older]  # the current turn (and any started after it)
+            tail = self.planner.size_tail(older, later, tools)
+            window = [t for t in older if t not in tail]
+            outcome = self.compactor.compact(window) if window else CompactionRecord(turn_ids=())
+            after = self.planner.reset(tail, later, tools)
+            truncated: list[str] = []
+            while after > self.budget.target_tokens and tail:
+                truncated.append(tail.pop(0))
+                self.compactor.truncate(truncated[-1:])
+                after = self.planner.reset(tail, later, tools)
+            if after > self.budget.target_tokens and not tail and current is not None:
+                steps = self.planner.compact_steps(current, tools)  # one turn too long: its finished steps
+                if steps is not None:
+                    after = self.planner.reset(tail, later, tools)
+                    outcome = _merge(outcome, steps)
+            if truncated:
+                self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+                                     tokens_after=after))
+            self.context.update(compaction_requested=False, last_prompt_tokens=None, last_estimate_tokens=None)
+            self._emit(Compacted(
+                agent_id=self.agent_id, turn_ids=outcome.turn_ids, tail_turn_ids=tuple(tail), tokens_before=before,
+                tokens_after=after, epoch_id=self.context.epoch_id, summarizer=outcome.summarizer,
+                fallback_reason=outcome.fallback_reason,
+            ))
+            outcome.turn_ids = outcome.turn_ids + tuple(truncated)
+            return outcome
+
+    # -- pins -----------------------------------------------------------------------------------
+    def pin_item(self, item_id: str) -> None:
+        """Show a memory item verbatim (cut to 1,000 tokens) in every compaction snapshot.
+
+        Raises:
+            InvalidIdError, ItemNotFoundError: for a bad or unknown id.
+        """
+        self.memory.get(item_id)
+        pins = self.context.state.pinned_items
+        if item_id not in pins:
+            self.context.update(pinned_items=(*pins, item_id))
+
+    def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str:
+        """Keep a fact in every compaction snapshot; returns its id."""
+        stored = self.store.add_semantic([SemanticItem(id=semantic_id_for(fact), fact=fact, tags=tuple(tags),
+                                                       confidence=1.0, salience=1.0, pinned=True)])
+        return stored[0].id
+
+    def _pinned_item_texts(self) -> list[tuple[str, str]]:
+        texts = []
+        for item_id in self.context.state.pinned_items:
+            try:
+                texts.append((item_id, self.memory.retrieve(item_id, max_tokens=1_200).content))
+            except Exception:  # noqa: BLE001 - a forgotten item must not break a compaction
+                continue
+        return texts
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def on(self, callback: Callable[[MemoryEvent], None]) -> None:
+        """Call ``callback`` with every event (a function as observer)."""
+
+        class _Callback:
+            def on_event(self, event: MemoryEvent) -> None:
+                callback(event)
+
+        observer = _Callback()
+        self.observers.add(observer)
+        self.memory.add_observer(observer)
+
+    def clear(self) -> None:
+        """Forget the whole conversation and memory: stored items, traces, episodes, facts, the
+        working context and what the model was shown (a new conversation; nothing else invalid
+        is left: a cleared memory's citations would name items that no longer exist)."""
+        with self._lock:
+            self.memory.clear()
+            self.store.clear()
+            self.context.clear()
+            self.presentation.reset()
+            self._pending.clear()
+            self._call_turns.clear()
+            self.tracker = TurnTracker(self.store)
+            if self.system_prompt:
+                self.context.reset([Message(role="system", content=self.system_prompt)], new_epoch=False)
+
+    def turns(self) -> dict[str, list[RawTraceItem]]:
+        """Every active turn's raw traces, in order."""
+        return group_turns(self.store.list_raw())

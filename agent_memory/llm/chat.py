@@ -1,0 +1,556 @@
+"""Chat models: messages and tools in, the assistant's message (with its tool calls) and the
+provider's usage out (seed 000 §15.7 "Phase A", a stateless LLM).
+
+:class:`ChatModel` is the plugin point (a Protocol). Three implementations sit on the providers'
+SDKs, each sending the explicit messages it is given through the matching
+:mod:`~agent_memory.llm.renderers` renderer and keeping no conversation state:
+
+- :class:`OpenAIChatModel`: Chat Completions, for OpenAI and any OpenAI-compatible server (vLLM,
+  llama.cpp, ...);
+- :class:`OpenAIResponsesModel`: OpenAI's Responses API;
+- :class:`AnthropicChatModel`: Anthropic's Messages API.
+
+Each answer becomes a :class:`ChatResult`: an ``assistant`` :class:`Message` (text, tool calls with
+their raw and parsed arguments, reasoning text when the provider returns it), the :class:`Usage`
+the provider reported (cached prompt tokens included) and the finish reason in one vocabulary.
+The SDKs' exceptions become :class:`~agent_memory.errors.LLMError` s at this boundary
+(:func:`~agent_memory.llm.client.map_sdk_errors`). The SDKs are imported when a model is built,
+not when this module is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
+from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
+from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
+from agent_memory.models.messages import Message, ToolCall
+
+__all__ = [
+    "DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS",
+    "DEFAULT_MAX_RETRIES",
+    "AnthropicChatModel",
+    "ChatModel",
+    "ChatResult",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "Usage",
+]
+
+DEFAULT_MAX_RETRIES = 2
+"""Retries the SDK makes on connection errors, 408/409/429 and 5xx statuses (the SDKs' default)."""
+
+DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS = 4096
+"""Anthropic's ``max_tokens`` when neither the model nor the call sets one (the API requires it)."""
+
+
+class Usage(BaseModel):
+    """Tokens of one call as the provider counted them; ``None``: the provider did not report it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    """The whole prompt, cached part included (Anthropic: ``input_tokens`` +
+    ``cache_read_input_tokens`` + ``cache_creation_input_tokens``). What the token budget checks."""
+    completion_tokens: int | None = Field(default=None, ge=0)
+    """The answer, reasoning included."""
+    cached_tokens: int | None = Field(default=None, ge=0)
+    """The part of ``prompt_tokens`` read from the provider's prompt cache (OpenAI
+    ``cached_tokens``, Anthropic ``cache_read_input_tokens``)."""
+
+
+class ChatResult(BaseModel):
+    """One answer of a :class:`ChatModel`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    message: Message
+    """The assistant's message: ``content`` (``None`` when it only calls tools), ``tool_calls`` in
+    the provider's order, ``reasoning`` when returned. ``id``, ``ts``, ``turn_id`` and ``seq`` are
+    not set: the caller's memory assigns them."""
+    usage: Usage
+    """What the call cost, as reported."""
+    finish_reason: str | None
+    """Why generation stopped, in Chat Completions' words: ``"stop"``, ``"tool_calls"``,
+    ``"length"`` (the output limit), ``"content_filter"``; another provider value verbatim;
+    ``None`` when not reported."""
+    model: str | None
+    """The model that answered, as the provider named it; ``None`` when not reported."""
+    response_id: str | None = None
+    """The provider's id of the answer (``chatcmpl-...``, ``resp_...``, ``msg_...``), for logs."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A language model answering one explicit conversation at a time (stateless)."""
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> ChatResult:
+        """The model's next message after ``messages``.
+
+        Args:
+            messages: the whole conversation of this call, oldest first; nothing is remembered
+                between calls. Tool results must be resolved (``content`` set).
+            tools: tool definitions in OpenAI format (``{"type": "function", "function":
+                {...}}``); ``None``: no tools.
+            max_output_tokens: most tokens the answer may have; ``None``: the model's default.
+            timeout_s: longest wait for this call, in seconds; ``None``: the model's default.
+
+        Raises:
+            InvalidArgumentError: messages or tools the provider cannot take (nothing is sent).
+            LLMTimeoutError: no answer within the timeout.
+            LLMConnectionError: the server could not be reached.
+            LLMStatusError: the server answered with an HTTP error status.
+            LLMOutputError: the answer has neither text nor tool calls, or no answer at all.
+            LLMError: any other failure of the call.
+        """
+        ...
+
+    async def agenerate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> ChatResult:
+        """:meth:`generate` for async code (``await asyncio.to_thread(self.generate, ...)`` will do)."""
+        ...
+
+
+def _finish(value: str | None, table: Mapping[str, str]) -> str | None:
+    return None if value is None else table.get(value, value)
+
+
+def _tool_calls(raw: Sequence[tuple[Any, Any, Any]]) -> tuple[ToolCall, ...]:
+    """Tool calls from ``(id, name, arguments)`` as a provider sent them. ``arguments`` may be the
+    raw string (kept verbatim, malformed or not) or already an object. A call without an id, or
+    with an id an earlier call of the same answer has, gets a fresh ``call_<hex>`` id, so results
+    can always be paired."""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for call_id, name, arguments in raw:
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+        seen.add(call_id)
+        if not isinstance(arguments, str):
+            arguments = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCall(id=call_id, name=name if isinstance(name, str) else "", arguments=arguments))
+    return tuple(calls)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+class _SDKChatModel(ABC):
+    """What the SDK-based models share: rendering, the call with its timeout and error mapping,
+    the answer checks, the async twin. Subclasses set the renderer and write :meth:`_create`,
+    :meth:`_parse` and :meth:`_max_tokens`."""
+
+    renderer: PromptRenderer
+    LIMIT_FIELDS: tuple[str, ...] = ()
+    """Request fields :meth:`_max_tokens` writes; options may not set them."""
+    model: str
+    timeout_s: float
+    max_output_tokens: int | None
+    options: dict[str, Any]
+    _sdk: ModuleType
+    _client: Any
+    _where: str
+
+    def _setup(self, sdk: ModuleType, client: Any, options: Mapping[str, Any] | None, create: Any) -> None:
+        self._sdk, self._client = sdk, client
+        self._where = str(getattr(client, "base_url", "")).rstrip("/") or type(self).__name__
+        self.options = dict(options or {})
+        accepted = set(inspect.signature(create).parameters)
+        reserved = {"model", "timeout", "stream", *self.LIMIT_FIELDS, *getattr(self.renderer, "RESERVED", ())}
+        wrong = sorted(set(self.options) - (accepted - reserved))
+        if wrong:
+            raise ConfigurationError(
+                f"{type(self).__name__}: option {wrong[0]!r} is not a field this model may set "
+                f"(extra_body=... sends fields the SDK does not know)"
+            )
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside).
+
+        Raises:
+            InvalidArgumentError: messages or tools the renderer refuses, or a bound below 1.
+        """
+        bound = self.max_output_tokens if max_output_tokens is None else max_output_tokens
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
+            raise InvalidArgumentError(f"max_output_tokens must be a positive number of tokens, not {bound!r}")
+        return self.renderer.render(
+            messages, tools=tools, model=self.model, **self._max_tokens(max_output_tokens), **self.options
+        )
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> ChatResult:
+        """One call; see :meth:`ChatModel.generate`."""
+        payload = self.render(messages, tools=tools, max_output_tokens=max_output_tokens)
+        with map_sdk_errors(self._sdk, self._where):
+            response = self._create(payload, self.timeout_s if timeout_s is None else timeout_s)
+        try:
+            result = self._parse(response)
+        except LLMOutputError:
+            raise
+        except (AttributeError, TypeError, ValueError) as exc:  # a shape no well-behaved server sends
+            raise LLMOutputError(f"{self._where}: unexpected answer ({type(exc).__name__}: {exc})") from exc
+        message = result.message
+        if not message.content and not message.tool_calls:
+            raise LLMOutputError(
+                f"{self._where}: the answer has neither text nor tool calls (finish_reason {result.finish_reason!r})"
+            )
+        return result
+
+    async def agenerate(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> ChatResult:
+        """:meth:`generate` in a worker thread, for async code."""
+        return await asyncio.to_thread(
+            self.generate, messages, tools=tools, max_output_tokens=max_output_tokens, timeout_s=timeout_s
+        )
+
+    @abstractmethod
+    def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
+        """The payload field(s) that bound the answer's length."""
+
+    @abstractmethod
+    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
+        """Send the payload through the SDK; return its response object."""
+
+    @abstractmethod
+    def _parse(self, response: Any) -> ChatResult:
+        """The response as a :class:`ChatResult` (an empty answer is refused by the caller)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._where!r}, model={self.model!r})"
+
+
+def _openai_client(
+    cls: type, client: Any, base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int
+) -> tuple[ModuleType, Any]:
+    try:
+        import openai
+    except ImportError as exc:  # pragma: no cover - openai is a dependency
+        raise ConfigurationError(f"{cls.__name__} needs the openai package (pip install openai)") from exc
+    if client is not None:
+        return openai, client
+    try:
+        return openai, openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+    except openai.OpenAIError as exc:  # no api_key given and none in OPENAI_API_KEY
+        raise ConfigurationError(f"{cls.__name__}: {exc}") from exc
+
+
+class OpenAIChatModel(_SDKChatModel):
+    """:class:`ChatModel` on the ``openai`` SDK's Chat Completions, for any OpenAI-compatible server.
+
+    Args:
+        model: the model name sent with each request.
+        base_url: the API root (``"http://127.0.0.1:8080/v1"``); ``None``: the SDK's default
+            (``OPENAI_BASE_URL`` or OpenAI).
+        api_key: the bearer token; ``None``: ``OPENAI_API_KEY``. Local servers accept any value.
+        timeout_s: default longest wait for one call, in seconds.
+        max_retries: retries the SDK makes on connection errors, 408/409/429 and 5xx statuses.
+        max_output_tokens: default bound of an answer, in tokens; ``None``: the server's default.
+        max_tokens_field: the request field that carries the bound: ``"max_tokens"`` (understood by
+            every compatible server) or ``"max_completion_tokens"`` (required by OpenAI's
+            reasoning models).
+        options: further request fields sent with every call (``{"temperature": 0}``); each must
+            be a parameter of ``chat.completions.create`` other than ``messages``, ``tools``,
+            ``model``, ``stream``, ``timeout`` and the two token bounds.
+        client: a ready ``openai.OpenAI`` client (Azure, a custom ``http_client``); then
+            ``base_url``, ``api_key``, ``timeout_s`` default and ``max_retries`` are the client's.
+
+    The answer's ``reasoning`` is read from ``message.reasoning_content`` or ``message.reasoning``,
+    which OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) add; OpenAI itself returns none.
+
+    Raises:
+        ConfigurationError: the ``openai`` package is missing, no API key is found, or an option
+            is not a Chat Completions parameter.
+    """
+
+    renderer = OpenAIChatRenderer()
+    LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_output_tokens: int | None = None,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        options: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model, self.timeout_s = model, timeout_s
+        self.max_output_tokens, self.max_tokens_field = max_output_tokens, max_tokens_field
+        sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
+        self._setup(sdk, client, options, client.chat.completions.create)
+
+    def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
+        limit = self.max_output_tokens if max_output_tokens is None else max_output_tokens
+        return {} if limit is None else {self.max_tokens_field: limit}
+
+    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
+        return self._client.chat.completions.create(**payload, timeout=timeout_s)
+
+    def _parse(self, response: Any) -> ChatResult:
+        choices = getattr(response, "choices", None) or []
+        if not choices or getattr(choices[0], "message", None) is None:
+            raise LLMOutputError(f"{self._where}: the answer has no choices")
+        choice = choices[0]
+        answer = choice.message
+        calls = _tool_calls([
+            (call.id, call.function.name, call.function.arguments)
+            for call in getattr(answer, "tool_calls", None) or []
+            if getattr(call, "function", None) is not None
+        ])
+        reasoning = next(
+            (text for text in (getattr(answer, "reasoning_content", None), getattr(answer, "reasoning", None))
+             if isinstance(text, str) and text),
+            None,
+        )
+        content = answer.content if isinstance(answer.content, str) else None
+        usage = getattr(response, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        return ChatResult(
+            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
+                            reasoning=reasoning),
+            usage=Usage(prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+                        completion_tokens=_count(getattr(usage, "completion_tokens", None)),
+                        cached_tokens=_count(getattr(details, "cached_tokens", None))),
+            finish_reason=choice.finish_reason,
+            model=getattr(response, "model", None),
+            response_id=getattr(response, "id", None),
+        )
+
+
+_RESPONSES_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+class OpenAIResponsesModel(_SDKChatModel):
+    """:class:`ChatModel` on the ``openai`` SDK's Responses API (``client.responses.create``).
+
+    Stateless: every call sends the whole conversation as ``input`` items and ``store`` is not
+    set by default (pass ``options={"store": False}`` to keep OpenAI from storing responses).
+
+    Args:
+        model, base_url, api_key, timeout_s, max_retries, client: as for :class:`OpenAIChatModel`.
+        max_output_tokens: default bound of an answer (``max_output_tokens``), in tokens; ``None``:
+            the API's default.
+        options: further request fields sent with every call (``{"reasoning": {"effort":
+            "low"}}``); each a parameter of ``responses.create`` other than ``input``,
+            ``instructions``, ``tools``, ``model``, ``stream``, ``timeout``, ``max_output_tokens``.
+
+    The answer's text is the ``output_text`` parts (and refusals) of its ``message`` items, its
+    calls the ``function_call`` items, its ``reasoning`` the ``reasoning`` items' text (their
+    ``content``, else their ``summary``). ``finish_reason``: ``"length"`` for an ``incomplete``
+    response cut at ``max_output_tokens``, else ``"tool_calls"`` or ``"stop"``.
+
+    Raises:
+        ConfigurationError: as for :class:`OpenAIChatModel`.
+    """
+
+    renderer = OpenAIResponsesRenderer()
+    LIMIT_FIELDS = ("max_output_tokens",)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_output_tokens: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
+        sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
+        if getattr(client, "responses", None) is None:
+            raise ConfigurationError("OpenAIResponsesModel needs openai>=1.66 (the Responses API)")
+        self._setup(sdk, client, options, client.responses.create)
+
+    def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
+        limit = self.max_output_tokens if max_output_tokens is None else max_output_tokens
+        return {} if limit is None else {"max_output_tokens": limit}
+
+    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
+        return self._client.responses.create(**payload, timeout=timeout_s)
+
+    def _parse(self, response: Any) -> ChatResult:
+        output = getattr(response, "output", None)
+        if not output:
+            raise LLMOutputError(f"{self._where}: the response has no output items (status {response.status!r})")
+        texts: list[str] = []
+        reasoning: list[str] = []
+        raw_calls: list[tuple[Any, Any, Any]] = []
+        for item in output:
+            kind = getattr(item, "type", None)
+            if kind == "message":
+                for part in getattr(item, "content", None) or []:
+                    text = getattr(part, "text", None) if part.type == "output_text" else getattr(part, "refusal", None)
+                    if isinstance(text, str):
+                        texts.append(text)
+            elif kind == "function_call":
+                raw_calls.append((item.call_id, item.name, item.arguments))
+            elif kind == "reasoning":
+                parts = getattr(item, "content", None) or getattr(item, "summary", None) or []
+                reasoning += [part.text for part in parts if isinstance(getattr(part, "text", None), str)]
+        calls = _tool_calls(raw_calls)
+        status = getattr(response, "status", None)
+        if status == "incomplete":
+            reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
+            finish = _finish(reason, _RESPONSES_INCOMPLETE)
+        else:
+            finish = "tool_calls" if calls else "stop" if status == "completed" else status
+        usage = getattr(response, "usage", None)
+        details = getattr(usage, "input_tokens_details", None)
+        content = "".join(texts)
+        return ChatResult(
+            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
+                            reasoning="\n\n".join(reasoning) or None),
+            usage=Usage(prompt_tokens=_count(getattr(usage, "input_tokens", None)),
+                        completion_tokens=_count(getattr(usage, "output_tokens", None)),
+                        cached_tokens=_count(getattr(details, "cached_tokens", None))),
+            finish_reason=finish,
+            model=getattr(response, "model", None),
+            response_id=getattr(response, "id", None),
+        )
+
+
+_ANTHROPIC_STOP = {
+    "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
+    "model_context_window_exceeded": "length", "refusal": "content_filter",
+}
+
+
+class AnthropicChatModel(_SDKChatModel):
+    """:class:`ChatModel` on the ``anthropic`` SDK's Messages API (``client.messages.create``).
+
+    Args:
+        model: the model name (``"claude-sonnet-4-5"``).
+        base_url: the API root without ``/v1`` (``"http://127.0.0.1:8080"``); ``None``: the SDK's
+            default (``ANTHROPIC_BASE_URL`` or Anthropic).
+        api_key: the ``x-api-key``; ``None``: ``ANTHROPIC_API_KEY``.
+        timeout_s, max_retries, client: as for :class:`OpenAIChatModel` (``client`` an
+            ``anthropic.Anthropic``).
+        max_output_tokens: default ``max_tokens`` (the API requires one).
+        options: further request fields sent with every call (``{"thinking": ...}``); each a
+            parameter of ``messages.create`` other than ``messages``, ``system``, ``tools``,
+            ``model``, ``stream``, ``timeout``, ``max_tokens``.
+
+    The answer's text is its ``text`` blocks joined, its calls the ``tool_use`` blocks (``input``
+    kept as parsed, ``arguments`` its JSON), its ``reasoning`` the ``thinking`` blocks' text.
+    ``usage.prompt_tokens`` = ``input_tokens`` + ``cache_read_input_tokens`` +
+    ``cache_creation_input_tokens`` (Anthropic reports the three apart); ``cached_tokens`` =
+    ``cache_read_input_tokens``. ``finish_reason`` maps ``end_turn`` / ``stop_sequence`` →
+    ``"stop"``, ``tool_use`` → ``"tool_calls"``, ``max_tokens`` → ``"length"``, ``refusal`` →
+    ``"content_filter"``.
+
+    Raises:
+        ConfigurationError: the ``anthropic`` package is missing, no API key is found, or an
+            option is not a Messages parameter.
+    """
+
+    renderer = AnthropicRenderer()
+    LIMIT_FIELDS = ("max_tokens",)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_output_tokens: int = DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS,
+        options: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ) -> None:
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ConfigurationError("AnthropicChatModel needs the anthropic package (pip install anthropic)") from exc
+        self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
+        if client is None:
+            client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+        if getattr(client, "api_key", None) is None and getattr(client, "auth_token", None) is None:
+            raise ConfigurationError("AnthropicChatModel: no api_key given and ANTHROPIC_API_KEY is not set")
+        self._setup(anthropic, client, options, client.messages.create)
+
+    def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
+        return {"max_tokens": self.max_output_tokens if max_output_tokens is None else max_output_tokens}
+
+    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
+        return self._client.messages.create(**payload, timeout=timeout_s)
+
+    def _parse(self, response: Any) -> ChatResult:
+        blocks = getattr(response, "content", None)
+        if blocks is None:
+            raise LLMOutputError(f"{self._where}: the answer has no content")
+        texts: list[str] = []
+        reasoning: list[str] = []
+        raw_calls: list[tuple[Any, Any, Any]] = []
+        for block in blocks:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                texts.append(block.text)
+            elif kind == "tool_use":
+                raw_calls.append((block.id, block.name, block.input))
+            elif kind == "thinking" and isinstance(getattr(block, "thinking", None), str):
+                reasoning.append(block.thinking)
+        calls = _tool_calls(raw_calls)
+        usage = getattr(response, "usage", None)
+        parts = [_count(getattr(usage, name, None)) for name in
+                 ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+        prompt = None if parts[0] is None else sum(part or 0 for part in parts)
+        content = "".join(texts)
+        return ChatResult(
+            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
+                            reasoning="\n\n".join(reasoning) or None),
+            usage=Usage(prompt_tokens=prompt, completion_tokens=_count(getattr(usage, "output_tokens", None)),
+                        cached_tokens=parts[1]),
+            finish_reason=_finish(getattr(response, "stop_reason", None), _ANTHROPIC_STOP),
+            model=getattr(response, "model", None),
+            response_id=getattr(response, "id", None),
+        )

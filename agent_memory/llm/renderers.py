@@ -1,0 +1,398 @@
+"""Prompt renderers: provider-neutral messages in, one provider's request payload out (seed 000 §9,
+§15.7 "Phase B").
+
+A :class:`PromptRenderer` is a pure function in a class: :meth:`~PromptRenderer.render` reads
+:class:`~agent_memory.models.messages.Message` s (oldest first) and tool definitions and returns
+the keyword arguments of the provider SDK's create call, with no I/O and no state; the same input
+gives the same payload, key order included. Three are built in:
+
+=========================  =====================================  ==============================
+renderer                   payload for                            system prompt
+=========================  =====================================  ==============================
+OpenAIChatRenderer         ``client.chat.completions.create``     ``system`` messages, in place
+OpenAIResponsesRenderer    ``client.responses.create``            ``instructions``
+AnthropicRenderer          ``anthropic_client.messages.create``   top-level ``system``
+=========================  =====================================  ==============================
+
+Tool definitions come in OpenAI's format, the canonical one here
+(``{"type": "function", "function": {"name", "description", "parameters", "strict"}}``, or the
+same keys without the ``function`` wrapper) and are converted per provider (:func:`tool_spec`).
+
+What no renderer sends:
+
+- ``Message.reasoning``: Chat Completions has no field for it; a Responses ``reasoning`` item and
+  an Anthropic ``thinking`` block are only accepted back with the provider's own item id,
+  encrypted content or signature, which a message does not keep. Models re-reason from the
+  visible conversation.
+- ``Message.name``, ``id``, ``ts``, ``turn_id``, ``seq``: bookkeeping, not prompt.
+- ``is_error`` to OpenAI: neither OpenAI API has the flag; the result's text (which says what
+  failed) is sent as is. Anthropic gets ``tool_result.is_error``.
+
+Refused with :class:`~agent_memory.errors.InvalidArgumentError` (programming errors, never
+dropped silently): a tool message whose result is still only a ``tool_result_ref`` (resolve it
+first, e.g. with :class:`~agent_memory.presentation.context.ContextBuilder`), audio or video
+(not rendered yet), images in a Chat Completions tool message (the API takes text only there),
+a malformed tool definition, and an option that would overwrite a rendered key.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.models.messages import Message
+
+__all__ = [
+    "AnthropicRenderer",
+    "OpenAIChatRenderer",
+    "OpenAIResponsesRenderer",
+    "PromptRenderer",
+    "ToolSpec",
+    "tool_spec",
+]
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+"""The JSON schema sent for a tool without ``parameters`` where the provider requires one."""
+
+SYSTEM_SEPARATOR = "\n\n"
+"""What joins several system messages where the provider takes one system text."""
+
+
+@runtime_checkable
+class PromptRenderer(Protocol):
+    """Turns messages into one provider's request payload; pure (no I/O, no state)."""
+
+    def render(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """The keyword arguments of the provider's create call.
+
+        Args:
+            messages: the whole conversation of the call, oldest first.
+            tools: tool definitions in OpenAI format (see :func:`tool_spec`); ``None`` or empty:
+                no ``tools`` key.
+            options: further top-level fields copied verbatim (``model``, ``max_tokens``,
+                ``temperature``, ...), placed before the rendered keys.
+
+        Raises:
+            InvalidArgumentError: a message or tool the provider cannot take (see the module
+                docstring), or an option named like a rendered key.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool definition, provider-neutral (what :func:`tool_spec` reads from an OpenAI tool)."""
+
+    name: str
+    """The tool's name, as the model calls it."""
+    description: str | None
+    """What the tool does, for the model; ``None``: none given."""
+    parameters: dict[str, Any] | None
+    """JSON schema of the arguments (an ``object`` schema); ``None``: none given."""
+    strict: bool | None
+    """OpenAI's strict schema adherence; ``None``: not set."""
+
+
+def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
+    """Read one tool definition in OpenAI format.
+
+    Accepted: the Chat Completions form ``{"type": "function", "function": {"name": ...,
+    "description": ..., "parameters": {...}, "strict": ...}}`` and the flat (Responses) form with
+    the same keys at the top level. Only ``name`` is required. ``parameters`` is deep-copied, so a
+    payload never aliases the caller's dicts.
+
+    Raises:
+        InvalidArgumentError: not a mapping, another tool type, no name, or fields of the wrong
+            type.
+    """
+    if not isinstance(tool, Mapping):
+        raise InvalidArgumentError(f"a tool definition must be a dict, not {type(tool).__name__}")
+    if tool.get("type", "function") != "function":
+        raise InvalidArgumentError(f"only function tools can be rendered, not type {tool.get('type')!r}")
+    function = tool.get("function", tool)
+    if not isinstance(function, Mapping):
+        raise InvalidArgumentError("a tool's 'function' must be a dict")
+    name, description = function.get("name"), function.get("description")
+    parameters, strict = function.get("parameters"), function.get("strict")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("a tool definition needs a non-empty string 'name'")
+    if description is not None and not isinstance(description, str):
+        raise InvalidArgumentError(f"tool {name!r}: 'description' must be a string")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise InvalidArgumentError(f"tool {name!r}: 'parameters' must be a JSON schema object (a dict)")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidArgumentError(f"tool {name!r}: 'strict' must be true or false")
+    return ToolSpec(name, description, None if parameters is None else copy.deepcopy(dict(parameters)), strict)
+
+
+def _specs(tools: Sequence[Mapping[str, Any]] | None) -> list[ToolSpec]:
+    specs = [tool_spec(tool) for tool in tools or ()]
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"two tools are named {next(n for n in names if names.count(n) > 1)!r}")
+    return specs
+
+
+def _with_options(rendered: dict[str, Any], options: Mapping[str, Any], reserved: tuple[str, ...]) -> dict[str, Any]:
+    clash = sorted(set(options) & set(reserved))
+    if clash:
+        raise InvalidArgumentError(f"option {clash[0]!r} is rendered from the messages and tools; do not pass it")
+    return {**options, **rendered}
+
+
+def _checked(messages: Sequence[Message]) -> Sequence[Message]:
+    """The messages, after checks every renderer shares."""
+    for n, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise InvalidArgumentError(f"messages[{n}] is a {type(message).__name__}, not a Message")
+        if message.role == "tool" and message.content is None:
+            raise InvalidArgumentError(
+                f"messages[{n}] (tool result for {message.tool_call_id!r}) holds only tool_result_ref "
+                f"{message.tool_result_ref!r}: resolve it to content before rendering (ContextBuilder.build)"
+            )
+        if message.media.audio or message.media.video:
+            raise InvalidArgumentError(f"messages[{n}] has audio or video, which no renderer sends yet")
+    return messages
+
+
+# -- OpenAI Chat Completions -----------------------------------------------------------------------
+
+
+class OpenAIChatRenderer:
+    """Payload for OpenAI Chat Completions (and every OpenAI-compatible server).
+
+    ``{"messages": [...], "tools": [...]}``: ``system`` / ``user`` / ``assistant`` / ``tool``
+    messages in order; an assistant's calls as ``tool_calls`` ``[{"id", "type": "function",
+    "function": {"name", "arguments"}}]`` (``arguments`` the raw string, ``content`` ``None``
+    when the message only calls tools); a result as ``{"role": "tool", "tool_call_id",
+    "content"}``; a user message with images as content parts (the text, then one
+    ``{"type": "image_url", "image_url": {"url"}}`` per image). Tools as
+    ``{"type": "function", "function": {"name", "description", "parameters", "strict"}}`` (keys
+    given only).
+    """
+
+    RESERVED = ("messages", "tools")
+    """Keys the renderer writes; options may not set them."""
+
+    def render(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """See :meth:`PromptRenderer.render`."""
+        out = [self._message(n, m) for n, m in enumerate(_checked(messages))]
+        rendered: dict[str, Any] = {"messages": out}
+        specs = _specs(tools)
+        if specs:
+            rendered["tools"] = [self.tool(spec) for spec in specs]
+        return _with_options(rendered, options, self.RESERVED)
+
+    @staticmethod
+    def tool(spec: ToolSpec) -> dict[str, Any]:
+        """One tool in the Chat Completions form."""
+        function: dict[str, Any] = {"name": spec.name}
+        if spec.description is not None:
+            function["description"] = spec.description
+        if spec.parameters is not None:
+            function["parameters"] = spec.parameters
+        if spec.strict is not None:
+            function["strict"] = spec.strict
+        return {"type": "function", "function": function}
+
+    @staticmethod
+    def _message(n: int, message: Message) -> dict[str, Any]:
+        if message.role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                out["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in message.tool_calls
+                ]
+            elif message.content is None:
+                out["content"] = ""
+            return out
+        if message.role == "tool":
+            if message.media.images:
+                raise InvalidArgumentError(
+                    f"messages[{n}]: Chat Completions tool messages carry text only; send the images in a "
+                    "user message after the tool results"
+                )
+            return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        text = message.content or ""
+        if not message.media.images:
+            return {"role": message.role, "content": text}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in message.media.images]
+        return {"role": message.role, "content": parts}
+
+
+# -- OpenAI Responses --------------------------------------------------------------------------------
+
+
+class OpenAIResponsesRenderer:
+    """Payload for the OpenAI Responses API (``client.responses.create``).
+
+    ``{"instructions": ..., "input": [...], "tools": [...]}``: the leading system messages become
+    ``instructions`` (joined by a blank line); a later system message stays in place as a
+    ``message`` item of role ``system``. Items, in order: ``{"type": "message", "role": "user",
+    "content": [input_text, input_image...]}``; an assistant's text as ``{"type": "message",
+    "role": "assistant", "content": "<text>"}`` (the SDK's ``EasyInputMessageParam``: a list of
+    ``output_text`` parts is typed only for output messages, which need the provider's item id
+    and status) followed by one ``{"type": "function_call", "call_id", "name", "arguments"}``
+    per call; a result as
+    ``{"type": "function_call_output", "call_id", "output"}`` (``output`` the text, or a list of
+    ``input_text`` / ``input_image`` parts when the result has images). Images go as
+    ``{"type": "input_image", "image_url", "detail": "auto"}``. Tools as ``{"type": "function",
+    "name", "description", "parameters", "strict"}``: ``parameters`` defaults to an empty object
+    schema and ``strict`` to ``false`` (the Responses API would otherwise default to strict
+    schemas, unlike Chat Completions).
+    """
+
+    RESERVED = ("input", "instructions", "tools")
+    """Keys the renderer writes; options may not set them."""
+
+    def render(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """See :meth:`PromptRenderer.render`."""
+        messages = _checked(messages)
+        lead = 0
+        while lead < len(messages) and messages[lead].role == "system":
+            lead += 1
+        instructions = SYSTEM_SEPARATOR.join(m.content for m in messages[:lead] if m.content)
+        items: list[dict[str, Any]] = []
+        for message in messages[lead:]:
+            items.extend(self._items(message))
+        rendered: dict[str, Any] = {}
+        if instructions:
+            rendered["instructions"] = instructions
+        rendered["input"] = items
+        specs = _specs(tools)
+        if specs:
+            rendered["tools"] = [self.tool(spec) for spec in specs]
+        return _with_options(rendered, options, self.RESERVED)
+
+    @staticmethod
+    def tool(spec: ToolSpec) -> dict[str, Any]:
+        """One tool in the Responses form."""
+        out: dict[str, Any] = {"type": "function", "name": spec.name}
+        if spec.description is not None:
+            out["description"] = spec.description
+        out["parameters"] = spec.parameters if spec.parameters is not None else copy.deepcopy(EMPTY_PARAMETERS)
+        out["strict"] = bool(spec.strict)
+        return out
+
+    @staticmethod
+    def _parts(message: Message) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        if message.content or not message.media.images:
+            parts.append({"type": "input_text", "text": message.content or ""})
+        parts += [{"type": "input_image", "image_url": url, "detail": "auto"} for url in message.media.images]
+        return parts
+
+    def _items(self, message: Message) -> list[dict[str, Any]]:
+        if message.role == "assistant":
+            items: list[dict[str, Any]] = []
+            if message.content or not message.tool_calls:
+                items.append({"type": "message", "role": "assistant", "content": message.content or ""})
+            items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                      for c in message.tool_calls]
+            return items
+        if message.role == "tool":
+            output: str | list[dict[str, Any]] = self._parts(message) if message.media.images else message.content or ""
+            return [{"type": "function_call_output", "call_id": message.tool_call_id, "output": output}]
+        return [{"type": "message", "role": message.role, "content": self._parts(message)}]
+
+
+# -- Anthropic Messages ------------------------------------------------------------------------------
+
+
+def _anthropic_image(url: str) -> dict[str, Any]:
+    if not url.startswith("data:"):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    header, _, data = url[5:].partition(",")
+    media_type, _, encoding = header.partition(";")
+    if encoding != "base64" or not media_type or not data:
+        raise InvalidArgumentError(
+            f"image {url[:40]!r}…: Anthropic takes data URLs only as data:<type>;base64,<data>"
+        )
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+class AnthropicRenderer:
+    """Payload for Anthropic's Messages API (``anthropic_client.messages.create``).
+
+    ``{"system": ..., "messages": [...], "tools": [...]}``: every system message goes into the
+    top-level ``system`` text (joined by a blank line, in order: the API has no system role in the
+    conversation). An assistant message is ``[text, tool_use...]`` blocks, a call as
+    ``{"type": "tool_use", "id", "name", "input"}`` (``input`` ``{}`` when the model's arguments
+    were not a JSON object: the API takes only objects); a result is a ``{"type": "tool_result",
+    "tool_use_id", "content", "is_error"}`` block in a *user* message (``content`` a list of text
+    and image blocks when the result has images). Consecutive messages of the same role are merged
+    into one message with several blocks, as the API requires alternating roles, so parallel calls
+    share one assistant message and their results one user message; within a user message the
+    ``tool_result`` blocks come first, as the API requires. Images are ``{"type": "image",
+    "source": {"type": "url", "url"}}`` (a ``data:`` URL becomes a ``base64`` source) and come
+    before the text of their message, as Anthropic recommends. Empty text blocks are left out (the
+    API refuses them), and so is a message left with no block. Tools as ``{"name", "description",
+    "input_schema"}``.
+
+    The caller adds ``model`` and ``max_tokens`` (the SDK requires both) as options.
+    """
+
+    RESERVED = ("messages", "system", "tools")
+    """Keys the renderer writes; options may not set them."""
+
+    def render(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """See :meth:`PromptRenderer.render`."""
+        system: list[str] = []
+        turns: list[dict[str, Any]] = []
+        for message in _checked(messages):
+            if message.role == "system":
+                if message.content:
+                    system.append(message.content)
+                continue
+            role = "assistant" if message.role == "assistant" else "user"
+            blocks = self._blocks(message)
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        for turn in turns:
+            if turn["role"] == "user":  # tool results first, otherwise in order
+                turn["content"].sort(key=lambda block: block["type"] != "tool_result")
+        rendered: dict[str, Any] = {}
+        if system:
+            rendered["system"] = SYSTEM_SEPARATOR.join(system)
+        rendered["messages"] = [turn for turn in turns if turn["content"]]
+        specs = _specs(tools)
+        if specs:
+            rendered["tools"] = [self.tool(spec) for spec in specs]
+        return _with_options(rendered, options, self.RESERVED)
+
+    @staticmethod
+    def tool(spec: ToolSpec) -> dict[str, Any]:
+        """One tool in the Anthropic form (``strict`` is not sent)."""
+        out: dict[str, Any] = {"name": spec.name}
+        if spec.description is not None:
+            out["description"] = spec.description
+        out["input_schema"] = spec.parameters if spec.parameters is not None else copy.deepcopy(EMPTY_PARAMETERS)
+        return out
+
+    @staticmethod
+    def _blocks(message: Message) -> list[dict[str, Any]]:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        images = [_anthropic_image(url) for url in message.media.images]
+        if message.role == "assistant":
+            return text + [{"type": "tool_use", "id": c.id, "name": c.name, "input": copy.deepcopy(c.input or {})}
+                           for c in message.tool_calls]
+        if message.role == "tool":
+            content: str | list[dict[str, Any]] = text + images if images else message.content or ""
+            return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content,
+                     "is_error": message.is_error}]
+        return images + text

@@ -1,0 +1,590 @@
+"""The trace store: RAW_TRACE (active and archive), EPISODIC and SEMANTIC items of one agent.
+
+:class:`TraceStore` is a small core with everything built on it, as LangGraph's ``BaseStore``:
+a backend implements three methods over four *kinds* of records — ``_append(kind, records)``,
+``_read(kind)`` and ``_rewrite(kind, records)`` — and may override ``_locked(kind)`` to make a
+read-modify-write atomic across processes. The kinds are ``raw`` (the active
+``raw_traces.jsonl``), ``archive`` (``raw_traces_archive.jsonl``), ``episodic`` and ``semantic``.
+:class:`FileTraceStore` keeps them as JSONL files beside the AgentMemory files
+(``memory/agents/<agent_id>/``) with :class:`~agent_memory.store.jsonl.JsonlFile`: locked,
+fsynced appends, atomic rewrites, torn-line repair, quarantine of corrupt lines.
+:class:`InMemoryTraceStore` keeps them in lists (tests, throwaway agents).
+
+**Crash order of** :meth:`TraceStore.archive_turns`: the turns' lines are appended to the archive
+and synced, *then* the active file is atomically rewritten without them. A process killed in
+between leaves the lines in both files: readers merge the two and drop the copy (a line is known
+by ``(id, turn_id, seq)``; the active copy wins), and the next ``archive_turns`` (whatever turns it
+is asked for) finishes the move. Readers read the active file *before* the archive, so a move
+running meanwhile can show a line twice (merged) but never hide it.
+
+**Idempotence**: a retried ``add_raw`` of an identical trace, a retried ``add_episodic`` of the
+same window and a repeated ``add_semantic`` of the same fact write nothing new.
+
+Every public method maps dependency errors to :mod:`agent_memory.errors`: a bad argument raises
+:class:`~agent_memory.errors.InvalidArgumentError`, a file that cannot be read or written
+:class:`~agent_memory.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from agent_memory.config import resolve_memory_dir
+from agent_memory.errors import InvalidArgumentError, ItemNotFoundError, StoreError, map_exceptions
+from agent_memory.ids import validate_agent_id
+from agent_memory.models.items import STORED_CONTEXT
+from agent_memory.models.traces import (
+    EPISODIC_ADAPTER,
+    RAW_TRACE_ADAPTER,
+    SEMANTIC_ADAPTER,
+    EpisodicItem,
+    RawTraceItem,
+    SemanticItem,
+    normalise_fact,
+    trace_sort_key,
+    turn_number,
+)
+from agent_memory.store.jsonl import CorruptLine, JsonlFile
+
+__all__ = ["TRACE_FILES", "FileTraceStore", "InMemoryTraceStore", "TraceKind", "TraceRecord", "TraceStore"]
+
+TraceKind = Literal["raw", "archive", "episodic", "semantic"]
+"""Which records: ``raw`` (active raw traces), ``archive`` (compacted or truncated raw traces),
+``episodic`` (summaries), ``semantic`` (facts)."""
+
+TraceRecord = RawTraceItem | EpisodicItem | SemanticItem
+"""A record of one kind: :class:`RawTraceItem` for ``raw`` and ``archive``."""
+
+KINDS: tuple[TraceKind, ...] = ("raw", "archive", "episodic", "semantic")
+
+TRACE_FILES: dict[TraceKind, str] = {
+    "raw": "raw_traces.jsonl",
+    "archive": "raw_traces_archive.jsonl",
+    "episodic": "episodic.jsonl",
+    "semantic": "semantic.jsonl",
+}
+"""File name of each kind in the agent directory (seed 000 §7.1, AutoByteus' layout)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _public(method: F) -> F:
+    """A public store method: dependency and builtin errors mapped to library errors."""
+    what = f"TraceStore.{method.__name__}"
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with map_exceptions(what):
+            return method(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _line_key(item: RawTraceItem) -> tuple[str, str, int]:
+    """What makes two raw lines the same line: id, turn and seq (ids of other writers, such as
+    AutoByteus' millisecond ids, may repeat across turns)."""
+    return (item.id, item.turn_id, item.seq)
+
+
+def _merged(*sources: Iterable[RawTraceItem]) -> list[RawTraceItem]:
+    """The raw lines of ``sources``, one per line key (a later source wins), chronological."""
+    lines: dict[tuple[str, str, int], RawTraceItem] = {}
+    for source in sources:
+        for item in source:
+            lines[_line_key(item)] = item
+    return sorted(lines.values(), key=trace_sort_key)
+
+
+def _turn_set(turn_ids: Iterable[str] | None) -> set[str] | None:
+    """Validated turn ids as a set; ``None`` stays ``None`` (all turns)."""
+    if turn_ids is None:
+        return None
+    if isinstance(turn_ids, str):
+        raise InvalidArgumentError("turn_ids must be a list of turn ids, not one string")
+    wanted = set(turn_ids)
+    for turn_id in wanted:
+        turn_number(turn_id)
+    return wanted
+
+
+def _limit(limit: int | None) -> int | None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise InvalidArgumentError(f"limit must be an int >= 0 or None, not {limit!r}")
+    return limit
+
+
+def _newest(records: list[Any], limit: int | None) -> list[Any]:
+    """The last ``limit`` records (all for ``None``), oldest first."""
+    return records if limit is None else records[len(records) - limit :] if limit else []
+
+
+def _check_type(items: Sequence[Any], model: type, what: str) -> None:
+    for item in items:
+        if not isinstance(item, model):
+            raise InvalidArgumentError(f"{what} takes {model.__name__} objects, not {type(item).__name__}")
+
+
+class TraceStore(ABC):
+    """RAW_TRACE, EPISODIC and SEMANTIC records of one agent (seed 000 §7).
+
+    Subclasses implement :meth:`_append`, :meth:`_read` and :meth:`_rewrite`, may override
+    :meth:`_locked`, and call ``super().__init__()``. Public methods are thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._kind_locks = {kind: threading.RLock() for kind in KINDS}
+
+    # -- the backend ------------------------------------------------------------------------
+    @abstractmethod
+    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        """Add ``records`` after the existing ones, durably (synced) before returning; all or
+        none of them are visible after a crash, except that a torn last record is dropped."""
+
+    @abstractmethod
+    def _read(self, kind: TraceKind) -> list[TraceRecord]:
+        """Every record of ``kind``, in the order they were written (a new list each call)."""
+
+    @abstractmethod
+    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        """Replace every record of ``kind`` by ``records`` atomically: a reader or a crash sees
+        the old records or the new ones, never a mix."""
+
+    def _locked(self, kind: TraceKind) -> AbstractContextManager[Any]:
+        """A re-entrant lock for a read-modify-write of ``kind``. Default: one per kind in this
+        process; a backend shared by processes overrides it. Locks are taken in the order of
+        ``KINDS`` (``raw`` before ``archive``)."""
+        return self._kind_locks[kind]
+
+    # -- raw traces -------------------------------------------------------------------------
+    @_public
+    def add_raw(self, items: Iterable[RawTraceItem]) -> list[RawTraceItem]:
+        """Append raw traces to the active file, in the order given, in one synced write.
+
+        A trace whose id is already stored (active or archive) with equal content is skipped
+        (a retried ingest); with other content it is refused.
+
+        Returns:
+            The traces written (without the skipped ones).
+
+        Raises:
+            InvalidArgumentError: if an item is not a :class:`RawTraceItem`, or its id is taken
+                by a different trace (nothing is written then).
+            StoreError: if the write fails.
+        """
+        batch = list(items)
+        _check_type(batch, RawTraceItem, "add_raw")
+        with self._locked("raw"):
+            known: dict[str, RawTraceItem] = {item.id: item for item in self._read("archive")}
+            known.update((item.id, item) for item in self._read("raw"))
+            new: list[RawTraceItem] = []
+            for item in batch:
+                stored = known.get(item.id)
+                if stored is not None:
+                    if stored == item:
+                        continue
+                    raise InvalidArgumentError(
+                        f"trace id {item.id!r} is already stored for another trace ({stored.turn_id} seq "
+                        f"{stored.seq}); ask the TurnTracker for the next seq of the turn"
+                    )
+                known[item.id] = item
+                new.append(item)
+            if new:
+                self._append("raw", new)
+        return new
+
+    @_public
+    def list_raw(self, turn_ids: Iterable[str] | None = None) -> list[RawTraceItem]:
+        """The active raw traces (not the archive), chronological (by turn number, then seq).
+
+        Args:
+            turn_ids: only these turns; ``None``: every active turn.
+
+        Raises:
+            InvalidArgumentError: if a turn id is malformed.
+        """
+        wanted = _turn_set(turn_ids)
+        return [item for item in _merged(self._read("raw")) if wanted is None or item.turn_id in wanted]
+
+    @_public
+    def active_turn_ids(self) -> list[str]:
+        """Turn ids with lines in the active file, oldest first (the candidates of compaction)."""
+        return sorted({item.turn_id for item in self._read("raw")}, key=turn_number)
+
+    @_public
+    def archive_turns(self, turn_ids: Iterable[str]) -> int:
+        """Move every active line of ``turn_ids`` to the archive.
+
+        The lines are appended to the archive and synced first (lines already there are not
+        written twice), then the active file is atomically rewritten without them. Active lines
+        left over by an interrupted earlier move (already in the archive) are removed too.
+
+        Returns:
+            The number of lines removed from the active file (0: nothing to move).
+
+        Raises:
+            InvalidArgumentError: if a turn id is malformed.
+            StoreError: if a write fails; the active file then still holds every line.
+        """
+        wanted = _turn_set(turn_ids) or set()
+        return self._archive(lambda item: item.turn_id in wanted)
+
+    @_public
+    def archive_traces(self, trace_ids: Iterable[str]) -> int:
+        """Move the active lines with these ids to the archive, as :meth:`archive_turns` moves
+        whole turns (same order of writes): for compacting the finished steps of a long turn.
+
+        Returns:
+            The number of lines removed from the active file.
+
+        Raises:
+            StoreError: if a write fails; the active file then still holds every line.
+        """
+        wanted = {str(trace_id) for trace_id in trace_ids}
+        return self._archive(lambda item: item.id in wanted)
+
+    def _archive(self, chosen: Callable[[RawTraceItem], bool]) -> int:
+        with self._locked("raw"):
+            active = self._read("raw")
+            with self._locked("archive"):
+                archived = {_line_key(item) for item in self._read("archive")}
+                moving = [item for item in active if chosen(item) or _line_key(item) in archived]
+                if not moving:
+                    return 0
+                fresh: dict[tuple[str, str, int], RawTraceItem] = {}
+                for item in moving:
+                    if _line_key(item) not in archived:
+                        fresh.setdefault(_line_key(item), item)
+                if fresh:
+                    self._append("archive", list(fresh.values()))
+            gone = {_line_key(item) for item in moving}
+            self._rewrite("raw", [item for item in active if _line_key(item) not in gone])
+        return len(moving)
+
+    @_public
+    def read_archive(self, turn_ids: Iterable[str] | None = None) -> list[RawTraceItem]:
+        """The archived raw traces, chronological, each line once.
+
+        Args:
+            turn_ids: only these turns; ``None``: every archived turn.
+
+        Raises:
+            InvalidArgumentError: if a turn id is malformed.
+        """
+        wanted = _turn_set(turn_ids)
+        return [item for item in _merged(self._read("archive")) if wanted is None or item.turn_id in wanted]
+
+    @_public
+    def turn_ids(self) -> list[str]:
+        """Every turn id with lines in the active file or the archive, oldest first (by number)."""
+        active = self._read("raw")  # active first: a concurrent move cannot hide a turn
+        archived = self._read("archive")
+        return sorted({item.turn_id for item in (*active, *archived)}, key=turn_number)
+
+    @_public
+    def find_turn(self, turn_id: str) -> list[RawTraceItem]:
+        """The lines of one turn as they were stored, from the active file and the archive
+        (each line once, the active copy winning), by seq; ``[]`` if the turn is unknown.
+
+        Raises:
+            InvalidArgumentError: if ``turn_id`` is malformed.
+        """
+        turn_number(turn_id)
+        active = [item for item in self._read("raw") if item.turn_id == turn_id]
+        archived = [item for item in self._read("archive") if item.turn_id == turn_id]
+        return _merged(archived, active)
+
+    @_public
+    def highest_turn_number(self) -> int:
+        """The highest turn number anywhere in the store (active, archive, episodes' ``turn_ids``,
+        facts' ``source_turn_ids``); 0 when there is none. Turn ids continue after it."""
+        numbers = [turn_number(item.turn_id) for item in (*self._read("raw"), *self._read("archive"))]
+        for episode in self._read("episodic"):
+            numbers.extend(turn_number(turn_id) for turn_id in episode.turn_ids)
+        for fact in self._read("semantic"):
+            numbers.extend(turn_number(turn_id) for turn_id in fact.source_turn_ids)
+        return max(numbers, default=0)
+
+    # -- episodic ---------------------------------------------------------------------------
+    @_public
+    def add_episodic(self, item: EpisodicItem) -> EpisodicItem:
+        """Store the summary of a window, once per ``window_id``.
+
+        Returns:
+            ``item``, or the episode already stored for its window (a retried compaction keeps
+            the first summary).
+
+        Raises:
+            InvalidArgumentError: if ``item`` is not an :class:`EpisodicItem`, or its id is taken
+                by an episode of another window.
+            StoreError: if the write fails.
+        """
+        _check_type([item], EpisodicItem, "add_episodic")
+        with self._locked("episodic"):
+            for stored in self._read("episodic"):
+                if stored.window_id == item.window_id:
+                    return stored
+                if stored.id == item.id:
+                    raise InvalidArgumentError(
+                        f"episode id {item.id!r} is already stored for window {stored.window_id}"
+                    )
+            self._append("episodic", [item])
+        return item
+
+    @_public
+    def list_episodic(self, limit: int | None = None) -> list[EpisodicItem]:
+        """The newest ``limit`` episodes (all for ``None``), oldest first."""
+        return _newest(self._read("episodic"), _limit(limit))
+
+    # -- semantic ---------------------------------------------------------------------------
+    @_public
+    def add_semantic(self, items: Iterable[SemanticItem]) -> list[SemanticItem]:
+        """Store facts; a fact already stored (same text up to case and spacing) is not stored
+        again. Adding a stored fact with ``pinned=True`` pins the stored one.
+
+        Returns:
+            For each item given, the fact as stored now (the earlier one for a repeat).
+
+        Raises:
+            InvalidArgumentError: if an item is not a :class:`SemanticItem`, or its id is taken
+                by another fact.
+            StoreError: if the write fails.
+        """
+        batch = list(items)
+        _check_type(batch, SemanticItem, "add_semantic")
+        with self._locked("semantic"):
+            stored = self._read("semantic")
+            by_fact = {normalise_fact(fact.fact): index for index, fact in enumerate(stored)}
+            by_id = {fact.id: fact for fact in stored}
+            out_index: list[int] = []
+            pinned_old = False
+            count_old = len(stored)
+            for item in batch:
+                index = by_fact.get(normalise_fact(item.fact))
+                if index is None:
+                    other = by_id.get(item.id)
+                    if other is not None:
+                        raise InvalidArgumentError(f"fact id {item.id!r} is already stored for another fact")
+                    index = by_fact[normalise_fact(item.fact)] = len(stored)
+                    by_id[item.id] = item
+                    stored.append(item)
+                elif item.pinned and not stored[index].pinned:
+                    stored[index] = stored[index].model_copy(update={"pinned": True})
+                    pinned_old = pinned_old or index < count_old
+                out_index.append(index)
+            if pinned_old:
+                self._rewrite("semantic", stored)
+            elif len(stored) > count_old:
+                self._append("semantic", stored[count_old:])
+            return [stored[index] for index in out_index]
+
+    @_public
+    def list_semantic(self, limit: int | None = None, *, pinned: bool | None = None) -> list[SemanticItem]:
+        """The newest ``limit`` facts (all for ``None``), oldest first.
+
+        Args:
+            limit: most facts returned.
+            pinned: ``True``: only pinned facts; ``False``: only unpinned ones; ``None``: both.
+        """
+        facts = [fact for fact in self._read("semantic") if pinned is None or fact.pinned is pinned]
+        return _newest(facts, _limit(limit))
+
+    @_public
+    def set_pinned(self, fact_id: str, pinned: bool = True) -> SemanticItem:
+        """Pin (or unpin) a stored fact; pinned facts are shown in every compaction snapshot.
+
+        Raises:
+            ItemNotFoundError: if no fact has the id ``fact_id``.
+            StoreError: if the rewrite fails.
+        """
+        with self._locked("semantic"):
+            facts = self._read("semantic")
+            for index, fact in enumerate(facts):
+                if fact.id == fact_id:
+                    if fact.pinned is not bool(pinned):
+                        facts[index] = fact.model_copy(update={"pinned": bool(pinned)})
+                        self._rewrite("semantic", facts)
+                    return facts[index]
+        raise ItemNotFoundError(f"no semantic fact {fact_id!r}", item_id=str(fact_id))
+
+    # -- all --------------------------------------------------------------------------------
+    @_public
+    def clear(self) -> None:
+        """Remove every record of every kind (active, archive, episodic, semantic).
+
+        Raises:
+            StoreError: if a rewrite fails (kinds cleared before it stay cleared).
+        """
+        for kind in KINDS:
+            with self._locked(kind):
+                self._rewrite(kind, [])
+
+
+class InMemoryTraceStore(TraceStore):
+    """A :class:`TraceStore` in lists of this process: nothing survives it. For tests and
+    throwaway agents; the shortest example of a backend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._records: dict[TraceKind, list[TraceRecord]] = {kind: [] for kind in KINDS}
+
+    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        with self._kind_locks[kind]:
+            self._records[kind].extend(records)
+
+    def _read(self, kind: TraceKind) -> list[TraceRecord]:
+        with self._kind_locks[kind]:
+            return list(self._records[kind])
+
+    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        with self._kind_locks[kind]:
+            self._records[kind] = list(records)
+
+
+class FileTraceStore(TraceStore):
+    """The default store: four JSONL files in the agent directory (``TRACE_FILES``).
+
+    Records are cached per file and refreshed incrementally, so lines another process appended
+    are seen on the next read without re-reading the file, and a rewrite by another process
+    (a new file) is read whole. A line that does not parse is quarantined to ``<file>.corrupt``
+    (see :meth:`JsonlFile.quarantine`) and reported; the other lines stay readable.
+
+    Args:
+        agent_dir: ``memory/agents/<agent_id>``; created on first write.
+        fsync: fsync every append (durable against power loss). Default ``True``.
+        on_quarantine: called with each bad line and where its bytes went (the ``.corrupt``
+            file, or ``None`` if moving it failed and it is only skipped); ``None``: not reported.
+    """
+
+    def __init__(
+        self,
+        agent_dir: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        on_quarantine: Callable[[CorruptLine, Path | None], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.agent_dir = Path(agent_dir)
+        adapters = {
+            "raw": RAW_TRACE_ADAPTER,
+            "archive": RAW_TRACE_ADAPTER,
+            "episodic": EPISODIC_ADAPTER,
+            "semantic": SEMANTIC_ADAPTER,
+        }
+        self._files = {
+            kind: _CachedJsonl(
+                JsonlFile(self.agent_dir / TRACE_FILES[kind], adapters[kind], fsync=fsync, context=STORED_CONTEXT),
+                on_quarantine,
+            )
+            for kind in KINDS
+        }
+
+    @classmethod
+    def for_agent(
+        cls, agent_id: str, memory_dir: str | os.PathLike[str] | None = None, **kwargs: Any
+    ) -> FileTraceStore:
+        """The store of ``agent_id`` under ``<memory_dir>/agents/<agent_id>/``, beside its
+        AgentMemory files. ``memory_dir`` ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
+
+        Raises:
+            InvalidIdError: if ``agent_id`` is not a safe directory name.
+        """
+        return cls(resolve_memory_dir(memory_dir) / "agents" / validate_agent_id(agent_id), **kwargs)
+
+    def path(self, kind: TraceKind) -> Path:
+        """The file of ``kind``."""
+        return self._files[kind].jsonl.path
+
+    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        self._files[kind].jsonl.append(records)
+
+    def _read(self, kind: TraceKind) -> list[TraceRecord]:
+        return self._files[kind].records()
+
+    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        cached = self._files[kind]
+        cached.jsonl.rewrite(records)
+        cached.invalidate()
+
+    def _locked(self, kind: TraceKind) -> AbstractContextManager[Any]:
+        return self._files[kind].jsonl.locked()
+
+
+_FINGERPRINT_BYTES = 64
+"""Bytes before the read offset remembered to recognise the same file (an atomic rewrite can get
+the inode number of a file it replaced before, so the inode alone does not tell)."""
+
+
+class _CachedJsonl:
+    """The records of one JSONL file, read incrementally: only bytes past the last read are parsed
+    while the file is the same one (same inode, same bytes just before the offset)."""
+
+    def __init__(self, jsonl: JsonlFile[Any], on_quarantine: Callable[[CorruptLine, Path | None], None] | None) -> None:
+        self.jsonl = jsonl
+        self._on_quarantine = on_quarantine
+        self._mutex = threading.Lock()
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Forget the cache: the next read starts from the beginning of the file."""
+        self._records: list[Any] = []
+        self._offset, self._line_no = 0, 1
+        self._file_id: tuple[int, int] = (0, 0)
+        self._fingerprint = b""
+
+    def records(self) -> list[Any]:
+        """Every record, in file order (quarantining corrupt lines first).
+
+        Raises:
+            StoreError: if the file cannot be read.
+        """
+        with self._mutex:
+            for _ in range(3):  # a quarantine rewrites the file: read the new one
+                if not self._same_file():
+                    self.invalidate()
+                tail = self.jsonl.read_from(self._offset, line_no=self._line_no, skip_corrupt=True)
+                if tail.file_id not in ((0, 0), self._file_id) and self._offset:
+                    self.invalidate()  # replaced between the check and the read
+                    tail = self.jsonl.read_from(0, skip_corrupt=True)
+                if not tail.corrupt:
+                    break
+                try:
+                    moved = self.jsonl.quarantine()
+                except StoreError:  # cannot rewrite (read-only disk...): skip at read time only
+                    for line in tail.corrupt:
+                        self._report(line, None)
+                    break
+                for line in moved:
+                    self._report(line, self.jsonl.corrupt_path)
+            self._records.extend(tail.records)
+            self._offset, self._line_no, self._file_id = tail.next_offset, tail.next_line_no, tail.file_id
+            self._fingerprint = self._bytes_before(self._offset)
+            return list(self._records)
+
+    def _bytes_before(self, offset: int) -> bytes:
+        if offset == 0:
+            return b""
+        start = max(0, offset - _FINGERPRINT_BYTES)
+        try:
+            with open(self.jsonl.path, "rb") as handle:
+                handle.seek(start)
+                return handle.read(offset - start)
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.jsonl.path}: {exc}") from exc
+
+    def _same_file(self) -> bool:
+        if self._offset == 0:
+            return True
+        return self.jsonl.file_id() == self._file_id and self._bytes_before(self._offset) == self._fingerprint
+
+    def _report(self, line: CorruptLine, where: Path | None) -> None:
+        if self._on_quarantine is not None:
+            self._on_quarantine(line, where)

@@ -1,0 +1,92 @@
+"""kill -9 in the middle of compactions, many times: no turn is lost, none is doubled, no
+summary is duplicated, and every restart continues (issue #7 "Done when").
+
+A child process runs a MemoryManager on one directory: it ingests turns and compacts every few
+turns, printing each turn id once its traces are written. The test kills it with SIGKILL at random
+moments (seeded), starts the next child on the same directory, and checks the files after every
+kill and at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent_memory.models.traces import turn_number
+from agent_memory.store.traces import FileTraceStore
+
+KILLS = 12
+TURNS_PER_CHILD = 100_000
+"""More than a child can do before it is killed, however fast the machine: every child is killed."""
+
+CHILD = r"""
+import sys
+from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.kernel.budget import ModelLimits
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.models.messages import Message, ToolCall
+
+memory = AgentMemory("crash", sys.argv[1], config=MemoryConfig(index_on_store=False))
+manager = MemoryManager(memory, system_prompt="S", limits=ModelLimits(max_context_tokens=4_000, max_output_tokens=500))
+for i in range(int(sys.argv[2])):
+    turn = manager.ingest_user_message(f"user message {i} " + "word " * 30)
+    manager.ingest_assistant_response(Message(role="assistant", content="ok", tool_calls=(ToolCall(id=f"{turn}-c", name="t"),)))
+    manager.ingest_tool_result(f"{turn}-c", "result " * 40)
+    manager.ingest_assistant_response(f"done {i}")
+    print(turn, flush=True)
+    if i % 3 == 2:
+        manager.compact()
+"""
+
+
+def check(agent_dir: Path, acknowledged: set[str]) -> None:
+    store = FileTraceStore(agent_dir)
+    active = store.list_raw()
+    archived = store.read_archive()
+    active_ids = [item.id for item in active]
+    assert len(active_ids) == len(set(active_ids)), "a trace doubled in the active file"
+    every = {item.id: item for item in archived} | {item.id: item for item in active}
+    turns = {item.turn_id for item in every.values()}
+    assert acknowledged <= turns, f"lost turns: {sorted(acknowledged - turns)}"
+    numbers = sorted(turn_number(t) for t in turns)
+    assert numbers == list(range(1, len(numbers) + 1)), "turn ids skipped or reused"
+    for turn in acknowledged:  # a finished turn is whole: 5 traces, in one place or the other
+        lines = [item for item in every.values() if item.turn_id == turn]
+        assert sorted(item.seq for item in lines) == [1, 2, 3, 4, 5], (turn, lines)
+    episodes = store.list_episodic()
+    windows = [episode.window_id for episode in episodes]
+    assert len(windows) == len(set(windows)), "a summary was stored twice for one window"
+    summarized = [t for episode in episodes for t in episode.turn_ids]
+    assert len(summarized) == len(set(summarized)), "a turn is in two summaries"
+
+
+def test_kill_9_during_compactions_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    agent_dir = tmp_path / "agents" / "crash"
+    acknowledged: set[str] = set()
+    killed = 0
+    for _ in range(KILLS):
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(TURNS_PER_CHILD)], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(1.5, 4.5))  # the interpreter starts in ~1-2 s, then ~10-30 ms per turn
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            killed += 1
+        out, err = child.communicate(timeout=60)
+        assert child.returncode in (0, -signal.SIGKILL), err[-2000:]
+        acknowledged.update(line.strip() for line in out.splitlines() if line.startswith("turn_"))
+        check(agent_dir, acknowledged)
+    # a last child runs to the end on what the kills left
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), "6"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    acknowledged.update(line.strip() for line in done.stdout.splitlines() if line.startswith("turn_"))
+    check(agent_dir, acknowledged)
+    assert killed == KILLS, "a child finished or died before it was killed"
+    assert len(acknowledged) >= 50
