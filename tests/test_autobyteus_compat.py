@@ -1,30 +1,25 @@
 """Our trace files load in AutoByteus' own reader, and AutoByteus' files load in ours.
 
-AutoByteus (PyPI ``autobyteus``, the framework seed 000 comes from) is installed with pip into a
-throwaway venv of its own (its dependencies — openai, anthropic, google-genai, mcp, ... — are
-not ours), kept under ``$AGENT_MEMORY_AUTOBYTEUS_VENV`` or ``~/.cache/agent-memory/`` and made on
-first use (about 80 s, from the package registry; later runs reuse it). Its classes then run in
+AutoByteus (PyPI ``autobyteus``, the framework seed 000 comes from) lives in a venv of its own
+(its dependencies — openai, anthropic, google-genai, mcp, ... — are not ours) that ``make venv``
+installs beside ours, ``.venv-autobyteus/`` (or ``$AGENT_MEMORY_AUTOBYTEUS_VENV``). Its classes run in
 that venv as a subprocess: ``FileMemoryStore`` (``list``, ``list_raw_trace_dicts``,
 ``read_archive_raw_traces``, ``prune_raw_traces``), ``build_tool_interactions``,
 ``MemoryManager.get_raw_tail``, ``Retriever``, ``CompactionSnapshotBuilder``, ``Compactor``, and,
 when the directory has one, ``WorkingContextSnapshotStore`` with
 ``WorkingContextSnapshotSerializer`` (``read_with_autobyteus`` reports it, for the snapshot's
-own tests). If the venv cannot be made, the tests skip with pip's reason (and fail under
-``CI=true``, where the registry is always reachable).
+own tests). Without that venv the tests skip (and fail under ``CI=true``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from filelock import FileLock
 
 from agent_memory import (
     EpisodicItem,
@@ -38,7 +33,6 @@ from agent_memory import (
 )
 
 AUTOBYTEUS_VERSION = "1.4.4"
-INSTALL_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 120.0
 RESULT_PREFIX = "AGENT_MEMORY_RESULT "
 
@@ -142,10 +136,7 @@ print("AGENT_MEMORY_RESULT " + json.dumps({
 
 def _venv_dir() -> Path:
     env = os.environ.get("AGENT_MEMORY_AUTOBYTEUS_VENV")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "agent-memory" / f"autobyteus-{AUTOBYTEUS_VERSION}"
+    return Path(env) if env else Path(__file__).resolve().parents[1] / ".venv-autobyteus"
 
 
 def _clean_env() -> dict[str, str]:
@@ -153,39 +144,18 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
 
 
-def _unavailable(reason: str) -> None:
-    message = f"AutoByteus {AUTOBYTEUS_VERSION} is not installable here: {reason}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="session")
 def autobyteus_python() -> Path:
-    """The interpreter of a venv holding ``autobyteus==1.4.4`` (made once, then reused)."""
+    """The interpreter of the venv holding ``autobyteus==1.4.4`` that ``make venv`` installs (tests
+    never install anything: they run offline). Missing: skip, or fail under ``CI=true``."""
     venv = _venv_dir()
     python = venv / "bin" / "python"
-    marker = venv / ".agent-memory-installed"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(venv) + ".lock", timeout=INSTALL_TIMEOUT_S):
-        if not marker.exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            steps = [
-                [sys.executable, "-m", "venv", str(venv)],
-                [str(python), "-m", "pip", "install", "--disable-pip-version-check",
-                 f"autobyteus=={AUTOBYTEUS_VERSION}"],
-            ]
-            for step in steps:
-                try:
-                    done = subprocess.run(
-                        step, env=_clean_env(), capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
-                    )
-                except (OSError, subprocess.TimeoutExpired) as exc:
-                    _unavailable(f"{' '.join(step[:4])}: {exc}")
-                if done.returncode != 0:
-                    output = (done.stderr or done.stdout)[-1500:]
-                    _unavailable(f"{' '.join(step[:4])} exited {done.returncode}: {output}")
-            marker.write_text(AUTOBYTEUS_VERSION, encoding="utf-8")
+    marker = venv / ".installed"
+    if not marker.exists() or marker.read_text(encoding="utf-8").strip() != AUTOBYTEUS_VERSION:
+        message = f"no AutoByteus {AUTOBYTEUS_VERSION} venv at {venv}: `make venv` installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
     return python
 
 
