@@ -22,6 +22,13 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 .PHONY: venv run test bench clean
 
+# AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
+# other's files: a venv of its own, since its dependencies are not ours (~80 s once).
+AB_VENV  := .venv-autobyteus
+AB_PIN   := autobyteus==1.4.4
+AB_STAMP := $(AB_VENV)/.installed
+
+# Both stamps are defined above this line: make expands prerequisites when it reads the rule.
 venv: $(STAMP) $(AB_STAMP)
 
 # llama-cpp-python (extra `llm`: a real local LLM, SmolLM2-135M, for the LLM-compactor integration
@@ -29,12 +36,6 @@ venv: $(STAMP) $(AB_STAMP)
 # CPUs, and --no-cache-dir keeps pip from reusing a wheel built with other CMAKE_ARGS.
 LLAMA       := llama-cpp-python[server]>=0.3
 LLAMA_CMAKE := CMAKE_ARGS="-DGGML_NATIVE=OFF"
-
-# AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
-# other's files: a venv of its own, since its dependencies are not ours (~80 s once).
-AB_VENV  := .venv-autobyteus
-AB_PIN   := autobyteus==1.4.4
-AB_STAMP := $(AB_VENV)/.installed
 
 $(AB_STAMP):
 	rm -rf $(AB_VENV)
