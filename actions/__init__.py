@@ -10,6 +10,9 @@ This package imports ``agent_memory``; ``agent_memory`` never imports it.
 """
 
 from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
+from actions.compact import CompactMemoryAction, CompactMemoryArguments
+from actions.forget import ForgetMemoryAction, ForgetMemoryArguments
+from actions.pin import PinMemoryAction, PinMemoryArguments
 from actions.query import QueryMemoryAction, QueryMemoryArguments
 from actions.retrieve import RetrieveMemoryAction, RetrieveMemoryArguments, build_transform, parse_line_slice
 from actions.store import StoreMemoryAction, StoreMemoryArguments
@@ -17,8 +20,14 @@ from actions.toolkit import MemoryToolkit, default_actions
 
 __all__ = [
     "ActionArguments",
+    "CompactMemoryAction",
+    "CompactMemoryArguments",
+    "ForgetMemoryAction",
+    "ForgetMemoryArguments",
     "MemoryAction",
     "MemoryToolkit",
+    "PinMemoryAction",
+    "PinMemoryArguments",
     "QueryMemoryAction",
     "QueryMemoryArguments",
     "RetrieveMemoryAction",

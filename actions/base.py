@@ -27,6 +27,7 @@ from agent_memory.errors import (
     AgentMemoryError,
     InvalidArgumentError,
     InvalidIdError,
+    IsolationError,
     ItemNotFoundError,
     TransformError,
     quoted,
@@ -331,6 +332,8 @@ class MemoryAction(ABC, Generic[ArgsT]):
             )
         except ItemNotFoundError as exc:
             return ToolResult.failure("not_found", f"No memory item {quoted(exc.item_id)}. {FIND_IDS_HINT}")
+        except IsolationError as exc:
+            return ToolResult.failure("refused", f"{shorten(str(exc), 300)}. Nothing was changed.")
         except TransformError as exc:
             return ToolResult.failure(
                 "transform_error", f"{shorten(str(exc), 300)}. Change the arguments and call {self.name} again."

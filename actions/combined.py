@@ -26,6 +26,8 @@ OP_SUMMARIES: dict[str, str] = {
     "retrieve": "read a stored result again (its citation gives the call): all of it, or only the part you need",
     "query": "search stored results and notes by meaning and keywords (to find an id you lost, or before fetching again)",
     "store": "save notes for later, outside your context (tool results are saved already)",
+    "forget": "delete a stored item for good (wrong, outdated or sensitive)",
+    "pin": "keep an item (id) or a fact word for word through every compaction",
 }
 """One phrase per operation, for the tool's description."""
 

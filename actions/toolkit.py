@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from actions.base import MemoryAction, ToolResult
 from actions.combined import CombinedMemoryAction
 from actions.compact import CompactMemoryAction
+from actions.forget import ForgetMemoryAction
+from actions.pin import PinMemoryAction
 from actions.query import QueryMemoryAction
 from actions.retrieve import RetrieveMemoryAction
 from actions.store import StoreMemoryAction
@@ -48,8 +50,10 @@ class MemoryToolkit:
             each tool from the call it becomes usable.
         form: ``separate`` tools (default) or one ``single`` ``memory`` tool with an ``op``.
         manager: the agent's :class:`~agent_memory.kernel.manager.MemoryManager`, when the
-            conversation is managed: adds ``compact_memory`` (offered under memory pressure), and
-            ``retrieve_memory`` then also reads any turn by its id, compacted or not.
+            conversation is managed: adds ``compact_memory`` (offered under memory pressure),
+            ``forget_memory`` and ``pin_memory`` (offered when ``offer.always`` names ``forget`` /
+            ``pin``, or in ``mode="all"``), and ``retrieve_memory`` then also reads any turn by its
+            id, compacted or not.
 
     Raises:
         ValueError: if two actions share a name, or ``form`` is unknown.
@@ -77,8 +81,10 @@ class MemoryToolkit:
         self.memory = memory
         self.actions: tuple[MemoryAction[Any], ...] = tuple(actions) if actions is not None else default_actions()
         self.manager = manager
-        if manager is not None and not any(action.capability == "compact" for action in self.actions):
-            self.actions = (*self.actions, CompactMemoryAction(manager))
+        if manager is not None:
+            managed = (CompactMemoryAction(manager), ForgetMemoryAction(manager), PinMemoryAction(manager))
+            have = {action.capability for action in self.actions}
+            self.actions = (*self.actions, *(action for action in managed if action.capability not in have))
         self.offer = offer if offer is not None else ToolOffer()
         self.form: ToolForm = form
         names = [action.name for action in self.actions]

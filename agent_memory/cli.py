@@ -8,13 +8,15 @@
     agent-memory retrieve mem_3f9a0c41b2de --page 2            # the next 4,000 tokens
     agent-memory list --type web_content                       # newest first
     agent-memory rebuild-index
+    agent-memory serve-mcp --memory-dir ~/agent-memory --agent-id claude   # the memory tools over MCP (stdio)
     agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
 
 Global options come before the command: ``agent-memory --memory-dir ./mem --agent bot query ...``.
 Results are rich tables on a terminal; ``--json`` prints JSON for scripts. Errors (an unknown id,
 a transform that does not apply) print one line on stderr and exit with code 1; usage mistakes
 exit with code 2. Only ``store``, ``query``, ``rebuild-index`` and ``replay`` (its ReAct check) load
-the embedding model. ``replay`` lives in :mod:`agent_memory.replay.command`.
+the embedding model (``serve-mcp`` on its first store or query). ``replay`` lives in
+:mod:`agent_memory.replay.command`, the MCP server in :mod:`agent_memory.mcp_server`.
 """
 
 from __future__ import annotations
@@ -522,6 +524,26 @@ def rebuild_index(ctx: typer.Context) -> None:
         with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
             count = memory.rebuild_index()
         typer.echo(f"Indexed {count} item(s).")
+
+
+@app.command("serve-mcp")
+def serve_mcp(
+    ctx: typer.Context,
+    memory_dir: Path | None = typer.Option(
+        None, "--memory-dir",
+        help="Base directory of the memory. Default: the global --memory-dir, else $AGENT_MEMORY_DIR, else ./memory.",
+    ),
+    agent_id: str | None = typer.Option(
+        None, "--agent-id", help=f"Agent whose memory to serve. Default: the global --agent, else {DEFAULT_AGENT_ID!r}."
+    ),
+) -> None:
+    """Serve the memory tools (store, retrieve, query, compact, forget, pin) over MCP on stdin/stdout,
+    for Claude Desktop, Claude Code, Cursor or an agent's MCP client. Logs go to stderr."""
+    from agent_memory.mcp_server import serve_mcp as serve
+
+    options: _Globals = ctx.obj
+    with _reported_errors():
+        serve(memory_dir if memory_dir is not None else options.memory_dir, agent_id or options.agent)
 
 
 

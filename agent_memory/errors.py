@@ -23,6 +23,9 @@ with ``raise ... from exc`` so callers catch one root::
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
     │   └── EmbeddingError          the embedding model could not be loaded or run
     ├── MemoryClosedError (RuntimeError)  an AgentMemory used after ``close()``
+    ├── EventFailedError            a queued memory event the manager refused, when another
+    │                               process applied it (the processor that applies an event
+    │                               re-raises the manager's own error)
     └── LLMError                    a call to a language model (an OpenAI-compatible server) failed
         ├── LLMTimeoutError (TimeoutError)  no answer within the call's timeout
         ├── LLMConnectionError      the server could not be reached (refused, reset, DNS)
@@ -59,6 +62,7 @@ __all__ = [
     "ContextOverflowError",
     "CorruptRecordError",
     "EmbeddingError",
+    "EventFailedError",
     "IngestError",
     "InvalidArgumentError",
     "InvalidIdError",
@@ -179,6 +183,16 @@ class ItemNotFoundError(AgentMemoryError, KeyError):
         return str(self.args[0])
 
 
+class OutsideSnapshotError(ItemNotFoundError):
+    """An isolated sub-agent asked for an item of its parent's memory that is not in its snapshot
+    (stored after the fork): a refused read. A model sees it as an unknown id."""
+
+
+class IsolationError(AgentMemoryError, PermissionError):
+    """An isolated sub-agent tried to change its parent's memory (forget one of the parent's
+    items, store under one of its ids): a refused write. Its own writes go to its own memory."""
+
+
 class IngestError(AgentMemoryError, ValueError):
     """A file, directory, JSONL line or stdin that cannot be read into an item to store."""
 
@@ -214,6 +228,24 @@ class LockTimeoutError(StoreError, TimeoutError):
 class MemoryClosedError(AgentMemoryError, RuntimeError):
     """An :class:`~agent_memory.memory.AgentMemory` was used after :meth:`close` (or after its
     ``with`` block); open a new one on the same directory instead."""
+
+
+class EventFailedError(AgentMemoryError):
+    """A queued memory event was refused when it was applied (a bad argument: a tool result for
+    an unknown call, an unknown item id) and marked ``failed`` in the event queue; raised to the
+    process that dispatched it when another process applied it (the error's class is not known
+    there, only its text). Failed events are not retried.
+
+    Args:
+        message: what went wrong.
+        event_id: the event (``qevt_…``), keyword-only.
+        error: the refusal as recorded (``"InvalidArgumentError: ..."``), keyword-only.
+    """
+
+    def __init__(self, message: str, *, event_id: str, error: str) -> None:
+        super().__init__(message)
+        self.event_id = event_id
+        self.error = error
 
 
 class ContextOverflowError(AgentMemoryError):

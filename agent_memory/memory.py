@@ -27,10 +27,12 @@ from agent_memory.config import MAX_RETRIEVE_MAX_TOKENS, MemoryConfig, resolve_m
 from agent_memory.errors import (
     ConfigurationError,
     InvalidArgumentError,
+    IsolationError,
     ItemNotFoundError,
     MemoryClosedError,
     map_exceptions,
 )
+from agent_memory.fork import FORK_FILE, MemoryFork, ParentLayer, merge_hits
 from agent_memory.ids import validate_agent_id, validate_memory_id
 from agent_memory.index.fusion import search
 from agent_memory.index.lexical import LexicalIndex
@@ -122,6 +124,10 @@ class AgentMemory:
         observers: receive the events the memory reports instead of raising (indexing that
             failed after a store, quarantined records, missing content); see
             :mod:`agent_memory.observers`. Events are also logged on the ``agent_memory`` logger.
+        base: a fork of a parent memory (:class:`~agent_memory.fork.MemoryFork`) this memory
+            reads through, read-only, beside its own items: an isolated sub-agent's memory (see
+            :mod:`agent_memory.fork`). ``None``: the fork saved in the agent directory
+            (``fork.json``, written by a spawn) if there is one, else none.
 
     Raises:
         InvalidIdError: if ``agent_id`` is not a safe directory name.
@@ -156,6 +162,7 @@ class AgentMemory:
         index: VectorIndex | None = None,
         plugins: PluginRegistry | None = None,
         observers: Sequence[MemoryObserver] = (),
+        base: MemoryFork | None = None,
     ) -> None:
         self._closed = False
         self.agent_id = validate_agent_id(agent_id)
@@ -169,6 +176,7 @@ class AgentMemory:
             ("token_counter", token_counter, TokenCounter),
             ("index", index, VectorIndex),
             ("plugins", plugins, PluginRegistry),
+            ("base", base, MemoryFork),
         ):
             if value is not None and not isinstance(value, kind):
                 raise InvalidArgumentError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
@@ -184,6 +192,9 @@ class AgentMemory:
         )
         self._mutex = threading.RLock()
         self._plugins = plugins
+        if base is None and (self.agent_dir / FORK_FILE).is_file():
+            base = MemoryFork.load(self.agent_dir / FORK_FILE)  # a fork made elsewhere: the same view
+        self._base = ParentLayer(base, config=self.config, tokens=self.tokens) if base is not None else None
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
@@ -199,6 +210,8 @@ class AgentMemory:
                 return
             self._closed = True
         self._upkeep.close()
+        if self._base is not None:
+            self._base.close()
 
     @property
     def closed(self) -> bool:
@@ -293,6 +306,8 @@ class AgentMemory:
             StoreError: if writing fails (nothing is half-written: the item is absent);
                 ``LockTimeoutError`` if another process held the store's lock too long.
         """
+        if item_id is not None and self._base is not None and item_id in self._base.ids:
+            raise IsolationError(f"{item_id} is an item of the parent's memory: a sub-agent cannot overwrite it")
         item = prepare_item(
             self._store, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
             title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
@@ -341,25 +356,43 @@ class AgentMemory:
             ItemNotFoundError: if no item has this id.
             StoreError: if its content blob is missing or damaged (only this item fails).
         """
-        return self._store.load_item(validate_memory_id(item_id))
+        return self._load_item(validate_memory_id(item_id))
+
+    def _load_item(self, item_id: str) -> MemoryItem:
+        """An item of the own layer, else of the parent's (a fork's read-only layer)."""
+        if self._base is None or self._store.contains(item_id):
+            return self._store.load_item(item_id)
+        return self._base.load_item(item_id)
+
+    @property
+    def fork(self) -> MemoryFork | None:
+        """The parent fork this memory reads through (``None``: not a fork)."""
+        return self._base.fork if self._base is not None else None
+
+    @_public
+    def own_records(self) -> list[ItemRecord]:
+        """The records of this memory's own items (a fork's writes), oldest first."""
+        return self._store.records()
 
     @_public
     def __contains__(self, item_id: object) -> bool:
         if not isinstance(item_id, str):
             return False
         try:
-            return self._store.contains(validate_memory_id(item_id))
+            item_id = validate_memory_id(item_id)
+            return self._store.contains(item_id) or (self._base is not None and self._base.contains(item_id))
         except ValueError:
             return False
 
     @_public
     def __len__(self) -> int:
-        return len(self._store.records())
+        return len(self.records())
 
     @_public
     def records(self) -> list[ItemRecord]:
-        """Every item record (no content), oldest first."""
-        return self._store.records()
+        """Every item record (no content), oldest first (a fork: the parent's snapshot, then its own)."""
+        own = self._store.records()
+        return own if self._base is None else [*self._base.records(), *own]
 
     @_public
     def retrieve(
@@ -400,7 +433,7 @@ class AgentMemory:
         page = _int_arg("page", page, 1)
         if not isinstance(raw, bool):
             raise InvalidArgumentError(f"raw must be True or False, not {type(raw).__name__}")
-        item = self._store.load_item(item_id)
+        item = self._load_item(item_id)
         result = apply_transform(
             item, spec, counter=self.tokens, max_tokens=cap, page=page, raw=raw, summarizer=self._summarize
         )
@@ -469,6 +502,8 @@ class AgentMemory:
             hits = search(
                 criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
             )
+        if self._base is not None:
+            hits = merge_hits(hits, self._base.query(criteria), criteria.limit, by_score=criteria.text is not None)
         self._observers.emit(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
                                        tokens=0, query=criteria.text[:200] if criteria.text else None))
         return hits
@@ -504,6 +539,38 @@ class AgentMemory:
 
     # -- lifecycle -------------------------------------------------------------------------------
     @_public
+    def forget(self, item_id: str) -> bool:
+        """Remove one item for good (seed 003 ``MEMORY_FORGET``): its record leaves ``items.jsonl``
+        (an atomic rewrite), its chunks leave both indexes, and its content blob is deleted unless
+        another item shares it (identical content). Idempotent.
+
+        The store is rewritten first: if the index then fails, the item is already unreachable
+        (a query skips hits whose item is gone) and ``rebuild_index`` drops its chunks; the
+        failure is reported to observers (``IndexFailed``), not raised. A conversation that cited
+        the item shows a "forgotten" note in its place (``MemoryManager.forget`` also removes it
+        from the conversation's traces).
+
+        Returns:
+            ``True`` if the item was removed; ``False`` if no item has this id.
+
+        Raises:
+            InvalidIdError: if the id is malformed.
+            StoreError: if the rewrite fails (the item is then intact).
+        """
+        item_id = validate_memory_id(item_id)
+        with self._mutex:
+            if not self._store.remove([item_id]):
+                if self._base is not None and self._base.contains(item_id):
+                    raise IsolationError(f"{item_id} belongs to the parent's memory: a sub-agent cannot forget it")
+                return False
+            try:
+                self._upkeep.delete([item_id])
+            except Exception as exc:  # noqa: BLE001 - the item is gone; its stale chunks are skipped
+                self._observers.emit(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,),
+                                                 error=f"forget: {type(exc).__name__}: {exc}"[:300], pending=False))
+            return True
+
+    @_public
     def clear(self) -> None:
         """Remove every item, its content and its index entries.
 
@@ -533,7 +600,7 @@ class AgentMemory:
             StoreError: if an item's content blob is missing or damaged (the message names the
                 item): a snapshot is a faithful copy or none.
         """
-        items = tuple(self._store.load_item(record.id) for record in self._store.records())
+        items = tuple(self._load_item(record.id) for record in self.records())
         return MemorySnapshot(agent_id=self.agent_id, items=items)
 
     @_public

@@ -29,6 +29,7 @@ __all__ = [
     "Compacted",
     "CompactionRequested",
     "ContentMissing",
+    "EventApplied",
     "EventRecorder",
     "IndexFailed",
     "IndexRecreated",
@@ -194,6 +195,28 @@ class Retrieved(MemoryEvent):
     """Tokens of the content returned (0 for a query)."""
     query: str | None = None
     """The query text (cut to 200 characters), for a query."""
+
+
+class EventApplied(MemoryEvent):
+    """A queued memory event was applied (or refused) by an
+    :class:`~agent_memory.agent.events.EventProcessor`: it is marked ``applied`` (or ``failed``)
+    in the event queue, once."""
+
+    kind: Literal["event_applied"] = "event_applied"
+    log_level: ClassVar[int] = logging.DEBUG
+    event_id: str
+    """The queued event (``qevt_…``)."""
+    event_kind: str
+    """Which event: ``user_message``, ``tool_result``, ... (an ``EventKind`` value)."""
+    seq: int
+    """Its place in the queue (1 for the first event ever queued)."""
+    status: Literal["applied", "failed"]
+    """``applied``, or ``failed``: the manager refused it (a bad argument); it is not retried."""
+    recovered: bool = False
+    """``True``: its effect was found already written (by a process killed before it could mark
+    the event applied), so it was only marked, not applied twice."""
+    error: str | None = None
+    """Why it failed (short), for ``failed``."""
 
 
 @runtime_checkable

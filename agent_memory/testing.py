@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from agent_memory.errors import ConfigurationError
@@ -371,8 +372,10 @@ class FakeLLMServer:
         """The root to give an Anthropic client, ``http://127.0.0.1:PORT`` (it adds ``/v1``)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def enqueue(self, *replies: ScriptedReply | str) -> FakeLLMServer:
-        """Queue answers, in order; a ``str`` is a 200 answer with that text."""
+    def enqueue(self, *replies: ScriptedReply | str | Callable[[dict[str, Any]], ScriptedReply]) -> FakeLLMServer:
+        """Queue answers, in order; a ``str`` is a 200 answer with that text; a function is called
+        with the request's JSON body and returns the answer (a script that reads the prompt, e.g.
+        to call ``retrieve_memory`` with the id a citation shows: still a script, not a model)."""
         with self._lock:
             self._replies.extend(ScriptedReply(content=r) if isinstance(r, str) else r for r in replies)
         return self
@@ -395,7 +398,8 @@ class FakeLLMServer:
             self.received.append(RecordedRequest(path=path, headers=headers, body=body))
             n = len(self.requests)
             if self._replies:
-                return self._replies.popleft(), n
+                reply = self._replies.popleft()
+                return (reply(body) if callable(reply) else reply), n
         return ScriptedReply(content="no scripted reply left", status=500), n
 
     def start(self) -> FakeLLMServer:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +21,10 @@ from hypothesis import strategies as st
 from actions import MemoryToolkit, ToolResult
 from agent_memory import AgentMemory, MemoryConfig
 
-TIME_LIMIT_S = 1.0
-"""Issue #6: every hostile call answers within 1 s."""
+TIME_LIMIT_S = 5.0
+"""Every hostile call answers within 5 s: a bound that tells a hang or unbounded work apart (issue
+#6's reproductions took 2.3 s to hours and doubled per character) from a loaded machine (a CI run
+beside other jobs measured 1.27 s for the longest query allowed, ~0.3 s idle). Not a benchmark."""
 
 ERROR_CODES = {"invalid_arguments", "invalid_id", "not_found", "transform_error", "unknown_tool"}
 

@@ -84,3 +84,35 @@ def test_llm_compactor_on_a_real_page_with_smollm2(
         assert outcome.error_kind == "invalid_output" and outcome.error
         assert citation == builder.cite(item) and citation.plugin == "web_page"
         assert compactor.failures == [outcome]
+
+
+def test_memory_agent_runs_on_smollm2_whatever_it_says(llama_server: LlamaServer, data_dir: Path, tmp_path: Path) -> None:
+    """The agent loop on the real local model: the model may call tools, call them wrongly, or just
+    answer; the run must end (an answer or the step limit) with the conversation recorded."""
+    from agent_memory.agent.config import AgentConfig
+    from agent_memory.agent.loop import MemoryAgent
+    from agent_memory.kernel.budget import ModelLimits
+    from agent_memory.llm.chat import OpenAIChatModel
+
+    pages = data_dir / "webpages" / "readability"
+
+    def fetch_page(page: str) -> str:
+        """Fetch a web page by name, e.g. lwn-1.
+
+        Args:
+            page: the page's name.
+        """
+        return (pages / page / "source.html").read_text(encoding="utf-8")
+
+    model = OpenAIChatModel(llama_server.model, base_url=llama_server.base_url, api_key="none", max_retries=0,
+                            timeout_s=180.0)
+    limits = ModelLimits(max_context_tokens=2_048, max_output_tokens=128, safety_margin_tokens=200)
+    agent = MemoryAgent(model, tools=[fetch_page], system_prompt="You are a research agent.", memory_dir=tmp_path,
+                        memory_config=MemoryConfig(index_on_store=False), limits=limits,
+                        config=AgentConfig(max_steps=3, max_output_tokens=128, llm_timeout_s=180.0))
+    run = agent.run("Fetch the page lwn-1 and tell me who owns the Arduino trademark.")
+    print("SmolLM2 agent:", run.stopped, repr(run.answer), [s.tool_calls for s in run.steps])
+    assert run.stopped in ("answer", "max_steps") and 1 <= len(run.steps) <= 3
+    assert all(step.prompt_tokens and step.prompt_tokens <= limits.input_budget for step in run.steps)
+    traces = (tmp_path / "agents" / "agent" / "raw_traces.jsonl").read_text(encoding="utf-8")
+    assert "Arduino trademark" in traces and '"trace_type":"assistant"' in traces.replace(" ", "")

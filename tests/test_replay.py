@@ -213,6 +213,9 @@ def test_net_counts_own_tools_every_call_and_memory_tools_once_citing(
     every = counter.count(json.dumps(list(own) + _memory_tools("store", "retrieve", "query")))
     assert eager.tool_tokens == [every] * result.calls
     assert every - own_tokens == pytest.approx(sizes["all_three"], abs=2)
+    # the system-prompt section that teaches the tools goes (and is counted) with them, only then
+    assert eager.message_tokens[0] - naive.message_tokens[0] == pytest.approx(sizes["memory_prompt"], abs=2)
+    assert lazy.message_tokens[0] == naive.message_tokens[0]
 
 
 def _memory_tools(*capabilities: str) -> list[dict]:
@@ -231,7 +234,8 @@ def test_memory_tools_fit_the_budget() -> None:
 
 # -- report and CLI ------------------------------------------------------------------------------
 def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
-    runs = load_traces([traces / "swe_agent"])[:2]
+    # the two longest runs: citing pays there (on short ones agent-memory rightly costs nothing)
+    runs = sorted(load_traces([traces / "swe_agent"]), key=lambda run: -len(run.calls))[:2]
     results = [replay_run(run, registry=registry, workdir=tmp_path / str(n)) for n, run in enumerate(runs)]
     report = summarize(results, memory_tools=memory_tool_sizes())
     paths = write_report(report, tmp_path / "out")

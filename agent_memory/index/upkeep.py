@@ -312,6 +312,23 @@ class IndexUpkeep:
         with self._mutex:
             return frozenset(self._refused)
 
+    def delete(self, item_ids: list[str]) -> None:
+        """Remove the items' chunks from both indexes (items already gone from the store).
+
+        Raises:
+            VectorIndexError, LockTimeoutError: if an index fails (a query skips hits whose item
+                is no longer stored, and :meth:`rebuild` drops them for good).
+        """
+        if not item_ids:
+            return
+        with self._locked():
+            self.index.delete_items(item_ids)
+            if self.lexical is not None:
+                self.lexical.delete_items(item_ids)
+        with self._mutex:
+            self._indexed.difference_update(item_ids)
+            self._refused.difference_update(item_ids)
+
     # -- reset and rebuild -----------------------------------------------------------------------
     def reset(self) -> None:
         """Empty both indexes (a damaged keyword index file is deleted and created again) and

@@ -28,13 +28,18 @@ under the presentation policy) and its state committed by :meth:`commit` once th
 from __future__ import annotations
 
 import functools
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
+from agent_memory.ids import validate_memory_id
 from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, message_tokens, model_limits, tool_tokens
 from agent_memory.kernel.compactor import CompactionRecord, Compactor
+from agent_memory.kernel.marks import MemoryMarks
 from agent_memory.kernel.planner import CompactionPlanner
 from agent_memory.kernel.pairing import pair_tool_messages
 from agent_memory.kernel.retriever import Retriever
@@ -47,13 +52,12 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Media, Message, ToolCall
 from agent_memory.models.traces import (
     MAX_TOOL_ERROR_CHARS,
+    MAX_TRACE_CONTENT_CHARS,
     RawTraceItem,
-    SemanticItem,
     ToolInteraction,
     TraceMedia,
     build_tool_interactions,
     raw_trace_id,
-    semantic_id_for,
     tool_result_preview,
     turn_number,
 )
@@ -120,12 +124,15 @@ def _merge(first: CompactionRecord, second: CompactionRecord) -> CompactionRecor
     return first
 
 
-class MemoryManager:
+class MemoryManager(MemoryMarks):
     """The trace memory kernel of one agent.
 
     Args:
         memory: the agent's AgentMemory (tool results, and the conversation's search items).
-        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: JSONL files beside the memory's.
+        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: JSONL files in ``trace_dir``.
+        trace_dir: where the conversation's files live (traces, working context, event queue);
+            ``None``: the memory's agent directory. A sub-agent sharing its parent's memory keeps
+            its transcript in a directory of its own.
         system_prompt: kept verbatim at the start of every prompt; ``None``: none.
         model: the model's name, for its limits (:func:`~agent_memory.kernel.budget.model_limits`).
         limits: the limits themselves (overrides ``model``).
@@ -148,6 +155,7 @@ class MemoryManager:
         memory: AgentMemory,
         *,
         store: TraceStore | None = None,
+        trace_dir: str | os.PathLike[str] | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         limits: ModelLimits | None = None,
@@ -165,7 +173,8 @@ class MemoryManager:
         self.observers = ObserverList(observers)
         for observer in self.observers:
             memory.add_observer(observer)
-        self.store = store if store is not None else FileTraceStore(memory.agent_dir)
+        self.trace_dir = Path(trace_dir) if trace_dir is not None else memory.agent_dir
+        self.store = store if store is not None else FileTraceStore(self.trace_dir)
         self.system_prompt = system_prompt
         self.budget = TokenBudget(limits if limits is not None else model_limits(model))
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
@@ -175,7 +184,7 @@ class MemoryManager:
         self.snapshot_builder = CompactionSnapshotBuilder()
         self.planner = CompactionPlanner(self)
         self.tracker = TurnTracker(self.store)
-        self.context = WorkingContextSnapshot(memory.agent_dir / WORKING_CONTEXT_FILE, agent_id=memory.agent_id)
+        self.context = WorkingContextSnapshot(self.trace_dir / WORKING_CONTEXT_FILE, agent_id=memory.agent_id)
         policy = policy if policy is not None else PresentationPolicy()
         cap = max(MIN_FULL_RESULT_TOKENS, int(FULL_RESULT_SHARE * self.budget.input_budget))
         if policy.full_result_max_tokens > cap:  # a first showing must leave room for the rest
@@ -227,17 +236,30 @@ class MemoryManager:
         """Start the next turn and return its id (:meth:`ingest_user_message` does it for you)."""
         return self.tracker.start_turn()
 
-    def _record(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+    def _trace(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+        """The next raw trace of ``turn_id`` (its next seq), not written yet."""
         seq = self.tracker.next_seq(turn_id)
-        item = RawTraceItem(id=raw_trace_id(turn_id, seq), turn_id=turn_id, seq=seq, trace_type=trace_type,
+        return RawTraceItem(id=raw_trace_id(turn_id, seq), turn_id=turn_id, seq=seq, trace_type=trace_type,
                             source_event=source_event, **fields)
-        self.store.add_raw([item])
-        self._emit(TraceIngested(agent_id=self.agent_id, turn_id=turn_id, trace_id=item.id, trace_type=trace_type,
-                                 tool_result_ref=item.tool_result_ref))
-        return item
 
-    def ingest_user_message(self, content: str, *, images: Sequence[str] = (), source_event: str = USER_EVENT) -> str:
+    def _write(self, items: list[RawTraceItem]) -> list[RawTraceItem]:
+        """Write the traces of one event in one synced append (after a crash: all or none)."""
+        self.store.add_raw(items)
+        for item in items:
+            self._emit(TraceIngested(agent_id=self.agent_id, turn_id=item.turn_id, trace_id=item.id,
+                                     trace_type=item.trace_type, tool_result_ref=item.tool_result_ref))
+        return items
+
+    def _record(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+        return self._write([self._trace(turn_id, trace_type, source_event, **fields)])[0]
+
+    def ingest_user_message(self, content: str, *, images: Sequence[str] = (), source_event: str = USER_EVENT,
+                            correlation_id: str | None = None) -> str:
         """Record a (processed) user message: it starts a new turn. Returns the turn id.
+
+        ``correlation_id`` (every ingest method takes it) is kept on the trace: an id linking it
+        to a request or an event (the :class:`~agent_memory.agent.events.EventProcessor` puts its
+        event id there, to know after a crash which events are already recorded).
 
         Raises:
             InvalidArgumentError: for content that is not text, or images that are not URLs.
@@ -245,65 +267,86 @@ class MemoryManager:
         with self._lock:
             turn_id = self.tracker.start_turn()
             media = TraceMedia(images=tuple(images)) if images else None
-            item = self._record(turn_id, "user", source_event, content=content, media=media)
+            item = self._record(turn_id, "user", source_event, content=content, media=media,
+                                correlation_id=correlation_id)
             extra = {"media": Media(images=tuple(images))} if images else {}
             self.context.append(Message(role="user", content=content, id=item.id, ts=item.ts, turn_id=turn_id,
                                         seq=item.seq, **extra))
             return turn_id
 
     def ingest_assistant_response(self, message: Message | str, *, turn_id: str | None = None,
-                                  source_event: str = ASSISTANT_EVENT) -> None:
+                                  source_event: str = ASSISTANT_EVENT, correlation_id: str | None = None) -> None:
         """Record the model's answer: its text (and reasoning) and its tool calls (each a pending
-        tool intent of the turn). One assistant message joins the working context.
+        tool intent of the turn), all in one write. One assistant message joins the working context.
 
         Args:
             message: the assistant message (or its text).
             turn_id: the turn; ``None``: the current one.
+            correlation_id: kept on every trace (see :meth:`ingest_user_message`).
         """
         message = Message(role="assistant", content=message) if isinstance(message, str) else message
         with self._lock:
             turn = turn_id or self._current_turn()
-            first: RawTraceItem | None = None
+            items: list[RawTraceItem] = []
             if message.content or message.reasoning or not message.tool_calls:
-                first = self._record(turn, "assistant", source_event, content=message.content or "",
-                                     reasoning=message.reasoning)
-            calls = [self._record_call(turn, call) for call in message.tool_calls]
-            anchor = first or calls[0]
+                items.append(self._trace(turn, "assistant", source_event, content=message.content or "",
+                                         reasoning=message.reasoning, correlation_id=correlation_id))
+            items += [self._call_trace(turn, call, TOOL_INTENT_EVENT, correlation_id) for call in message.tool_calls]
+            self._write(items)
+            self._note_calls(turn, message.tool_calls)
+            anchor = items[0]
             self.context.append(message.model_copy(update={
                 "id": anchor.id, "ts": anchor.ts, "turn_id": turn, "seq": anchor.seq,
             }))
 
     def ingest_tool_intent(self, calls: Sequence[ToolCall], *, turn_id: str | None = None,
-                           source_event: str = TOOL_INTENT_EVENT) -> None:
-        """Record tool calls the model made (when they arrive apart from the answer's text): they
-        keep the turn, and one assistant message with the calls joins the working context."""
+                           source_event: str = TOOL_INTENT_EVENT, correlation_id: str | None = None) -> None:
+        """Record tool calls the model made (when they arrive apart from the answer's text), in one
+        write: they keep the turn, and one assistant message with the calls joins the working context."""
         if not calls:
             return
         with self._lock:
             turn = turn_id or self._current_turn()
-            items = [self._record_call(turn, call, source_event) for call in calls]
+            items = self._write([self._call_trace(turn, call, source_event, correlation_id) for call in calls])
+            self._note_calls(turn, calls)
             self.context.append(Message(role="assistant", tool_calls=tuple(calls), id=items[0].id, ts=items[0].ts,
                                         turn_id=turn, seq=items[0].seq))
 
-    def _record_call(self, turn: str, call: ToolCall, source_event: str = TOOL_INTENT_EVENT) -> RawTraceItem:
-        self._pending[call.id] = call
-        self._call_turns[call.id] = turn
-        return self._record(turn, "tool_call", source_event, tool_name=call.name, tool_call_id=call.id,
-                            tool_args=call.input)
+    def _call_trace(self, turn: str, call: ToolCall, source_event: str, correlation_id: str | None) -> RawTraceItem:
+        return self._trace(turn, "tool_call", source_event, tool_name=call.name, tool_call_id=call.id,
+                           tool_args=call.input, correlation_id=correlation_id)
+
+    def _note_calls(self, turn: str, calls: Sequence[ToolCall]) -> None:
+        """Remember written calls as pending (awaiting their results) in ``turn``."""
+        for call in calls:
+            self._pending[call.id] = call
+            self._call_turns[call.id] = turn
 
     def ingest_tool_result(self, tool_call_id: str, result: Any, *, is_error: bool = False,
                            name: str | None = None, source_event: str = TOOL_RESULT_EVENT,
-                           **store_arguments: Any) -> str | None:
+                           correlation_id: str | None = None, item_id: str | None = None,
+                           inline: bool = False, **store_arguments: Any) -> str | None:
         """Record a tool's result, in its call's turn. The full content goes to the AgentMemory
         (its type sniffed unless ``store_arguments`` say: ``type``, ``media_type``, ``source``,
         ``title``); its trace keeps the memory id and a bounded preview. An error result
         (``is_error``) is kept as text, not stored.
+
+        Args:
+            correlation_id: kept on the trace (see :meth:`ingest_user_message`).
+            inline: keep the result in the conversation as text instead of storing it (the answers
+                of memory tools, small results): the trace holds the whole text.
+            item_id: the memory id to store the result under (a deterministic one, e.g.
+                :func:`~agent_memory.ids.derived_memory_id` of an event id); ``None``: a new
+                random id. An item already stored under it is taken as this result, stored by an
+                earlier try that did not get to write the trace (a retry after a crash), and is
+                not stored again.
 
         Returns:
             The memory id of the stored result, ``None`` for an error result.
 
         Raises:
             InvalidArgumentError: if no tool call has this id (a result must answer a call).
+            InvalidIdError: if ``item_id`` is malformed.
         """
         with self._lock:
             turn = self._call_turns.get(tool_call_id)
@@ -314,15 +357,27 @@ class MemoryManager:
             if is_error:
                 error = str(result)[:MAX_TOOL_ERROR_CHARS]
                 item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
-                                    tool_error=error)
+                                    tool_error=error, correlation_id=correlation_id)
                 self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, content=error,
                                             is_error=True, id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
                 return None
+            if inline:
+                text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+                text = text[:MAX_TRACE_CONTENT_CHARS]
+                item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
+                                    content=text, tool_result=tool_result_preview(text), correlation_id=correlation_id)
+                self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, content=text,
+                                            id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
+                return None
             arguments = result_store_arguments(result, tool=tool, call_arguments=call.arguments if call else None,
                                                **store_arguments)
-            ref = self.memory.store(arguments.pop("content"), **arguments)
+            if item_id is not None and validate_memory_id(item_id) in self.memory:
+                ref = validate_memory_id(item_id)  # stored by an interrupted earlier try
+            else:
+                ref = self.memory.store(arguments.pop("content"), item_id=item_id, **arguments)
             item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
-                                tool_result=tool_result_preview(result), tool_result_ref=ref)
+                                tool_result=tool_result_preview(result), tool_result_ref=ref,
+                                correlation_id=correlation_id)
             self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=ref,
                                         id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
             return ref
@@ -492,32 +547,56 @@ class MemoryManager:
             outcome.turn_ids = outcome.turn_ids + tuple(truncated)
             return outcome
 
-    # -- pins -----------------------------------------------------------------------------------
-    def pin_item(self, item_id: str) -> None:
-        """Show a memory item verbatim (cut to 1,000 tokens) in every compaction snapshot.
+    @property
+    def truncation_required(self) -> bool:
+        """The last prompt was over the input budget (``Pressure.OVER``) and a compaction has
+        nothing to summarize: every finished turn (before the current one) is inside the raw tail,
+        so only dropping the oldest of them (:meth:`truncate_oldest`) shrinks the prompt. ``False``
+        when no size was reported since the last compaction or truncation, or no finished turn
+        is left to drop."""
+        tokens = self.context.state.last_prompt_tokens
+        if tokens is None or self.budget.check(tokens).pressure != Pressure.OVER:
+            return False
+        return 0 < len(self._finished_turns()[0]) <= self.tail_turns
+
+    def truncate_oldest(self, *, tools: Sequence[dict[str, Any]] = ()) -> tuple[str, ...]:
+        """Move the oldest finished turns to the archive without a summary (still searchable and
+        retrievable by turn id), one at a time, until our count of the next prompt (``tools``
+        included) is at most the post-compaction target or no finished turn is left. The working
+        context is reset to the Compaction Snapshot and observers hear :class:`Truncated`; the
+        current turn is never dropped. A pending compaction request stays pending.
+
+        Returns:
+            The truncated turn ids, oldest first (empty: no finished turn, nothing done).
 
         Raises:
-            InvalidIdError, ItemNotFoundError: for a bad or unknown id.
+            StoreError: if writing fails (the next truncation or compaction completes the move).
         """
-        self.memory.get(item_id)
-        pins = self.context.state.pinned_items
-        if item_id not in pins:
-            self.context.update(pinned_items=(*pins, item_id))
+        with self._lock:
+            older, later = self._finished_turns()
+            if not older:
+                return ()
+            before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
+            truncated: list[str] = []
+            after = before
+            while older:
+                truncated.append(older.pop(0))
+                self.compactor.truncate(truncated[-1:])
+                after = self.planner.reset(older, later, tools)
+                if after <= self.budget.target_tokens:
+                    break
+            self.context.update(last_prompt_tokens=None, last_estimate_tokens=None)
+            self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+                                 tokens_after=after))
+            return tuple(truncated)
 
-    def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str:
-        """Keep a fact in every compaction snapshot; returns its id."""
-        stored = self.store.add_semantic([SemanticItem(id=semantic_id_for(fact), fact=fact, tags=tuple(tags),
-                                                       confidence=1.0, salience=1.0, pinned=True)])
-        return stored[0].id
-
-    def _pinned_item_texts(self) -> list[tuple[str, str]]:
-        texts = []
-        for item_id in self.context.state.pinned_items:
-            try:
-                texts.append((item_id, self.memory.retrieve(item_id, max_tokens=1_200).content))
-            except Exception:  # noqa: BLE001 - a forgotten item must not break a compaction
-                continue
-        return texts
+    def _finished_turns(self) -> tuple[list[str], list[str]]:
+        """The active turns before the current one (oldest first), and the rest (the current turn
+        and any started after it)."""
+        current = self.tracker.current_turn_id
+        active = self.store.active_turn_ids()
+        older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
+        return older, [t for t in active if t not in older]
 
     # -- lifecycle ------------------------------------------------------------------------------
     def on(self, callback: Callable[[MemoryEvent], None]) -> None:

@@ -46,7 +46,7 @@ def trace_line(item: RawTraceItem) -> str:
             if item.tool_error:
                 text = f"{head} ({item.tool_name or 'tool'}, error): {item.tool_error}"
             else:
-                body = _json(item.tool_result) if item.tool_result is not None else item.content
+                body = item.content or (_json(item.tool_result) if item.tool_result is not None else "")
                 text = f"{head} ({item.tool_name or 'tool'}): {body}"
     return text.replace("\n", "\n    ")
 
@@ -101,7 +101,7 @@ def messages_from_traces(items: Iterable[RawTraceItem]) -> list[Message]:
                 out.append(Message(role="tool", tool_call_id=item.tool_call_id or item.id, name=item.tool_name,
                                    tool_result_ref=item.tool_result_ref, **common))
             else:
-                body = _json(item.tool_result) if item.tool_result is not None else item.content
+                body = item.content or (_json(item.tool_result) if item.tool_result is not None else "")
                 out.append(Message(role="tool", tool_call_id=item.tool_call_id or item.id, name=item.tool_name,
                                    content=body, **common))
     return out

@@ -26,7 +26,7 @@ from agent_memory.models.messages import Message
 from agent_memory.presentation.context import BuiltContext
 from agent_memory.presentation.offer import MemoryTools, OfferState
 
-__all__ = ["LLMRequestAssembler", "RequestPackage"]
+__all__ = ["LLMRequestAssembler", "RequestPackage", "with_memory_prompt"]
 
 MAX_FIT_ROUNDS = 3
 """Compactions tried at most before one call."""
@@ -34,6 +34,15 @@ MAX_FIT_ROUNDS = 3
 MIN_SHOWING_TOKENS = 120
 """Smallest a fresh result's first showing is cut to when nothing else frees room (its citation
 and a few lines of its head)."""
+
+
+def with_memory_prompt(messages: list[Message], memory_prompt: str) -> list[Message]:
+    """``messages`` with ``memory_prompt`` appended to the leading system message (a system
+    message of its own when there is none)."""
+    if messages and messages[0].role == "system":
+        first = messages[0]
+        return [first.model_copy(update={"content": f"{first.content or ''}\n\n{memory_prompt}".strip()}), *messages[1:]]
+    return [Message(role="system", content=memory_prompt), *messages]
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,10 @@ class LLMRequestAssembler:
         tools: the agent's own tool definitions (OpenAI format), sent with every call.
         renderer: renders the payload (``None``: :attr:`RequestPackage.payload` is ``None``).
         render_options: passed to the renderer (``model``, ``max_tokens``...).
+        memory_prompt: the system-prompt section that teaches the memory tools
+            (:data:`~agent_memory.agent.prompt.MEMORY_PROMPT`), appended to the system prompt of
+            every call that offers a memory tool, and only then: while no memory tool is offered
+            (nothing to cite or search yet) it costs nothing. ``None``: no section.
     """
 
     def __init__(
@@ -77,8 +90,10 @@ class LLMRequestAssembler:
         tools: Sequence[Mapping[str, Any]] = (),
         renderer: PromptRenderer | None = None,
         render_options: Mapping[str, Any] | None = None,
+        memory_prompt: str | None = None,
     ) -> None:
         self.manager = manager
+        self.memory_prompt = memory_prompt
         self.toolkit = toolkit
         self.tools = [dict(tool) for tool in tools]
         self.renderer = renderer
@@ -95,6 +110,13 @@ class LLMRequestAssembler:
         memory_tools = self.toolkit.openai_tools(offer) if self.toolkit is not None else []
         return [*self.tools, *memory_tools]
 
+    def _taught(self, built: BuiltContext, tools: list[dict[str, Any]]) -> BuiltContext:
+        """``built`` with the memory prompt in its system prompt, when memory tools go with it."""
+        if not self.memory_prompt or len(tools) == len(self.tools):
+            return built
+        return BuiltContext(messages=with_memory_prompt(built.messages, self.memory_prompt), state=built.state,
+                            swapped_now=built.swapped_now)
+
     def prepare_request(self) -> RequestPackage:
         """Compact if needed, build the messages, choose the tools, render. Nothing is committed.
 
@@ -108,6 +130,7 @@ class LLMRequestAssembler:
             built = manager.build_prompt(notes=manager.soft_notes())
             offer = self._offer(built)
             tools = self._tools(offer)
+            built = self._taught(built, tools)
             estimate = manager.count_tokens(built.messages, tools)
             if not manager.compaction_required and estimate <= manager.budget.input_budget:
                 break
@@ -121,7 +144,7 @@ class LLMRequestAssembler:
             # Compaction cannot shrink the current turn's fresh results: show them shorter (their
             # citation and head; the model can read the rest), down to MIN_SHOWING_TOKENS.
             cap = max(MIN_SHOWING_TOKENS, cap - (estimate - manager.budget.input_budget) - 16)
-            built = manager.build_prompt(notes=manager.soft_notes(), full_cap=cap)
+            built = self._taught(manager.build_prompt(notes=manager.soft_notes(), full_cap=cap), tools)
             estimate = manager.count_tokens(built.messages, tools)
         if estimate > manager.budget.input_budget:
             raise ContextOverflowError(

@@ -27,7 +27,10 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
 
-__all__ = ["BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
+__all__ = ["FORGOTTEN_NOTE", "BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
+
+FORGOTTEN_NOTE = "[Result {id} was forgotten: it was removed from memory and cannot be retrieved.]"
+"""What a tool message shows in place of a result that was forgotten (``AgentMemory.forget``)."""
 
 HEAD_LABEL_TOKENS = 8
 """Tokens of the "Beginning of the content:" label of a capped showing."""
@@ -201,12 +204,15 @@ class ContextBuilder:
         cap (their citation and head, as any capped showing): what a caller does when even a
         compaction leaves no room for a large fresh result; ``None``: the policy's cap.
 
-        Raises:
-            ItemNotFoundError: if a ``tool_result_ref`` names no stored item.
+        A ``tool_result_ref`` that names no stored item (forgotten) is shown as
+        :data:`FORGOTTEN_NOTE`.
         """
         state = self.state
         call = state.calls + 1
-        refs = list(dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref))
+        refs = [
+            ref for ref in dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref)
+            if ref in self.memory
+        ]  # a forgotten result (by this process or another) is shown as FORGOTTEN_NOTE
         first_call = dict(state.first_call)
         for ref in refs:
             first_call.setdefault(ref, call)
@@ -226,6 +232,10 @@ class ContextBuilder:
             ref = message.tool_result_ref if message.role == "tool" else None
             if not ref:
                 out.append(message)
+                continue
+            if ref not in refs:
+                self._views.pop(ref, None)
+                out.append(message.model_copy(update={"content": FORGOTTEN_NOTE.format(id=ref)}))
                 continue
             view = self.view(ref)
             if citing_since is None:

@@ -14,6 +14,8 @@ traces, offering all three from the first call cancels most of what citations sa
   outside its context is the developer's choice, not something the prompt shows.
 - ``compact``: while the conversation is under memory pressure (the soft threshold of the token
   budget, :mod:`agent_memory.kernel.budget`): the agent may compact at a task break.
+- ``forget`` and ``pin``: only when the developer asks for them (``always``): deleting and
+  pinning are the developer's policy, not something the prompt shows a need for.
 
 ``ToolOffer(mode="all")`` offers every memory tool on every call instead.
 
@@ -49,11 +51,11 @@ __all__ = [
 TOOLKIT_ENTRY_POINT_GROUP = "agent_memory.toolkit"
 """Entry-point group naming the memory toolkit class (the built-in one: ``actions.toolkit:MemoryToolkit``)."""
 
-Capability = Literal["store", "retrieve", "query", "compact"]
+Capability = Literal["store", "retrieve", "query", "compact", "forget", "pin"]
 """What a memory tool lets the model do (Store in Memory, Retrieve from Memory, Query Memory,
-compact the conversation)."""
+compact the conversation, forget an item, pin an item or fact through compactions)."""
 
-CAPABILITIES: tuple[Capability, ...] = ("store", "retrieve", "query", "compact")
+CAPABILITIES: tuple[Capability, ...] = ("store", "retrieve", "query", "compact", "forget", "pin")
 
 
 @dataclass(frozen=True, slots=True)

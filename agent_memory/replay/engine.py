@@ -11,8 +11,9 @@ Two figures per prompt: *gross* counts the messages only (as BASELINES.md's firs
 *net* adds every tool definition sent with the call, as JSON (``json.dumps``, o200k_base, as
 BASELINES.md's "Net of tool definitions"): the agent's own tools (:attr:`ReplayRun.tools`) in
 every strategy, and for agent-memory strategies the memory tools offered with that call by the
-installed toolkit (:func:`~agent_memory.presentation.offer.load_toolkit`). No system-prompt text
-teaches the memory tools (their descriptions and the citations carry it), so none is counted.
+installed toolkit (:func:`~agent_memory.presentation.offer.load_toolkit`), and with them the
+system-prompt section that teaches them (:data:`~agent_memory.agent.prompt.MEMORY_PROMPT`, as a
+``MemoryAgent`` sends it: appended to the system prompt of every call that offers a memory tool).
 For each prompt the engine also records the tokens a provider's prefix cache could reuse: the
 tool definitions when they equal the previous call's, then the leading messages identical to the
 previous prompt's (0 after a change of tools: tools come first in the cached prefix).
@@ -31,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
 from agent_memory.kernel.budget import FRAMING_TOKENS, message_tokens, tool_tokens
+from agent_memory.llm.assembler import with_memory_prompt
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
@@ -73,7 +76,7 @@ DEFAULT_WORKERS = 4
 def memory_tool_sizes(counter: TokenCounter | None = None) -> dict[str, int]:
     """Token sizes of the installed memory tools as OpenAI JSON (``json.dumps``, o200k): each
     tool, ``all_three``, ``single_all`` (the one-tool form), ``offered_when_citing`` (what the
-    default offer sends once citing began)."""
+    default offer sends once citing began), ``memory_prompt`` (the system-prompt section sent with them)."""
     count = (counter or default_token_counter()).count
     with tempfile.TemporaryDirectory(prefix="agent-memory-tools-") as tmp:
         memory = AgentMemory("tools", tmp, config=MemoryConfig(index_on_store=False))
@@ -82,6 +85,7 @@ def memory_tool_sizes(counter: TokenCounter | None = None) -> dict[str, int]:
         sizes["all_three"] = count(json.dumps(separate.openai_tools()))
         sizes["single_all"] = count(json.dumps(load_toolkit(memory, form="single").openai_tools()))
         sizes["offered_when_citing"] = count(json.dumps(separate.openai_tools(OfferState(citing=True))))
+        sizes["memory_prompt"] = count(MEMORY_PROMPT)
     return sizes
 
 
@@ -262,7 +266,8 @@ def replay_run(
         toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
         citing_tools = toolkit.openai_tools(OfferState(citing=True))
         retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
-        cost = 0 if strategy.offer.mode == "all" else tool_tokens(own_tools + citing_tools, count) - own_tokens
+        cost = 0 if strategy.offer.mode == "all" else (
+            tool_tokens(own_tools + citing_tools, count) - own_tokens + count(MEMORY_PROMPT))
         builder = ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=max(0, cost),
                                  citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
         builders[strategy.label] = (builder, toolkit)
@@ -281,7 +286,10 @@ def replay_run(
         previous[MASKING] = curves[MASKING].record(masked_prompt, own_tools, previous[MASKING], count)
         for label, (builder, toolkit) in builders.items():
             built = builder.build(history[:call])
-            sent = own_tools + toolkit.openai_tools(OfferState(citing=builder.citing))
+            offered = toolkit.openai_tools(OfferState(citing=builder.citing))
+            if offered:
+                built = with_memory_prompt(built, MEMORY_PROMPT)
+            sent = own_tools + offered
             previous[label] = curves[label].record(built, sent, previous[label], count)
     for label, (builder, _) in builders.items():
         curves[label].citing_since = builder.stats.citing_since

@@ -3,12 +3,14 @@
 Each run is fed to a :class:`~agent_memory.kernel.manager.MemoryManager` whose model has an input
 budget of ``N`` tokens: its first system message becomes the system prompt, each user message a
 turn, each tool result a stored result; before every assistant message (an LLM call) the request
-is prepared by the :class:`~agent_memory.llm.assembler.LLMRequestAssembler` (compacting when the
-kernel says so), counted (messages and every tool definition: the agent's own and the memory tools
-offered) and checked, then the run's real assistant message is committed as the model's answer
+is prepared by the :class:`~agent_memory.llm.assembler.LLMRequestAssembler` as a ``MemoryAgent``
+prepares it (compacting when the kernel says so; the memory prompt section in the system prompt
+while memory tools are offered), counted (messages and every tool definition: the agent's own and
+the memory tools offered) and checked, then the run's real assistant message is committed as the model's answer
 (no provider usage: the kernel's own count decides, as it does for a provider that reports none).
 
-Checks per run: no prompt over the budget; the system prompt first in every prompt; every turn
+Checks per run: no prompt over the budget; the system prompt first in every prompt (followed by
+the memory section when it is sent); every turn
 accounted for (active or archived, none lost); every tool call answered right after its message.
 """
 
@@ -19,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
-from agent_memory.llm.assembler import LLMRequestAssembler
+from agent_memory.llm.assembler import LLMRequestAssembler, with_memory_prompt
 from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
@@ -89,7 +92,8 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     probe = MemoryManager(memory, system_prompt=None)
     task = next((m for m in messages if m.role == "user"), None)
     every_tool = [*run.tools, *load_toolkit(memory, manager=probe).openai_tools()]
-    fixed = probe.count_tokens([m for m in (messages[0] if system else None, task) if m is not None], every_tool)
+    head = with_memory_prompt([messages[0]] if system else [], MEMORY_PROMPT)  # as the agent sends it
+    fixed = probe.count_tokens([*head, *([task] if task is not None else [])], every_tool)
     total = fixed + budget
     result = KernelRunResult(source=run.source, run_id=run.run_id, budget=total)
     limits = ModelLimits(
@@ -99,7 +103,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     )
     manager = MemoryManager(memory, system_prompt=system, limits=limits, observers=[recorder])
     toolkit = load_toolkit(memory, manager=manager)
-    assembler = LLMRequestAssembler(manager, toolkit=toolkit, tools=run.tools)
+    assembler = LLMRequestAssembler(manager, toolkit=toolkit, tools=run.tools, memory_prompt=MEMORY_PROMPT)
     calls = set(run.calls)
     started = 0
     for index, message in enumerate(messages):
@@ -113,7 +117,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
             result.tool_tokens += manager.count_tokens([], package.tools)
             if package.estimate_tokens > manager.budget.input_budget:
                 result.failures.append(f"call {result.calls}: {package.estimate_tokens:,} tokens over the budget")
-            if system and (package.messages[0].role != "system" or package.messages[0].content != system):
+            if system and (package.messages[0].role != "system" or not (package.messages[0].content or "").startswith(system)):
                 result.failures.append(f"call {result.calls}: the system prompt is not first")
             if not _pairs_intact(package.messages):
                 result.failures.append(f"call {result.calls}: a tool call without its result")

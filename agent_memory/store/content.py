@@ -72,6 +72,13 @@ class ContentStore:
         """Whether blob ``digest`` is present."""
         return self._path(digest).exists()
 
+    def remove(self, digest: str) -> bool:
+        """Delete blob ``digest``; ``False`` if it was not there."""
+        path = self._path(digest)
+        existed = path.exists()
+        path.unlink(missing_ok=True)
+        return existed
+
     def remove_unreferenced(self, keep: set[str]) -> int:
         """Delete blobs whose hash is not in ``keep``; return how many were deleted."""
         removed = 0

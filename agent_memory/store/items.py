@@ -172,6 +172,38 @@ class ItemStore:
             for record, _ in pairs:
                 self._records[record.id] = record
 
+    def remove(self, item_ids: Iterable[str]) -> list[ItemRecord]:
+        """Remove the records of ``item_ids`` (one atomic rewrite of the JSONL, under its lock),
+        then delete each removed record's blob unless a remaining record shares it (content is
+        addressed by its sha256, so two items may hold one blob). Unknown ids are ignored.
+
+        Returns:
+            The removed records (``[]``: none of the ids was stored; nothing was written).
+
+        Raises:
+            StoreError: if the rewrite fails (every record is then intact).
+        """
+        wanted = set(item_ids)
+        with self.jsonl.locked():
+            self.refresh()
+            with self._mutex:
+                kept = [record for record in self._records.values() if record.id not in wanted]
+                removed = [record for record in self._records.values() if record.id in wanted]
+            if not removed:
+                return []
+            self.jsonl.rewrite(kept)
+            shared = {record.metadata.content_sha256 for record in kept}
+            for record in removed:
+                digest = record.metadata.content_sha256
+                if digest not in shared:
+                    self.content.remove(digest)
+        with self._mutex:
+            self._records.clear()
+            self._offset, self._line_no = 0, 1
+            self._file_id = (0, 0)
+        self.refresh()
+        return removed
+
     def replace_all(self, items: Iterable[tuple[ItemRecord, bytes]]) -> None:
         """Make the store hold exactly ``items``: blobs first, then one atomic rewrite of the JSONL.
 

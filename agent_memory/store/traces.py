@@ -413,6 +413,31 @@ class TraceStore(ABC):
                     return facts[index]
         raise ItemNotFoundError(f"no semantic fact {fact_id!r}", item_id=str(fact_id))
 
+    @_public
+    def redact_result(self, ref: str, note: str) -> int:
+        """Replace the preview of every tool result holding memory item ``ref`` (active and
+        archived traces) with ``note``: what ``forget`` does to the conversation. The trace stays
+        (its call keeps its answer; the turn keeps its shape) with ``tool_result_ref`` unchanged,
+        so the history says an item was there.
+
+        Returns:
+            How many traces were rewritten.
+
+        Raises:
+            StoreError: if a rewrite fails (the file is then intact).
+        """
+        changed = 0
+        for kind in ("raw", "archive"):
+            with self._locked(kind):
+                items = self._read(kind)
+                hits = [n for n, item in enumerate(items) if item.tool_result_ref == ref and item.tool_result != note]
+                for n in hits:
+                    items[n] = items[n].model_copy(update={"tool_result": note})
+                if hits:
+                    self._rewrite(kind, items)
+                changed += len(hits)
+        return changed
+
     # -- all --------------------------------------------------------------------------------
     @_public
     def clear(self) -> None:

@@ -1,0 +1,605 @@
+"""Serial, durable processing of memory events (seed 003: persistent queue, execution modes,
+stepping, step lock, observers).
+
+An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
+every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
+compaction request, a usage report) is first journaled in the memory's
+:class:`~agent_memory.agent.queue.EventQueue` (``events.sqlite3``, committed), then applied, one at
+a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.StepLock`:
+
+- **auto** mode (the default): :meth:`EventProcessor.dispatch` applies the queue at once, then
+  runs a pending truncation and a pending compaction, and returns the applied event.
+- **stepping** mode: ``dispatch`` only journals; each :meth:`EventProcessor.step` does one thing,
+  in this order: apply the oldest event; else run a pending truncation
+  (:attr:`MemoryManager.truncation_required`); else run a pending compaction; and says what it
+  did (:class:`StepResult`). For debugging, and for generating data step by step.
+
+**Exactly once.** An event is marked ``applying`` (committed) before its effect is written and
+``applied`` after. A process killed in between leaves it ``applying``; the next processor checks
+whether its effect exists before it applies it: the raw traces of an ingest carry the event id as
+``correlation_id``, a tool result and a store get a memory id derived from the event id
+(``derived_memory_id("event:<id>")``), and pins, forgets, compaction requests and usage reports are
+idempotent. So after any crash every journaled event is applied once: none lost, none twice. The
+restarted manager rebuilds its in-process state (pending tool calls, the working context) from
+the raw traces when it is constructed.
+
+**Several processes.** The step lock keeps two processes from applying events of one memory at
+once, and it is an OS lock: a killed holder's lock is free at once (the seed's stays locked). A
+MemoryManager keeps in-process state (the turn counter, the working context), so only one live
+manager should apply a memory's events: other processes dispatch in stepping mode (they only
+journal) and the applying process steps or dispatches in auto mode. A processor whose manager
+missed events another live manager applied refuses to apply more
+(:class:`~agent_memory.errors.ConfigurationError`): open a new manager and processor.
+
+**Observers** of the manager hear every ingest, compaction, truncation and retrieval (as before)
+and, from the processor, :class:`~agent_memory.observers.EventApplied` for each event applied or
+refused.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from enum import StrEnum
+from secrets import token_hex
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.agent.queue import EventKind, EventQueue, QueuedEvent
+from agent_memory.agent.step_lock import DEFAULT_STEP_LOCK_TIMEOUT_S, StepLock
+from agent_memory.errors import (
+    ConfigurationError,
+    EventFailedError,
+    InvalidArgumentError,
+    IsolationError,
+    ItemNotFoundError,
+    map_exceptions,
+)
+from agent_memory.ids import derived_memory_id
+from agent_memory.kernel.budget import BudgetCheck
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.models.messages import Message, ToolCall
+from agent_memory.models.traces import RawTraceItem
+from agent_memory.observers import EventApplied, MemoryObserver, logger
+
+__all__ = [
+    "DEFAULT_KEEP_APPLIED_EVENTS",
+    "EventProcessor",
+    "ExecutionMode",
+    "StepResult",
+    "event_memory_id",
+]
+
+DEFAULT_KEEP_APPLIED_EVENTS = 1_000
+"""Applied (and failed) events kept in the queue for inspection; older ones are deleted (open
+events never are). A tool result's payload can be megabytes, so the journal must not grow for ever."""
+
+PRUNE_EVERY_EVENTS = 64
+"""The queue is pruned after every this many applied events."""
+
+MAX_ERROR_CHARS = 1_000
+"""Longest refusal message kept with a failed event, in characters."""
+
+REFUSALS = (ValueError, TypeError, ItemNotFoundError, IsolationError)
+"""Errors that mean the event itself is wrong and can never apply (``InvalidArgumentError``,
+``InvalidIdError``, ``TransformError``, ``IngestError`` are ``ValueError`` s; an unknown item; a
+sub-agent's write into its parent's memory):
+it is marked ``failed`` and the queue goes on. Any other error (a full disk, a lock held too long)
+leaves it open, retried by the next step."""
+
+_TRACE_KINDS = frozenset({EventKind.USER_MESSAGE, EventKind.ASSISTANT_RESPONSE, EventKind.TOOL_INTENT,
+                          EventKind.TOOL_RESULT})
+
+_FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
+    EventKind.USER_MESSAGE: (frozenset({"content"}), frozenset({"images", "source_event"})),
+    EventKind.ASSISTANT_RESPONSE: (frozenset({"message"}), frozenset({"turn_id", "source_event"})),
+    EventKind.TOOL_INTENT: (frozenset({"calls"}), frozenset({"turn_id", "source_event"})),
+    EventKind.TOOL_RESULT: (frozenset({"tool_call_id", "result"}),
+                            frozenset({"is_error", "name", "source_event", "store_arguments"})),
+    EventKind.MEMORY_STORE: (frozenset({"content"}), frozenset({"type", "source", "tags", "related_to", "title",
+                                                                "media_type", "extra", "timestamp", "item_id"})),
+    EventKind.MEMORY_FORGET: (frozenset({"item_id"}), frozenset()),
+    EventKind.MEMORY_MARK_CRITICAL: (frozenset(), frozenset({"item_id", "fact", "tags"})),
+    EventKind.COMPACTION_REQUEST: (frozenset(), frozenset()),
+    EventKind.USAGE_REPORT: (frozenset(), frozenset({"prompt_tokens", "estimate"})),
+}
+"""Required and optional payload keys of each kind."""
+
+_STORE_ARGUMENTS = frozenset({"type", "media_type", "source", "title", "inline"})
+"""What a tool result's ``store_arguments`` may say (the rest of ``ingest_tool_result``'s keywords
+are the processor's)."""
+
+_MANAGER_TOKENS: weakref.WeakKeyDictionary[MemoryManager, str] = weakref.WeakKeyDictionary()
+_TOKENS_LOCK = threading.Lock()
+
+
+def _manager_token(manager: MemoryManager) -> str:
+    """An id of this manager object (processors sharing a manager share its state)."""
+    with _TOKENS_LOCK:
+        return _MANAGER_TOKENS.setdefault(manager, token_hex(8))
+
+
+def event_memory_id(event_id: str) -> str:
+    """The memory id under which a queued tool result or store event stores its content (unless
+    the store names its own ``item_id``): derived from the event id, so a retried event finds it."""
+    return derived_memory_id(f"event:{event_id}")
+
+
+class ExecutionMode(StrEnum):
+    """How :meth:`EventProcessor.dispatch` treats an event."""
+
+    AUTO = "auto"
+    """Apply it (and everything queued before it) at once, then pending truncation and compaction."""
+    STEPPING = "stepping"
+    """Only journal it; :meth:`EventProcessor.step` applies events one at a time."""
+
+
+class StepResult(BaseModel):
+    """What one :meth:`EventProcessor.step` did (the seed's ``StepResult``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_id: str
+    """The step lock's id for this step (``step_…``)."""
+    event_processed: bool
+    """Whether an event was applied (or refused: see ``event.status``)."""
+    event: QueuedEvent | None = None
+    """The event, as stored after the step (``applied`` or ``failed``); ``None`` if none."""
+    truncation_performed: bool = False
+    """Whether the oldest raw turns were truncated (only when no event was queued)."""
+    truncated_turn_ids: tuple[str, ...] = ()
+    """The turns truncated, oldest first."""
+    compaction_performed: bool = False
+    """Whether a compaction ran (only when no event was queued and no truncation was pending)."""
+    compacted_turn_ids: tuple[str, ...] = ()
+    """The turns the compaction moved to the archive, oldest first (may be empty)."""
+    has_pending_operations: bool
+    """Whether another step has work: events queued, or a truncation or compaction pending."""
+    queued_event_count: int
+    """Events still waiting in the queue."""
+
+
+def _check_payload(kind: EventKind, payload: dict[str, Any]) -> None:
+    required, optional = _FIELDS[kind]
+    missing = required - payload.keys()
+    unknown = payload.keys() - required - optional
+    if missing or unknown:
+        parts = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(unknown)}"] if unknown else [])
+        raise InvalidArgumentError(f"a {kind.value} event payload: {'; '.join(parts)}")
+    if kind is EventKind.MEMORY_MARK_CRITICAL and ("item_id" in payload) == ("fact" in payload):
+        raise InvalidArgumentError("a memory_mark_critical event pins an item_id or a fact (one of them)")
+    if kind is EventKind.USAGE_REPORT and payload.get("prompt_tokens") is None and payload.get("estimate") is None:
+        raise InvalidArgumentError("a usage_report event needs prompt_tokens or estimate")
+    extra = payload.get("store_arguments") or {}
+    if not isinstance(extra, dict) or set(extra) - _STORE_ARGUMENTS:
+        raise InvalidArgumentError(f"a tool_result event's store_arguments take only {sorted(_STORE_ARGUMENTS)}")
+
+
+def _normalised(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as journaled: messages and tool calls as their JSON data (validated now)."""
+    payload = dict(payload)
+    if kind is EventKind.ASSISTANT_RESPONSE:
+        message = payload["message"]
+        if isinstance(message, str):
+            message = Message(role="assistant", content=message)
+        elif isinstance(message, dict):
+            message = Message.model_validate(message)
+        if not isinstance(message, Message) or message.role != "assistant":
+            raise InvalidArgumentError("an assistant_response event's message is an assistant Message, a dict or text")
+        payload["message"] = message.model_dump(mode="json", exclude_defaults=True)
+    elif kind is EventKind.TOOL_INTENT:
+        calls = payload["calls"]
+        if isinstance(calls, ToolCall | dict | str) or not isinstance(calls, Iterable):
+            raise InvalidArgumentError("a tool_intent event's calls are a list of ToolCalls (or dicts)")
+        payload["calls"] = [(call if isinstance(call, ToolCall) else ToolCall.model_validate(call))
+                            .model_dump(mode="json", exclude_defaults=True) for call in calls]
+    return payload
+
+
+class EventProcessor:
+    """Journals a memory's events and applies them serially, exactly once (see the module
+    docstring).
+
+    Args:
+        manager: the memory's kernel; events are applied through its public methods.
+        mode: ``"auto"`` or ``"stepping"`` (:class:`ExecutionMode`); settable later
+            (:attr:`execution_mode`).
+        queue: the event queue; ``None``: ``events.sqlite3`` in ``manager.trace_dir`` (the
+            agent directory, unless the manager keeps its conversation elsewhere).
+        observers: added to the manager and its memory: they hear ingest, compaction,
+            truncation, retrieval and :class:`~agent_memory.observers.EventApplied`.
+        tools: the tool definitions sent with each prompt, counted when a step truncates or
+            compacts (as :meth:`MemoryManager.compact` counts them).
+        lock_timeout_s: how long a step or an auto-mode dispatch waits for the step lock, in
+            seconds, unless the call says otherwise.
+        keep_applied: applied and failed events kept in the queue (older ones deleted);
+            ``None``: keep every event.
+
+    Raises:
+        InvalidArgumentError: for an unknown mode.
+        StoreError: if the queue cannot be opened.
+    """
+
+    def __init__(
+        self,
+        manager: MemoryManager,
+        *,
+        mode: ExecutionMode | str = ExecutionMode.AUTO,
+        queue: EventQueue | None = None,
+        observers: Iterable[MemoryObserver] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        lock_timeout_s: float = DEFAULT_STEP_LOCK_TIMEOUT_S,
+        keep_applied: int | None = DEFAULT_KEEP_APPLIED_EVENTS,
+    ) -> None:
+        self.manager = manager
+        self.execution_mode = mode  # type: ignore[assignment]  # validated by the setter
+        self.queue = queue if queue is not None else EventQueue(manager.trace_dir)
+        self.step_lock = StepLock(self.queue)
+        self.tools = list(tools)
+        self.lock_timeout_s = lock_timeout_s
+        self.keep_applied = keep_applied
+        for observer in observers:
+            manager.observers.add(observer)
+            manager.memory.add_observer(observer)
+        self._token = _manager_token(manager)
+        self._known_seq = self.queue.last_closed()[0]  # the manager was built after these were applied
+        self._owner: int | None = None
+        self._applied_since_prune = 0
+
+    def __repr__(self) -> str:
+        return f"EventProcessor({self.manager.agent_id!r}, mode={self._mode.value}, queued={self.queue_length})"
+
+    def close(self) -> None:
+        """Close the queue's database connection (reopened by the next use). The manager and its
+        memory stay open: close them yourself."""
+        self.queue.close()
+
+    # -- mode and views ------------------------------------------------------------------------
+    @property
+    def execution_mode(self) -> ExecutionMode:
+        """``auto`` or ``stepping``; set it to switch (events already queued stay queued until
+        the next auto dispatch or step)."""
+        return self._mode
+
+    @execution_mode.setter
+    def execution_mode(self, mode: ExecutionMode | str) -> None:
+        try:
+            self._mode = ExecutionMode(mode)
+        except ValueError:
+            raise InvalidArgumentError(f"execution mode is 'auto' or 'stepping', not {mode!r}") from None
+
+    def pending_events(self) -> list[QueuedEvent]:
+        """The events not applied yet, oldest first."""
+        return self.queue.pending()
+
+    @property
+    def queue_length(self) -> int:
+        """How many events wait to be applied."""
+        return self.queue.open_count()
+
+    @property
+    def has_pending_truncation(self) -> bool:
+        """Whether a step would truncate (see :attr:`MemoryManager.truncation_required`)."""
+        return self.manager.truncation_required
+
+    @property
+    def has_pending_compaction(self) -> bool:
+        """Whether a compaction is requested (:attr:`MemoryManager.compaction_required`)."""
+        return self.manager.compaction_required
+
+    def is_step_locked(self) -> bool:
+        """Whether a step runs now, here or in another process (a dead holder does not count)."""
+        return self.step_lock.is_locked()
+
+    def current_step_id(self) -> str | None:
+        """The running step's id, or ``None`` when no step runs."""
+        return self.step_lock.current_step_id()
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def dispatch(self, kind: EventKind | str, payload: dict[str, Any] | None = None, *,
+                 timeout_s: float | None = None) -> QueuedEvent:
+        """Journal an event; in auto mode also apply the queue (this event and every one before
+        it), then any pending truncation and compaction.
+
+        Args:
+            kind: which event (:class:`EventKind`).
+            payload: its arguments (the manager method's, see the convenience methods); ``bytes``
+                and ``datetime`` values are kept.
+            timeout_s: the wait for the step lock (auto mode); ``None``: ``lock_timeout_s``.
+
+        Returns:
+            The event: ``applied`` with its ``result`` in auto mode; ``queued`` in stepping mode,
+            and when called from inside a step or dispatch of this processor (by an observer):
+            the running dispatch applies it after the current event, or a later step does.
+
+        Raises:
+            InvalidArgumentError: for an unknown kind or a malformed payload (nothing journaled);
+                in auto mode, the manager's own error when it refuses the event (the event is
+                then ``failed``).
+            EventFailedError: in auto mode, if another process applied and refused the event.
+            LockTimeoutError: in auto mode, if the step lock stayed held; the event is journaled
+                and the next step or dispatch applies it: do not dispatch it again.
+            StoreError: if journaling fails (nothing journaled), or applying fails for a reason
+                other than the event (the event stays queued and is retried by the next step).
+            ConfigurationError: if another live manager applied this memory's events since this
+                processor's manager was built (see the module docstring).
+        """
+        try:
+            kind = EventKind(kind)
+        except ValueError:
+            raise InvalidArgumentError(f"unknown event kind {kind!r}") from None
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidArgumentError(f"an event payload is a dict, not {type(payload).__name__}")
+        payload = dict(payload or {})
+        _check_payload(kind, payload)
+        with map_exceptions("EventProcessor.dispatch"):
+            normalised = _normalised(kind, payload)
+        event = self.queue.push(kind, normalised)
+        if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
+            return event
+        own: QueuedEvent | None = None
+        own_error: BaseException | None = None
+        with self._stepping(timeout_s):
+            while (applied := self._apply_next()) is not None:
+                if applied[0].id == event.id:
+                    own, own_error = applied
+            try:
+                self._maintain()
+            except Exception:  # noqa: BLE001 - the event is applied; the maintenance stays pending
+                logger.warning("truncation or compaction after event %s failed; it stays pending", event.id,
+                               exc_info=True)
+        done = own if own is not None else self.queue.get(event.id)  # else another process applied it
+        if done.status == "failed":
+            if own_error is not None:
+                raise own_error
+            raise EventFailedError(f"event {event.id} ({kind.value}) was refused: {done.error}", event_id=event.id,
+                                   error=done.error or "")
+        return done
+
+    def step(self, *, timeout_s: float | None = None) -> StepResult:
+        """Do one thing under the step lock: apply the oldest queued event; else run a pending
+        truncation; else run a pending compaction; and say what was done.
+
+        Args:
+            timeout_s: the wait for the step lock; ``None``: ``lock_timeout_s``.
+
+        Raises:
+            LockTimeoutError: if another step (here or in another process) held the lock longer.
+            StoreError: if applying or compacting failed for a reason other than the event (the
+                event stays queued; the compaction stays requested). An event the manager
+                refuses does not raise: it is returned ``failed``.
+            ConfigurationError: if called from inside a step, or if another live manager applied
+                this memory's events (see the module docstring).
+        """
+        if self._owner == threading.get_ident():
+            raise ConfigurationError("step() was called from inside a step (by an observer?); dispatch instead")
+        with self._stepping(timeout_s) as step_id:
+            applied = self._apply_next()
+            truncated: tuple[str, ...] = ()
+            compacted: tuple[str, ...] = ()
+            did_truncate = did_compact = False
+            if applied is None:
+                if self.manager.truncation_required:
+                    truncated, did_truncate = self.manager.truncate_oldest(tools=self.tools), True
+                elif self.manager.compaction_required:
+                    compacted, did_compact = self.manager.compact(tools=self.tools).turn_ids, True
+            queued = self.queue.open_count()
+            pending = queued > 0 or self.manager.truncation_required or self.manager.compaction_required
+            return StepResult(
+                step_id=step_id, event_processed=applied is not None, event=applied[0] if applied else None,
+                truncation_performed=did_truncate, truncated_turn_ids=truncated, compaction_performed=did_compact,
+                compacted_turn_ids=compacted, has_pending_operations=pending, queued_event_count=queued,
+            )
+
+    def drain(self, *, timeout_s: float | None = None) -> int:
+        """Apply every queued event now, in order (whatever the mode), without truncating or
+        compacting; returns how many were applied or refused. Raises as :meth:`step`."""
+        count = 0
+        with self._stepping(timeout_s):
+            while self._apply_next() is not None:
+                count += 1
+        return count
+
+    # -- the manager's operations, journaled ------------------------------------------------------
+    def _result(self, event: QueuedEvent, key: str) -> Any:
+        if event.status != "applied" or not isinstance(event.result, dict):
+            return None
+        return event.result.get(key)
+
+    def user_message(self, content: str, *, images: Sequence[str] = (), source_event: str | None = None) -> str | None:
+        """:meth:`MemoryManager.ingest_user_message` as an event. Returns the turn id in auto
+        mode; ``None`` in stepping mode (the event is only queued)."""
+        payload: dict[str, Any] = {"content": content, "images": list(images)}
+        if source_event is not None:
+            payload["source_event"] = source_event
+        return self._result(self.dispatch(EventKind.USER_MESSAGE, payload), "turn_id")
+
+    def assistant_response(self, message: Message | str, *, turn_id: str | None = None,
+                           source_event: str | None = None) -> None:
+        """:meth:`MemoryManager.ingest_assistant_response` as an event (its text and tool calls
+        are written together)."""
+        payload: dict[str, Any] = {"message": message, "turn_id": turn_id}
+        if source_event is not None:
+            payload["source_event"] = source_event
+        self.dispatch(EventKind.ASSISTANT_RESPONSE, payload)
+
+    def tool_intent(self, calls: Sequence[ToolCall], *, turn_id: str | None = None,
+                    source_event: str | None = None) -> None:
+        """:meth:`MemoryManager.ingest_tool_intent` as an event."""
+        payload: dict[str, Any] = {"calls": list(calls), "turn_id": turn_id}
+        if source_event is not None:
+            payload["source_event"] = source_event
+        self.dispatch(EventKind.TOOL_INTENT, payload)
+
+    def tool_result(self, tool_call_id: str, result: Any, *, is_error: bool = False, name: str | None = None,
+                    source_event: str | None = None, **store_arguments: Any) -> str | None:
+        """:meth:`MemoryManager.ingest_tool_result` as an event: the result (text, JSON data or
+        ``bytes``) is journaled, then stored under :func:`event_memory_id` of the event. Returns
+        the memory id in auto mode (``None`` for an error result, and in stepping mode)."""
+        payload: dict[str, Any] = {"tool_call_id": tool_call_id, "result": result, "is_error": is_error, "name": name,
+                                   "store_arguments": store_arguments}
+        if source_event is not None:
+            payload["source_event"] = source_event
+        return self._result(self.dispatch(EventKind.TOOL_RESULT, payload), "memory_id")
+
+    def store(self, content: Any, **arguments: Any) -> str | None:
+        """:meth:`AgentMemory.store` as an event (same arguments; the id is
+        :func:`event_memory_id` of the event unless ``item_id`` is given). Returns the memory id
+        in auto mode, ``None`` in stepping mode."""
+        return self._result(self.dispatch(EventKind.MEMORY_STORE, {"content": content, **arguments}), "memory_id")
+
+    def forget(self, item_id: str) -> bool | None:
+        """:meth:`MemoryManager.forget` as an event. Returns whether the item was still stored
+        (auto mode), ``None`` in stepping mode."""
+        return self._result(self.dispatch(EventKind.MEMORY_FORGET, {"item_id": item_id}), "removed")
+
+    def pin_item(self, item_id: str) -> None:
+        """:meth:`MemoryManager.pin_item` as an event (``MEMORY_MARK_CRITICAL``)."""
+        self.dispatch(EventKind.MEMORY_MARK_CRITICAL, {"item_id": item_id})
+
+    def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str | None:
+        """:meth:`MemoryManager.pin_fact` as an event (``MEMORY_MARK_CRITICAL``). Returns the
+        fact's id in auto mode, ``None`` in stepping mode."""
+        return self._result(self.dispatch(EventKind.MEMORY_MARK_CRITICAL, {"fact": fact, "tags": list(tags)}),
+                            "fact_id")
+
+    def request_compaction(self) -> None:
+        """:meth:`MemoryManager.request_compaction` as an event (in auto mode the compaction then
+        runs at once; in stepping mode a later step runs it)."""
+        self.dispatch(EventKind.COMPACTION_REQUEST, {})
+
+    def observe_usage(self, prompt_tokens: int | None, *, estimate: int | None = None) -> BudgetCheck | None:
+        """:meth:`MemoryManager.observe_usage` as an event. Returns the check in auto mode,
+        ``None`` in stepping mode."""
+        event = self.dispatch(EventKind.USAGE_REPORT, {"prompt_tokens": prompt_tokens, "estimate": estimate})
+        return BudgetCheck.model_validate(event.result) if event.status == "applied" else None
+
+    # -- processing ----------------------------------------------------------------------------
+    @contextmanager
+    def _stepping(self, timeout_s: float | None) -> Iterator[str]:
+        """Hold the step lock (other threads and processes wait) and check the manager is fresh."""
+        wait = self.lock_timeout_s if timeout_s is None else timeout_s
+        with self.step_lock.hold(wait) as step_id:
+            self._check_fresh()
+            self._owner = threading.get_ident()
+            try:
+                yield step_id
+            finally:
+                self._owner = None
+
+    def _check_fresh(self) -> None:
+        seq, applied_by = self.queue.last_closed()
+        if seq > self._known_seq and applied_by not in (None, self._token):
+            raise ConfigurationError(
+                f"another MemoryManager applied events to {self.manager.agent_id!r} (up to event #{seq}) since this "
+                "one was built: its state is stale. Open a new MemoryManager and EventProcessor, and let one "
+                "process apply events (others dispatch in stepping mode)."
+            )
+
+    def _apply_next(self) -> tuple[QueuedEvent, BaseException | None] | None:
+        """Apply the oldest open event (under the step lock); ``None`` if there is none."""
+        event = self.queue.next_open()
+        if event is None:
+            return None
+        recovered, result = False, None
+        if event.status == "applying":  # interrupted: its effect may be written already
+            recovered, result = self._effect_of(event)
+        else:
+            self.queue.mark_applying(event.id)
+        if not recovered:
+            try:
+                result = self._apply(event)
+            except REFUSALS as exc:
+                error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+                failed = self.queue.mark_failed(event.id, error, applied_by=self._token)
+                self._closed(failed, recovered=False)
+                return failed, exc
+        applied = self.queue.mark_applied(event.id, result, applied_by=self._token)
+        self._closed(applied, recovered=recovered)
+        return applied, None
+
+    def _closed(self, event: QueuedEvent, *, recovered: bool) -> None:
+        self._known_seq = max(self._known_seq, event.seq)
+        self.manager.observers.emit(EventApplied(
+            agent_id=self.manager.agent_id, event_id=event.id, event_kind=event.kind.value, seq=event.seq,
+            status="failed" if event.status == "failed" else "applied", recovered=recovered, error=event.error,
+        ))
+        self._applied_since_prune += 1
+        if self.keep_applied is not None and self._applied_since_prune >= PRUNE_EVERY_EVENTS:
+            self._applied_since_prune = 0
+            self.queue.prune(self.keep_applied)
+
+    def _maintain(self) -> None:
+        """Run a pending truncation, then a pending compaction (auto mode, after the queue)."""
+        if self.manager.truncation_required:
+            self.manager.truncate_oldest(tools=self.tools)
+        if self.manager.compaction_required:
+            self.manager.compact(tools=self.tools)
+
+    def _traces_of(self, event_id: str) -> list[RawTraceItem]:
+        """The raw traces (active or archived) an event wrote, by seq."""
+        store = self.manager.store
+        found = {item.id: item for item in (*store.read_archive(), *store.list_raw()) if item.correlation_id == event_id}
+        return sorted(found.values(), key=lambda item: (item.turn_id, item.seq))
+
+    def _effect_of(self, event: QueuedEvent) -> tuple[bool, Any]:
+        """Whether an interrupted event's effect is written, and the result it had."""
+        if event.kind in _TRACE_KINDS:
+            traces = self._traces_of(event.id)
+            if not traces:
+                return False, None
+            if event.kind is EventKind.TOOL_RESULT:
+                return True, {"memory_id": traces[0].tool_result_ref}
+            return True, {"turn_id": traces[0].turn_id}
+        if event.kind is EventKind.MEMORY_STORE:
+            item_id = event.payload.get("item_id") or event_memory_id(event.id)
+            if item_id in self.manager.memory:
+                return True, {"memory_id": item_id}
+        return False, None  # the other kinds are idempotent: applying them again is safe
+
+    def _apply(self, event: QueuedEvent) -> Any:
+        """Apply one event through the manager; returns its result as JSON data."""
+        manager, payload, kind = self.manager, dict(event.payload), event.kind
+        source = {"source_event": payload["source_event"]} if payload.get("source_event") else {}
+        if kind is EventKind.USER_MESSAGE:
+            turn = manager.ingest_user_message(payload["content"], images=tuple(payload.get("images") or ()),
+                                               correlation_id=event.id, **source)
+            return {"turn_id": turn}
+        if kind is EventKind.ASSISTANT_RESPONSE:
+            manager.ingest_assistant_response(Message.model_validate(payload["message"]), turn_id=payload.get("turn_id"),
+                                              correlation_id=event.id, **source)
+            return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id}
+        if kind is EventKind.TOOL_INTENT:
+            calls = [ToolCall.model_validate(call) for call in payload["calls"]]
+            manager.ingest_tool_intent(calls, turn_id=payload.get("turn_id"), correlation_id=event.id, **source)
+            return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id} if calls else None
+        if kind is EventKind.TOOL_RESULT:
+            ref = manager.ingest_tool_result(
+                payload["tool_call_id"], payload["result"], is_error=bool(payload.get("is_error")),
+                name=payload.get("name"), correlation_id=event.id, item_id=event_memory_id(event.id), **source,
+                **(payload.get("store_arguments") or {}),
+            )
+            return {"memory_id": ref}
+        if kind is EventKind.MEMORY_STORE:
+            arguments = {key: value for key, value in payload.items() if key != "content"}
+            arguments["item_id"] = arguments.get("item_id") or event_memory_id(event.id)
+            if isinstance(arguments.get("timestamp"), str):
+                arguments["timestamp"] = datetime.fromisoformat(arguments["timestamp"])
+            return {"memory_id": manager.memory.store(payload["content"], **arguments)}
+        if kind is EventKind.MEMORY_FORGET:
+            return {"removed": manager.forget(payload["item_id"])}
+        if kind is EventKind.MEMORY_MARK_CRITICAL:
+            if "item_id" in payload:
+                manager.pin_item(payload["item_id"])
+                return {"item_id": payload["item_id"]}
+            return {"fact_id": manager.pin_fact(payload["fact"], tags=tuple(payload.get("tags") or ()))}
+        if kind is EventKind.COMPACTION_REQUEST:
+            manager.request_compaction()
+            return None
+        assert kind is EventKind.USAGE_REPORT
+        check = manager.observe_usage(payload.get("prompt_tokens"), estimate=payload.get("estimate"))
+        return check.model_dump(mode="json")

@@ -1,0 +1,323 @@
+"""MemoryAgent: a tool-calling loop whose conversation and results live in memory.
+
+Each step is one stateless LLM call whose messages the
+:class:`~agent_memory.llm.assembler.LLMRequestAssembler` builds from the Working Context Snapshot
+(compacting first when the budget asks for it); the provider's usage feeds the token budget. The
+model's tool calls run in order: the agent's own tools (plain typed functions,
+:mod:`agent_memory.agent.tools`), whose results are stored in memory and shown in full once then
+cited; the memory tools (``actions``, found through the ``agent_memory.toolkit`` entry point), whose
+answers stay inline; and ``spawn_agent`` when sub-agents are allowed
+(:mod:`agent_memory.agent.sub_agents`). Every memory event (user message, answer, tool intent,
+tool result) goes through the agent's durable event queue (:mod:`agent_memory.agent.events`)
+before it is applied. A model's mistake (unknown tool, bad arguments, a tool that raises) becomes
+an error result the model reads; it never stops the loop.
+
+Sync API; :meth:`MemoryAgent.arun` is the async twin (the loop in a worker thread; ``async`` tools
+run on the caller's event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from agent_memory.agent.config import AgentConfig, MemoryMode
+from agent_memory.agent.events import EventProcessor
+from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import ConfigurationError
+from agent_memory.kernel.budget import ModelLimits, model_limits
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.kernel.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from agent_memory.limits import shorten
+from agent_memory.llm.assembler import LLMRequestAssembler
+from agent_memory.llm.chat import ChatModel
+from agent_memory.llm.client import LLMClient
+from agent_memory.memory import AgentMemory
+from agent_memory.models.messages import ToolCall
+from agent_memory.observers import Compacted, MemoryEvent, MemoryObserver, Truncated
+from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
+
+if TYPE_CHECKING:
+    from agent_memory.agent.sub_agents import SubAgentResult
+
+__all__ = ["AgentRun", "AgentStep", "MemoryAgent"]
+
+MAX_INLINE_RESULT_CHARS = 16_000
+"""Longest inline tool answer (memory tools, tools with ``store_result=False``), in characters;
+memory tool answers are already capped at 4,000 tokens."""
+
+
+class AgentStep(BaseModel):
+    """One LLM call of a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    """1-based position in the run."""
+    prompt_tokens: int | None
+    """The prompt's size as the provider reported it (``None``: not reported)."""
+    estimate_tokens: int
+    """Our count of the prompt (messages and tool definitions, o200k)."""
+    completion_tokens: int | None
+    cached_tokens: int | None
+    tools_offered: tuple[str, ...]
+    """Names of the tools sent with the call (the agent's and the memory tools offered)."""
+    tool_calls: tuple[str, ...]
+    """Names of the tools the model called, in order."""
+    compacted_turns: tuple[str, ...]
+    """Turns compacted (or truncated) before this call; ``()``: none."""
+
+
+class AgentRun(BaseModel):
+    """What :meth:`MemoryAgent.run` did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    turn_id: str
+    """The turn the task started."""
+    answer: str | None
+    """The model's final text; ``None`` when the run stopped before one."""
+    stopped: Literal["answer", "max_steps"]
+    """``answer``: the model answered without calling tools; ``max_steps``: the step limit."""
+    steps: tuple[AgentStep, ...]
+
+    @property
+    def compactions(self) -> int:
+        """Steps preceded by a compaction."""
+        return sum(1 for step in self.steps if step.compacted_turns)
+
+    @property
+    def prompt_tokens(self) -> list[int | None]:
+        """The reported prompt size of each call, in order."""
+        return [step.prompt_tokens for step in self.steps]
+
+
+class MemoryAgent:
+    """An LLM agent with memory.
+
+    Args:
+        model: the chat model (:class:`~agent_memory.llm.chat.OpenAIChatModel` for any
+            OpenAI-compatible endpoint, ``OpenAIResponsesModel``, ``AnthropicChatModel``).
+        tools: the agent's own tools: typed functions or :class:`FunctionTool` s.
+        system_prompt: the agent's instructions (the memory section is appended when memory is
+            enabled).
+        memory: the memory to use; ``None``: ``AgentMemory(agent_id, memory_dir, config=memory_config)``.
+        agent_id, memory_dir, memory_config: for the memory made when ``memory`` is ``None``.
+        config: the agent configuration; ``None``: ``AgentConfig()``.
+        limits: the model's context limits; ``None``: looked up by the model's name.
+        compaction_llm: the client of the LLM summarizer (needed when ``config.use_compaction_llm``).
+        trace_dir: where the conversation's files go; ``None``: the memory's agent directory
+            (sub-agents sharing a memory get their own).
+        observers: hear ingest, compaction, truncation, retrieval and applied events.
+        name: the agent's name in results and events; ``None``: the memory's agent id (or the
+            trace directory's name).
+
+    Raises:
+        ConfigurationError: if ``use_compaction_llm`` is set without ``compaction_llm``, or a
+            tool's name is taken twice.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        tools: Iterable[FunctionTool | Any] = (),
+        system_prompt: str | None = None,
+        memory: AgentMemory | None = None,
+        agent_id: str = "agent",
+        memory_dir: str | os.PathLike[str] | None = None,
+        memory_config: MemoryConfig | None = None,
+        config: AgentConfig | None = None,
+        limits: ModelLimits | None = None,
+        compaction_llm: LLMClient | None = None,
+        trace_dir: str | os.PathLike[str] | None = None,
+        observers: Sequence[MemoryObserver] = (),
+        name: str | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config if config is not None else AgentConfig()
+        self.system_prompt = system_prompt
+        wrapped = [as_tool(t) for t in tools]
+        self.tools = {t.name: t for t in wrapped}
+        if len(self.tools) != len(wrapped):
+            raise ConfigurationError(f"two tools share a name: {sorted(t.name for t in wrapped)}")
+        self._owns_memory = memory is None
+        self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, config=memory_config)
+        self.agent_id = name or (self.memory.agent_id if trace_dir is None else Path(trace_dir).name)
+        self.compaction_llm = compaction_llm
+        self.manager = MemoryManager(
+            self.memory, trace_dir=trace_dir,
+            system_prompt=system_prompt,
+            limits=limits if limits is not None else model_limits(getattr(model, "model", None)),
+            summarizer=self._summarizer(), tail_turns=self.config.tail_turns, observers=observers,
+        )
+        self.toolkit: MemoryTools | None = None
+        if self.config.enable_memory:
+            self.toolkit = load_toolkit(self.memory, manager=self.manager, offer=self.config.tool_offer,
+                                        form=self.config.tool_form)
+            # What citing costs per call: the retrieve tool and the prompt section that teaches it.
+            retrieve_only = self.toolkit.openai_tools(OfferState(citing=True))
+            teaching = self.memory.tokens.count(self.config.memory_prompt or "")
+            self.manager.presentation.offer_cost_tokens = self.manager.count_tokens([], retrieve_only) + teaching
+        clash = set(self.tools) & set(getattr(self.toolkit, "names", []))
+        if clash:
+            raise ConfigurationError(f"tool names taken by the memory tools: {sorted(clash)}")
+        from agent_memory.agent.sub_agents import SPAWN_TOOL_NAME, spawn_tool_schema
+
+        self._spawn_schema = spawn_tool_schema() if self.config.allow_sub_agents else None
+        self._spawn_name = SPAWN_TOOL_NAME
+        own = [t.openai_schema() for t in self.tools.values()]
+        if self._spawn_schema is not None:
+            own.append(self._spawn_schema)
+        self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tools=own,
+                                             memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
+        every_tool = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
+        self.events = EventProcessor(self.manager, tools=every_tool)
+        self._compacted: list[str] = []
+        self.manager.on(self._heard)
+        self.children: list[SubAgentResult] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"MemoryAgent(agent_id={self.agent_id!r}, model={self.model!r}, tools={list(self.tools)})"
+
+    def _heard(self, event: MemoryEvent) -> None:
+        if isinstance(event, Compacted | Truncated):
+            self._compacted.extend(t for t in event.turn_ids if t not in self._compacted)
+
+    def _summarizer(self) -> Summarizer | None:
+        if not self.config.use_compaction_llm:
+            return None
+        if self.compaction_llm is None:
+            raise ConfigurationError("config.use_compaction_llm needs compaction_llm (an LLMClient)")
+        fallback = ExtractiveSummarizer(counter=self.memory.tokens)
+        options: dict[str, Any] = {"prompt": self.config.compaction_prompt} if self.config.compaction_prompt else {}
+        return LLMSummarizer(self.compaction_llm, fallback=fallback, counter=self.memory.tokens, **options)
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, task: str, *, max_steps: int | None = None) -> AgentRun:
+        """Give the agent ``task`` (a user message) and loop until it answers without calling a
+        tool, or ``max_steps`` LLM calls (``None``: ``config.max_steps``).
+
+        Raises:
+            LLMError: if an LLM call fails after the SDK's retries (the conversation is intact:
+                calling :meth:`resume` retries the same prompt).
+            ContextOverflowError: if even a compacted prompt cannot fit the model's window.
+            StoreError: if the memory's files cannot be written.
+        """
+        turn_id = self.events.user_message(task)
+        return self.resume(turn_id=turn_id, max_steps=max_steps)
+
+    def resume(self, *, turn_id: str | None = None, max_steps: int | None = None) -> AgentRun:
+        """Go on with the current turn (after a failed call, a restart, or results added by hand)."""
+        turn = turn_id or self.manager.tracker.current_turn_id or self.manager.start_turn()
+        limit = max_steps if max_steps is not None else self.config.max_steps
+        steps: list[AgentStep] = []
+        for index in range(1, limit + 1):
+            package = self.assembler.prepare_request()
+            result = self.model.generate(package.messages, tools=package.tools or None,
+                                         max_output_tokens=self.config.max_output_tokens,
+                                         timeout_s=self.config.llm_timeout_s)
+            # What the model was shown is committed only now that it answered; the answer and the
+            # usage go through the event queue (journaled, then applied).
+            self.manager.commit(package.built)
+            self.events.assistant_response(result.message)
+            self.events.observe_usage(result.usage.prompt_tokens, estimate=package.estimate_tokens)
+            calls = result.message.tool_calls
+            compacted, self._compacted = tuple(self._compacted), []
+            steps.append(AgentStep(
+                index=index, prompt_tokens=result.usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
+                completion_tokens=result.usage.completion_tokens, cached_tokens=result.usage.cached_tokens,
+                tools_offered=tuple(t["function"]["name"] for t in package.tools),
+                tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
+            ))
+            if not calls:
+                return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=result.message.content or "",
+                                stopped="answer", steps=tuple(steps))
+            for call in calls:
+                self._run_tool(call)
+        return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=None, stopped="max_steps", steps=tuple(steps))
+
+    async def arun(self, task: str, *, max_steps: int | None = None) -> AgentRun:
+        """:meth:`run` in a worker thread; ``async`` tools run on this event loop."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.to_thread(self.run, task, max_steps=max_steps)
+        finally:
+            self._loop = None
+
+    # -- tools ----------------------------------------------------------------------------------
+    def _answer(self, call: ToolCall, text: str, *, is_error: bool = False) -> None:
+        """Record an inline answer (memory tools, errors, unstored results)."""
+        self.events.tool_result(call.id, shorten(text, MAX_INLINE_RESULT_CHARS), is_error=is_error, name=call.name,
+                                inline=True)
+
+    def _run_tool(self, call: ToolCall) -> None:
+        """Run one tool call of the model and record its result; never raises for the model's
+        mistakes or a tool's failure."""
+        arguments: Any = call.input if call.input is not None else call.arguments
+        if self.toolkit is not None and call.name in getattr(self.toolkit, "names", ()):
+            answer = self.toolkit.dispatch(call.name, arguments)
+            self._answer(call, answer.content, is_error=not answer.ok)
+            return
+        if self._spawn_schema is not None and call.name == self._spawn_name:
+            from agent_memory.agent.sub_agents import run_spawn_call
+
+            text, ok = run_spawn_call(self, arguments)
+            self._answer(call, text, is_error=not ok)
+            return
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = [*self.tools, *getattr(self.toolkit, "names", ()), *([self._spawn_name] if self._spawn_schema else [])]
+            self._answer(call, f"There is no tool {shorten(call.name, 60)!r}. The tools are: {', '.join(names)}.",
+                         is_error=True)
+            return
+        try:
+            value = tool.invoke(arguments, loop=self._loop)
+        except ToolFailure as exc:
+            self._answer(call, str(exc), is_error=True)
+            return
+        if tool.store_result and self.config.enable_memory:
+            extra: dict[str, Any] = {"type": tool.result_type} if tool.result_type else {}
+            self.events.tool_result(call.id, value, name=tool.name, source=tool.name, **extra)
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            self._answer(call, text)
+
+    # -- sub-agents -----------------------------------------------------------------------------
+    def spawn(self, task: str, *, memory: MemoryMode | None = None, **options: Any) -> SubAgentResult:
+        """Run a sub-agent on ``task`` and return its one result (see
+        :func:`agent_memory.agent.sub_agents.spawn`; ``memory`` ``None``: shared when
+        ``config.share_memory_with_sub_agents``, else isolated)."""
+        from agent_memory.agent.sub_agents import spawn
+
+        result = spawn(self, task, memory=memory, **options)
+        self.children.append(result)
+        return result
+
+    def merge(self, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]:
+        """Copy an isolated sub-agent's items (``None``: all it stored) into this agent's memory;
+        returns their new ids here (see :func:`agent_memory.agent.sub_agents.merge`)."""
+        from agent_memory.agent.sub_agents import merge
+
+        return merge(self, result, item_ids)
+
+    def close(self) -> None:
+        """Close the event queue, and the memory if the agent opened it."""
+        self.events.close()
+        if self._owns_memory:
+            self.memory.close()
+
+    def __enter__(self) -> MemoryAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,238 @@
+"""Sub-agents: a parent hands a task to a child agent and gets one result back (seed 002: memory
+snapshots for sub-agents, ``ShareMemoryWithSubAgents``).
+
+Inheritance is declarative: the parent says what the child gets, and nothing else leaks:
+
+- **memory** (:data:`~agent_memory.agent.config.MemoryMode`): ``shared``, the parent's memory
+  itself (the child's stored results are the parent's); ``isolated``, a fork
+  (:mod:`agent_memory.fork`: the parent's items as of the spawn, read in place, no copy and no
+  re-embedding; the child's writes go to its own directory and the parent takes the ones it wants
+  with :func:`merge`); ``none``, an empty memory of its own.
+- **pinned facts**: kept verbatim in the child's every prompt, through its compactions.
+- **history**: the parent's last N turns, rendered as context in the child's task message.
+- **tools**: the parent's tools, or the ones named.
+
+The child's conversation lives in its own trace files (``<memory_dir>/agents/<child id>/``), also
+when it shares the parent's memory. An isolated child's fork is a file (``fork.json`` in its
+directory): any process that opens ``AgentMemory(child_id, memory_dir)`` gets the same isolated
+view, so a child can run in another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_memory.agent.config import MemoryMode
+from agent_memory.errors import InvalidArgumentError, LLMError
+from agent_memory.fork import FORK_FILE, MemoryFork
+from agent_memory.kernel.transcript import render_turns
+from agent_memory.limits import shorten
+from agent_memory.memory import AgentMemory
+
+if TYPE_CHECKING:
+    from agent_memory.agent.loop import MemoryAgent
+
+__all__ = ["MAX_SPAWN_TASK_CHARS", "SPAWN_TOOL_NAME", "SpawnArguments", "SubAgentResult", "merge", "spawn"]
+
+SPAWN_TOOL_NAME = "spawn_agent"
+"""The model-facing tool that spawns a sub-agent (offered with ``AgentConfig(allow_sub_agents=True)``)."""
+
+MAX_SPAWN_TASK_CHARS = 4_000
+"""Longest task a model may hand a sub-agent, in characters."""
+
+
+class SubAgentResult(BaseModel):
+    """The one result a sub-agent returns to its parent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    """The child's id (its directory under ``<memory_dir>/agents/``)."""
+    task: str
+    memory_mode: MemoryMode
+    answer: str | None
+    """The child's final answer; ``None`` if it stopped at its step limit."""
+    stopped: Literal["answer", "max_steps"]
+    steps: int
+    """LLM calls the child made."""
+    prompt_tokens: tuple[int | None, ...]
+    """The reported prompt size of each of its calls."""
+    item_ids: tuple[str, ...]
+    """Items the child stored (its tool results and notes): in the parent's memory when shared,
+    in the child's own layer otherwise (see :func:`merge`)."""
+
+
+class SpawnArguments(BaseModel):
+    """Arguments of the ``spawn_agent`` tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=MAX_SPAWN_TASK_CHARS, description="what the sub-agent must do, self-contained")
+    memory: MemoryMode = Field(default="isolated", description="shared: your memory; isolated: a copy it cannot change; none: empty")
+
+
+def spawn_tool_schema() -> dict[str, Any]:
+    """The ``spawn_agent`` tool definition (OpenAI format)."""
+    schema = SpawnArguments.model_json_schema()
+    for value in schema.get("properties", {}).values():
+        value.pop("title", None)
+    schema.pop("title", None)
+    return {"type": "function", "function": {
+        "name": SPAWN_TOOL_NAME,
+        "description": ("Delegate a self-contained task to a sub-agent with your tools; returns its answer. With "
+                        "memory='isolated' what it stores is merged into your memory."),
+        "parameters": schema,
+    }}
+
+
+def _child_id(parent: MemoryAgent) -> str:
+    existing = {result.agent_id for result in parent.children}
+    n = len(parent.children) + 1
+    while f"{parent.agent_id}.sub{n:02d}" in existing or (parent.memory.memory_dir / "agents" / f"{parent.agent_id}.sub{n:02d}").exists():
+        n += 1
+    return f"{parent.agent_id}.sub{n:02d}"
+
+
+def spawn(
+    parent: MemoryAgent,
+    task: str,
+    *,
+    memory: MemoryMode | None = None,
+    tools: Sequence[str] | None = None,
+    pinned_facts: Sequence[str] = (),
+    history_turns: int = 0,
+    system_prompt: str | None = None,
+    max_steps: int | None = None,
+    model: Any = None,
+    agent_id: str | None = None,
+) -> SubAgentResult:
+    """Run a child agent on ``task`` in this process and return its result.
+
+    Args:
+        parent: the spawning agent.
+        task: the child's task (its first user message).
+        memory: ``shared``, ``isolated`` or ``none``; ``None``: shared when the parent's
+            ``config.share_memory_with_sub_agents``, else isolated.
+        tools: names of the parent's tools the child gets; ``None``: all of them.
+        pinned_facts: facts kept verbatim in every prompt of the child.
+        history_turns: the parent's last N turns given to the child as context (0: none).
+        system_prompt: the child's instructions; ``None``: the parent's.
+        max_steps: the child's step limit; ``None``: the parent's ``config.max_steps``.
+        model: the child's chat model; ``None``: the parent's.
+        agent_id: the child's id; ``None``: ``<parent>.subNN``.
+
+    Raises:
+        InvalidArgumentError: for an unknown memory mode or tool name, or a negative history.
+        LLMError: if the child's LLM calls fail.
+    """
+    from agent_memory.agent.loop import MemoryAgent
+
+    mode = memory or ("shared" if parent.config.share_memory_with_sub_agents else "isolated")
+    if mode not in ("shared", "isolated", "none"):
+        raise InvalidArgumentError(f"memory must be 'shared', 'isolated' or 'none', not {mode!r}")
+    if not isinstance(history_turns, int) or history_turns < 0:
+        raise InvalidArgumentError(f"history_turns must be an int >= 0, not {history_turns!r}")
+    names = list(parent.tools) if tools is None else list(tools)
+    unknown = [name for name in names if name not in parent.tools]
+    if unknown:
+        raise InvalidArgumentError(f"the parent has no tools {unknown}; it has {list(parent.tools)}")
+    child_id = agent_id or _child_id(parent)
+    base = parent.memory
+    child_dir = base.memory_dir / "agents" / child_id
+    before: set[str] = set()
+    if mode == "shared":
+        child_memory, trace_dir = base, child_dir
+        before = {record.id for record in base.records()}
+    else:
+        if mode == "isolated":
+            child_dir.mkdir(parents=True, exist_ok=True)
+            MemoryFork.of(base).save(child_dir / FORK_FILE)
+        child_memory, trace_dir = AgentMemory(child_id, base.memory_dir, config=base.config), None
+    text = task
+    if history_turns:
+        turn_ids = parent.manager.store.active_turn_ids()[-history_turns:]
+        history = render_turns(parent.manager.store.list_raw(turn_ids))
+        text = f"Context from the agent that gave you this task (its last turns):\n{history}\n\nYour task: {task}"
+    child = MemoryAgent(
+        model or parent.model, tools=[parent.tools[name] for name in names],
+        system_prompt=system_prompt if system_prompt is not None else parent.system_prompt,
+        memory=child_memory, config=parent.config.model_copy(update={"allow_sub_agents": False}),
+        limits=parent.manager.budget.limits, trace_dir=trace_dir, name=child_id,
+    )
+    try:
+        for fact in pinned_facts:
+            child.manager.pin_fact(fact)
+        run = child.run(text, max_steps=max_steps)
+        if mode == "shared":
+            stored = tuple(record.id for record in base.records() if record.id not in before)
+        else:
+            stored = tuple(record.id for record in child_memory.own_records())
+    finally:
+        if mode != "shared":
+            child_memory.close()
+    return SubAgentResult(agent_id=child_id, task=task, memory_mode=mode, answer=run.answer, stopped=run.stopped,
+                          steps=len(run.steps), prompt_tokens=tuple(run.prompt_tokens), item_ids=stored)
+
+
+def merge(parent: MemoryAgent, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]:
+    """Copy items an isolated (or memory-less) child stored into the parent's memory.
+
+    Each copy keeps the item's type, source, title, tags and media type, and records where it came
+    from (``extra["merged_from"]``); it is embedded once, here (the child's own items were never
+    in the parent's index). A shared child's items are the parent's already: nothing to copy.
+
+    Args:
+        parent: the agent that spawned the child.
+        result: the child's result.
+        item_ids: which of ``result.item_ids`` to take; ``None``: all.
+
+    Returns:
+        The new ids in the parent's memory, in order (``[]`` for a shared child).
+
+    Raises:
+        InvalidArgumentError: if an id is not one the child stored.
+    """
+    if result.memory_mode == "shared":
+        return []
+    chosen = list(result.item_ids if item_ids is None else item_ids)
+    foreign = [item_id for item_id in chosen if item_id not in result.item_ids]
+    if foreign:
+        raise InvalidArgumentError(f"{foreign} were not stored by sub-agent {result.agent_id}")
+    if not chosen:
+        return []
+    with AgentMemory(result.agent_id, parent.memory.memory_dir, config=parent.memory.config) as child:
+        entries = []
+        for item_id in chosen:
+            item = child.get(item_id)
+            meta = item.metadata
+            entries.append({
+                "content": item.content, "type": item.type, "source": meta.source, "title": meta.title,
+                "tags": meta.tags, "media_type": meta.media_type,
+                "extra": {**(meta.extra or {}), "merged_from": f"{result.agent_id}/{item_id}"},
+            })
+    return parent.memory.store_many(entries)
+
+
+def run_spawn_call(parent: MemoryAgent, arguments: Any) -> tuple[str, bool]:
+    """Run a model's ``spawn_agent`` call: the text to send back and whether it succeeded."""
+    try:
+        args = SpawnArguments.model_validate_json(arguments) if isinstance(arguments, str) else \
+            SpawnArguments.model_validate(arguments or {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:3])
+        return f"wrong arguments for {SPAWN_TOOL_NAME} ({shorten(problems, 300)}); it takes task and memory.", False
+    try:
+        result = parent.spawn(args.task, memory=args.memory)
+    except LLMError as exc:
+        return f"the sub-agent failed: {shorten(str(exc), 300)}", False
+    merged = parent.merge(result) if args.memory != "shared" else []
+    answer = result.answer if result.answer is not None else "(no answer: it reached its step limit)"
+    text = f"Sub-agent {result.agent_id} ({args.memory} memory, {result.steps} steps) answered: {answer}"
+    if merged:
+        text += f"\nWhat it stored is now in your memory: {', '.join(merged)}."
+    elif result.item_ids and args.memory == "shared":
+        text += f"\nIt stored in your memory: {', '.join(result.item_ids)}."
+    return text, True

@@ -1,0 +1,100 @@
+"""Marks on memory the kernel keeps (seed 003 ``MEMORY_MARK_CRITICAL`` and ``MEMORY_FORGET``):
+pinned items and facts, which every Compaction Snapshot shows verbatim, and forgetting, which
+takes an item out of the memory and out of the conversation. A part of
+:class:`~agent_memory.kernel.manager.MemoryManager` (its base class), in a module of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from agent_memory.errors import ItemNotFoundError
+from agent_memory.ids import validate_memory_id
+from agent_memory.kernel.working_context import WorkingContextSnapshot
+from agent_memory.memory import AgentMemory
+from agent_memory.models.traces import SemanticItem, semantic_id_for
+from agent_memory.presentation.context import FORGOTTEN_NOTE
+from agent_memory.store.traces import TraceStore
+
+__all__ = ["MemoryMarks"]
+
+
+class MemoryMarks:
+    """Pins and forgetting, over the manager's memory, trace store and working context."""
+
+    memory: AgentMemory
+    store: TraceStore
+    context: WorkingContextSnapshot
+    _lock: threading.RLock
+
+    # -- pins -----------------------------------------------------------------------------------
+    def pin_item(self, item_id: str) -> None:
+        """Show a memory item verbatim (cut to 1,000 tokens) in every compaction snapshot.
+
+        Raises:
+            InvalidIdError, ItemNotFoundError: for a bad or unknown id.
+        """
+        if validate_memory_id(item_id) not in self.memory:
+            raise ItemNotFoundError(f"no memory item {item_id!r}", item_id=item_id)
+        with self._lock:
+            pins = self.context.state.pinned_items
+            if item_id not in pins:
+                self.context.update(pinned_items=(*pins, item_id))
+
+    def unpin_item(self, item_id: str) -> bool:
+        """Stop showing a pinned item in compaction snapshots; ``False`` if it was not pinned."""
+        with self._lock:
+            pins = self.context.state.pinned_items
+            if item_id not in pins:
+                return False
+            self.context.update(pinned_items=tuple(pin for pin in pins if pin != item_id))
+            return True
+
+    @property
+    def pinned_items(self) -> tuple[str, ...]:
+        """Ids of the memory items pinned into every compaction snapshot, in pinning order."""
+        return self.context.state.pinned_items
+
+    def unpin_fact(self, fact_id: str) -> None:
+        """Let a pinned fact be treated as any other (ranked, possibly left out of a snapshot).
+
+        Raises:
+            ItemNotFoundError: if no fact has this id.
+        """
+        self.store.set_pinned(fact_id, False)
+
+    # -- forget ---------------------------------------------------------------------------------
+    def forget(self, item_id: str) -> bool:
+        """Forget a memory item everywhere (seed 003 ``MEMORY_FORGET``): it leaves the memory
+        (record, index, content unless shared: :meth:`AgentMemory.forget`), the previews of the
+        conversation's traces that held it are redacted, it is unpinned, and every prompt from now
+        on shows :data:`~agent_memory.presentation.context.FORGOTTEN_NOTE` where the result was.
+        Idempotent (a retried forget completes an interrupted one).
+
+        Returns:
+            ``True`` if the item was still stored.
+
+        Raises:
+            InvalidIdError: for a malformed id. StoreError: if a rewrite fails.
+        """
+        with self._lock:
+            removed = self.memory.forget(item_id)
+            self.store.redact_result(item_id, FORGOTTEN_NOTE.format(id=item_id))
+            self.unpin_item(item_id)
+            return removed
+
+    def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str:
+        """Keep a fact in every compaction snapshot; returns its id."""
+        stored = self.store.add_semantic([SemanticItem(id=semantic_id_for(fact), fact=fact, tags=tuple(tags),
+                                                       confidence=1.0, salience=1.0, pinned=True)])
+        return stored[0].id
+
+    def _pinned_item_texts(self) -> list[tuple[str, str]]:
+        texts = []
+        for item_id in self.context.state.pinned_items:
+            try:
+                texts.append((item_id, self.memory.retrieve(item_id, max_tokens=1_200).content))
+            except Exception:  # noqa: BLE001 - a forgotten item must not break a compaction
+                continue
+        return texts

@@ -1,0 +1,99 @@
+"""Forget and pin (seed 003 MEMORY_FORGET / MEMORY_MARK_CRITICAL), as API and as memory actions,
+on real files and the real embedded index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from actions import MemoryToolkit
+from agent_memory import AgentMemory, ItemNotFoundError, MemoryConfig, Message, ToolCall
+from agent_memory.kernel.budget import ModelLimits
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.presentation.context import FORGOTTEN_NOTE
+from agent_memory.presentation.offer import OfferState, ToolOffer
+
+import pytest
+
+
+def test_forget_removes_record_index_entries_and_content(embedded_memory: AgentMemory) -> None:
+    memory = embedded_memory
+    secret = memory.store("The launch code of the orbital platform is 7-7-alpha.", title="launch code")
+    kept = memory.store("Tide tables for the harbour of Brest in June.", title="tides")
+    digest = memory.get(secret).metadata.content_sha256
+    assert [h.item.id for h in memory.query(text="orbital launch code", limit=1)] == [secret]
+
+    assert memory.forget(secret) is True
+    assert secret not in memory and kept in memory
+    assert not (memory.path / "content" / digest).exists()
+    assert secret not in memory.index.item_ids()
+    assert secret not in {h.item.id for h in memory.query(text="orbital launch code")}
+    assert "7-7-alpha" not in (memory.path / "items.jsonl").read_text(encoding="utf-8")
+    with pytest.raises(ItemNotFoundError):
+        memory.get(secret)
+    assert memory.forget(secret) is False  # idempotent
+    reopened = AgentMemory(memory.agent_id, memory.memory_dir)
+    assert secret not in reopened and kept in reopened
+
+
+def test_forget_keeps_content_another_item_shares(tmp_path: Path) -> None:
+    memory = AgentMemory("a", tmp_path, config=MemoryConfig(index_on_store=False))
+    first = memory.store("same bytes", title="one")
+    second = memory.store("same bytes", title="two")
+    memory.forget(first)
+    assert memory.get(second).content == "same bytes"
+
+
+def _manager(tmp_path: Path) -> MemoryManager:
+    memory = AgentMemory("k", tmp_path, config=MemoryConfig(index_on_store=False))
+    limits = ModelLimits(max_context_tokens=50_000, max_output_tokens=1_000, safety_margin_tokens=0)
+    return MemoryManager(memory, system_prompt="sys", limits=limits)
+
+
+def test_forget_leaves_the_conversation_with_a_note(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    manager.ingest_user_message("fetch the page")
+    manager.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="c1", name="fetch", input={}),)))
+    ref = manager.ingest_tool_result("c1", "SECRET-TOKEN-123 and the rest of the page " * 5)
+    assert ref is not None
+    assert "SECRET-TOKEN-123" in manager.build_prompt().messages[-1].content
+    manager.pin_item(ref)
+
+    toolkit = MemoryToolkit(manager.memory, manager=manager)
+    result = toolkit.dispatch("forget_memory", {"id": ref})
+    assert result.ok, result.content
+    shown = manager.build_prompt().messages[-1]
+    assert shown.role == "tool" and shown.content == FORGOTTEN_NOTE.format(id=ref)
+    assert ref not in manager.pinned_items
+    for name in ("raw_traces.jsonl",):
+        assert "SECRET-TOKEN-123" not in (manager.memory.path / name).read_text(encoding="utf-8")
+    again = toolkit.dispatch("forget_memory", json.dumps({"id": ref}))
+    assert not again.ok and "nothing was deleted" in again.content
+    # a restarted kernel shows the same note (the working context holds the reference only)
+    restarted = MemoryManager(AgentMemory("k", tmp_path, config=MemoryConfig(index_on_store=False)), system_prompt="sys")
+    assert restarted.build_prompt().messages[-1].content == FORGOTTEN_NOTE.format(id=ref)
+
+
+def test_pin_action_pins_items_and_facts_through_compaction(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    toolkit = MemoryToolkit(manager.memory, manager=manager, offer=ToolOffer(always=frozenset({"pin", "forget"})))
+    assert {"pin_memory", "forget_memory"} <= {t["function"]["name"] for t in toolkit.openai_tools(OfferState())}
+    assert "pin_memory" not in {t["function"]["name"] for t in MemoryToolkit(manager.memory, manager=manager).openai_tools(OfferState())}
+
+    note = manager.memory.store("Budget ceiling: 12,000 EUR, approved by Ana.", title="budget")
+    assert toolkit.dispatch("pin_memory", {"id": note}).ok
+    fact = toolkit.dispatch("pin_memory", {"fact": "Answers must be in French."})
+    assert fact.ok
+    bad = toolkit.dispatch("pin_memory", {"id": note, "fact": "x"})
+    assert not bad.ok and "not both" in bad.content
+    unknown = toolkit.dispatch("pin_memory", {"id": "mem_0123456789ab"})
+    assert not unknown.ok
+
+    for n in range(1, 8):
+        manager.ingest_user_message(f"question {n}: " + "words " * 50)
+        manager.ingest_assistant_response(f"answer {n}")
+    manager.request_compaction()
+    record = manager.compact()
+    assert record.turn_ids  # something was compacted
+    system = "\n".join(m.content or "" for m in manager.build_prompt().messages if m.role == "system")
+    assert "12,000 EUR" in system and "Answers must be in French." in system

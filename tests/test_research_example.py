@@ -1,0 +1,61 @@
+"""examples/research_agent.py end to end against the scripted loopback server (CI's stand-in for
+OpenAI): real pages and HotpotQA articles, the real embedding model, real files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("research_agent", ROOT / "examples" / "research_agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def call(name: str, **arguments: object) -> ScriptedReply:
+    return ScriptedReply(tool_calls=(ScriptedToolCall(name, json.dumps(arguments)),), usage=ScriptedUsage(900, 20))
+
+
+def test_research_agent_example_runs_end_to_end(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load_example()
+    assert example.Library(data_dir).search("Jonny Craig bands")[0]["page"] == "wiki:Jonny Craig"
+
+    def retrieve_first_citation(body: dict) -> ScriptedReply:
+        tool_text = json.dumps([m for m in body["messages"] if m["role"] == "tool"])
+        ids = re.findall(r"mem_[0-9a-f]{12}", tool_text)
+        assert ids, "the search result should be cited by now"
+        return call("retrieve_memory", id=ids[0])
+
+    with FakeLLMServer() as server:
+        server.enqueue(
+            call("search", query="Jonny Craig Pete Doherty bands"),
+            call("fetch_page", page="wiki:Jonny Craig"),
+            call("fetch_page", page="wiki:Pete Doherty"),
+            retrieve_first_citation,
+            ScriptedReply(content="Jonny Craig has been in more bands (Dance Gavin Dance, Emarosa, Slaves...).",
+                          usage=ScriptedUsage(1_200, 20)),
+        )
+        code = example.main(["--base-url", server.base_url, "--model", "gpt-4o-mini", "--api-key", "x",
+                             "--data", str(data_dir), "--memory-dir", str(tmp_path)])
+        server.assert_complete()
+        printed = capsys.readouterr().out
+        assert code == 0
+        assert "step  1: prompt     900 tokens" in printed and "search" in printed
+        assert "step  4:" in printed and "retrieve_memory" in printed
+        assert "answer: Jonny Craig has been in more bands" in printed
+        assert "stored items: 3" in printed
+        # what the model read: the article in full once, the retrieve answer holding the search hits
+        fetched = [m["content"] for m in server.requests[2]["messages"] if m["role"] == "tool"][-1]
+        assert "Jonny Craig" in fetched and "Dance Gavin Dance" in fetched
+        answer = [m["content"] for m in server.requests[4]["messages"] if m["role"] == "tool"][-1]
+        assert "wiki:Pete Doherty" in answer
