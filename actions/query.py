@@ -15,10 +15,13 @@ from agent_memory.config import DEFAULT_QUERY_LIMIT
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryCriteria, QueryHit
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_TOOL_QUERY_LIMIT", "QueryMemoryAction", "QueryMemoryArguments"]
+__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_PAGES", "MAX_TOOL_QUERY_LIMIT", "QueryMemoryAction", "QueryMemoryArguments"]
 
 MAX_TOOL_QUERY_LIMIT = 20
 """Most items one ``query_memory`` call lists (the library itself allows more)."""
+
+MAX_QUERY_PAGES = 5
+"""Pages of hits a model can walk (``limit`` x ``page`` <= 100, the library's most hits per query)."""
 
 MAX_QUERY_CHARS = 1_000
 """Longest query a model may send, in characters (the embedding model reads ~256 word pieces)."""
@@ -38,6 +41,7 @@ class QueryMemoryArguments(ActionArguments):
     """Omit to list the newest"""
     tags: list[Tag] = Field(default=[], max_length=MAX_TAGS)
     limit: int | None = Field(default=None, ge=1, le=MAX_TOOL_QUERY_LIMIT)
+    page: int | None = Field(default=None, ge=1, le=MAX_QUERY_PAGES)
 
 
 def _excerpt(chunk: str, max_chars: int = EXCERPT_CHARS) -> str:
@@ -96,13 +100,16 @@ class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
     )
 
     def execute(self, memory: AgentMemory, args: QueryMemoryArguments) -> ToolResult:
-        criteria = MemoryCriteria(text=args.query, tags=tuple(args.tags), limit=args.limit or DEFAULT_QUERY_LIMIT)
-        hits = memory.query(criteria)
+        limit, page = args.limit or DEFAULT_QUERY_LIMIT, args.page or 1
+        criteria = MemoryCriteria(text=args.query, tags=tuple(args.tags), limit=limit * page)
+        found = memory.query(criteria)
+        hits, first_rank = found[(page - 1) * limit :], (page - 1) * limit + 1
         filters = {"tags": list(criteria.tags)} if criteria.tags else {}
         shown = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in filters.items())
         data: dict[str, Any] = {
             "query": criteria.text,
             "filters": filters,
+            "page": page,
             "hits": [
                 {
                     "id": hit.item.id,
@@ -120,16 +127,23 @@ class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
                 for hit in hits
             ],
         }
+        if not hits and page > 1:
+            return ToolResult.success(f"No more hits: page {page} is past the last one ({len(found)} hits in all).", data)
         if not hits:
             return ToolResult.success(self._nothing_found(memory, criteria, shown), data)
         what = f', for "{shorten(criteria.text, 80)}", best match first' if criteria.text else ", newest first"
         plural = "s" if len(hits) != 1 else ""
-        head = f"{len(hits)} memory item{plural}{what}" + (f" ({shown})" if shown else "") + ":"
-        body = "\n".join(_hit_line(rank, hit) for rank, hit in enumerate(hits, 1))
+        on_page = f", page {page}" if page > 1 else ""
+        head = f"{len(hits)} memory item{plural}{what}{on_page}" + (f" ({shown})" if shown else "") + ":"
+        body = "\n".join(_hit_line(rank, hit) for rank, hit in enumerate(hits, first_rank))
         hint = (
             f"Read one with {format_call(self.retrieve_call, {'id': hits[0].item.id})}; "
             'add around="<term>" to read only the part you need.'
         )
+        if len(hits) == limit and page < MAX_QUERY_PAGES:
+            more = {key: value for key, value in (("query", args.query), ("tags", args.tags or None),
+                                                  ("limit", args.limit)) if value}
+            hint += f" More hits: {format_call(self.name, {**more, 'page': page + 1})}."
         return ToolResult.success(f"{head}\n{body}\n{hint}", data)
 
     @staticmethod
