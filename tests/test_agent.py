@@ -273,3 +273,28 @@ def test_step_limit_stops_a_looping_model(server: FakeLLMServer, tmp_path: Path)
     assert run.stopped == "max_steps" and run.answer is None and len(run.steps) == 3
     assert len(agent.memory) == 0  # store_result=False keeps answers inline
     assert [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"] == ["pong", "pong"]
+
+
+def test_the_loop_runs_on_anthropic_messages_too(server: FakeLLMServer, data_dir: Path, tmp_path: Path) -> None:
+    """The same loop through the anthropic SDK: native tool_use / tool_result blocks, the memory
+    section in the top-level system prompt once a result is cited."""
+    from agent_memory.llm.chat import AnthropicChatModel
+
+    server.enqueue(call("fetch_page", page="002"), call("fetch_page", page="003-metadata-preferred"),
+                   lambda body: call("retrieve_memory", id=cited_id_anthropic(body), lines=":3"), "done")
+    model = AnthropicChatModel("claude-test", base_url=server.anthropic_base_url, api_key="x", max_retries=0)
+    agent = MemoryAgent(model, tools=[page_tool(data_dir)], system_prompt="You research.", memory_dir=tmp_path,
+                        memory_config=MemoryConfig(index_on_store=False))
+    run = agent.run("read two pages")
+    assert run.stopped == "answer" and run.answer == "done"
+    last = server.requests[-1]
+    assert last["system"] == f"You research.\n\n{MEMORY_PROMPT}" or last["system"][0]["text"].endswith(MEMORY_PROMPT)
+    blocks = [b for m in last["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert [b["name"] for b in blocks if b["type"] == "tool_use"] == ["fetch_page", "fetch_page", "retrieve_memory"]
+    assert sum(1 for b in blocks if b["type"] == "tool_result") == 3
+
+
+def cited_id_anthropic(body: dict) -> str:
+    found = MEM_ID.findall(json.dumps(body["messages"]))
+    assert found, "no citation in the prompt"
+    return found[0]
