@@ -28,13 +28,12 @@ from agent_memory.errors import (
     ConfigurationError,
     InvalidArgumentError,
     IsolationError,
-    ItemNotFoundError,
     MemoryClosedError,
     map_exceptions,
 )
 from agent_memory.fork import FORK_FILE, MemoryFork, ParentLayer, merge_hits
 from agent_memory.ids import validate_agent_id, validate_memory_id
-from agent_memory.index.fusion import search
+from agent_memory.index.fusion import newest, search
 from agent_memory.index.lexical import LexicalIndex
 from agent_memory.index.upkeep import IndexUpkeep
 from agent_memory.index.vector import VectorIndex
@@ -489,15 +488,7 @@ class AgentMemory:
             criteria = MemoryCriteria(**{**dict(criteria), **filters})
         self._upkeep.flush()
         if criteria.text is None:
-            listed = sorted(self.index.list_items(criteria), key=lambda pair: pair[1], reverse=True)
-            hits = []
-            for item_id, _ in listed:
-                try:
-                    hits.append(QueryHit(item=self._store.get_record(item_id)))
-                except ItemNotFoundError:
-                    continue  # index ahead of a cleared store: skip
-                if len(hits) >= criteria.limit:
-                    break
+            hits = newest(criteria, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
         else:
             hits = search(
                 criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record

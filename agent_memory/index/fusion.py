@@ -21,7 +21,7 @@ from agent_memory.index.lexical import LexicalIndex
 from agent_memory.index.vector import ChunkHit, VectorIndex
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
-__all__ = ["SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "best_per_item", "dense_ranks", "fuse", "search"]
+__all__ = ["SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "best_per_item", "dense_ranks", "fuse", "newest", "search"]
 
 SCORE_TOLERANCE = 1e-4
 """Largest difference between two cosine similarities that counts as a tie, and the agreement
@@ -86,6 +86,38 @@ def fuse(
 SEARCH_CHUNKS_PER_ITEM = 8
 """Chunks fetched per wanted item in a text query, so that items with many matching chunks do
 not crowd out the others; doubled until ``limit`` distinct items are found or the index is spent."""
+
+
+def newest(
+    criteria: MemoryCriteria,
+    *,
+    index: VectorIndex,
+    lexical: LexicalIndex | None,
+    get_record: Callable[[str], ItemRecord],
+) -> list[QueryHit]:
+    """The ``criteria.limit`` newest items matching ``criteria``'s filters (a query without text).
+
+    With the keyword index (``hybrid_search``, the default) SQLite filters, orders and limits:
+    O(limit). Without it the vector index lists every matching item and they are sorted here:
+    O(items). Items the index knows but ``get_record`` does not (a store cleared or an item
+    forgotten meanwhile) are skipped, fetching more until ``limit`` are found or the index is spent."""
+    fetch = criteria.limit
+    while True:
+        if lexical is not None:
+            listed = lexical.list_items(criteria, limit=fetch)
+        else:
+            listed = sorted(index.list_items(criteria), key=lambda pair: pair[1], reverse=True)
+        hits: list[QueryHit] = []
+        for item_id, _ in listed:
+            try:
+                hits.append(QueryHit(item=get_record(item_id)))
+            except ItemNotFoundError:
+                continue
+            if len(hits) >= criteria.limit:
+                return hits
+        if lexical is None or len(listed) < fetch:
+            return hits
+        fetch *= 4
 
 
 def search(

@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS chunk_meta (
     tags TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunk_meta_item ON chunk_meta(item_id);
+CREATE INDEX IF NOT EXISTS chunk_meta_listing ON chunk_meta(chunk_index, timestamp_s);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_text USING fts5(text, tokenize='porter unicode61');
 """
 
@@ -173,6 +174,18 @@ class LexicalIndex:
             ChunkHit(item_id=item_id, chunk_index=index, body=body[header:], start_char=start, score=-float(bm25))
             for item_id, index, start, header, body, bm25 in rows
         ]
+
+    def list_items(self, criteria: MemoryCriteria, *, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` items matching ``criteria``'s filters (its text is ignored), newest
+        first, as (item id, timestamp in seconds since the epoch). SQLite orders and limits along
+        ``chunk_meta_listing``, so a listing costs O(limit) (O(limit / share of items passing
+        the filters) with filters), not O(items)."""
+        where, params = _filters(criteria)
+        sql = (
+            "SELECT m.item_id, m.timestamp_s FROM chunk_meta AS m WHERE m.chunk_index = 0"
+            f"{where} ORDER BY m.timestamp_s DESC, m.rowid DESC LIMIT ?"
+        )
+        return [(item_id, float(ts)) for item_id, ts in self._read(sql, (*params, limit))]
 
     def item_ids(self) -> set[str]:
         """Ids of the items that have chunks in this index."""

@@ -93,6 +93,9 @@ class IndexUpkeep:
         self._lexical: LexicalIndex | None = None
         self._indexed: set[str] = set()
         self._refused: set[str] = set()
+        self._settled: tuple[tuple[int, int], int] | None = None
+        """The store's version when every record was last found indexed or refused: a flush at
+        the same version has nothing to do (O(1), not a pass over every record)."""
         self._mutex = threading.RLock()
         self._lock = FileLock(str(agent_dir / "index.lock"), timeout=INDEX_LOCK_TIMEOUT_S)
 
@@ -218,10 +221,16 @@ class IndexUpkeep:
                 of a batch (``rebuild_index`` recreates it).
             LockTimeoutError: if another process holds ``index.lock`` too long.
         """
+        version = self.store.version()
+        with self._mutex:
+            if version == self._settled:
+                return 0
         records = self.store.records()
         with self._mutex:
             missing = [r for r in records if r.id not in self._indexed and r.id not in self._refused]
         if not missing:
+            with self._mutex:
+                self._settled = version
             return 0
         present = self.index.item_ids()
         if self.lexical is not None:
@@ -327,6 +336,7 @@ class IndexUpkeep:
                 self.lexical.delete_items(item_ids)
         with self._mutex:
             self._indexed.difference_update(item_ids)
+            self._settled = None
             self._refused.difference_update(item_ids)
 
     # -- reset and rebuild -----------------------------------------------------------------------
@@ -339,6 +349,7 @@ class IndexUpkeep:
         with self._mutex:
             self._indexed.clear()
             self._refused.clear()
+            self._settled = None
 
     def _reset_lexical(self) -> None:
         if not self.config.hybrid_search:

@@ -99,6 +99,13 @@ class ItemStore:
         if self._on_quarantine is not None:
             self._on_quarantine(line, where)
 
+    def version(self) -> tuple[tuple[int, int], int]:
+        """Changes whenever the records change (an append by any process, a rewrite): the file's
+        identity and the offset read to. Refreshes first; O(1) when nothing changed."""
+        self.refresh()
+        with self._mutex:
+            return self._file_id, self._offset
+
     def records(self) -> list[ItemRecord]:
         """Every item record, oldest first."""
         self.refresh()
