@@ -1,0 +1,219 @@
+"""Latency as memory grows (issue #9, part 2): store, query (text, filtered, listing) and retrieve
+at N = 1k, 10k and 100k items of real text.
+
+The corpus is real: the HotpotQA paragraphs, the 1,400 Cranfield abstracts and the LoCoMo turns of
+``../shared/data`` (5,435 unique texts), repeated with distinct ids up to N (a copy has the same
+text and title, and its copy number in ``extra``).
+Building a 100k-item memory is not what is measured, so the embeddings of the unique texts are
+computed once and reused for their copies (a cache in front of the real embedding model; the
+issue allows precomputed embeddings to build the corpus). Everything measured afterwards runs the
+library as an agent does: ``AgentMemory.query`` embeds each query text with the real model,
+``store`` writes the JSONL and the blob, ``retrieve`` reads and shapes the content.
+
+    python benchmarks/bench_scale.py [--data DIR] [--sizes 1000 10000 100000] [--out FILE]
+
+Writes ``benchmarks/results/scale.json`` and ``scale.png`` (p95 latency against N, log scale) and
+prints the table. Timings are wall-clock on this machine (2 cores); the load average is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data"
+DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "scale.json"
+DEFAULT_SIZES = (1_000, 10_000, 100_000)
+SAMPLES = 50
+"""Timed calls per operation and size."""
+TAG_GROUPS = 10
+"""Items carry one of ``g0``..``g9``: a filter that keeps a tenth of the memory."""
+TARGETS_MS = {"query_text_p95": 50.0, "listing_p95": 10.0, "store_p95": 20.0}
+"""Issue #9's targets at 100k items (store: without embedding, results under 10 KB)."""
+
+
+def load_corpus(data: Path) -> list[tuple[str, str, str]]:
+    """(kind, title, text) of every unique real text: HotpotQA paragraphs, Cranfield abstracts,
+    LoCoMo turns."""
+    corpus: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for question in json.loads((data / "hotpotqa" / "hotpot_dev_distractor_60.json").read_text(encoding="utf-8")):
+        for title, sentences in question["context"]:
+            if title not in seen:
+                seen.add(title)
+                corpus.append(("hotpotqa", title, " ".join(sentences)))
+    raw = (data / "ir_cranfield" / "cran.all.1400").read_text(encoding="utf-8")
+    for doc in re.split(r"^\.I \d+\s*$", raw, flags=re.MULTILINE)[1:]:
+        title = re.search(r"^\.T\n(.*?)^\.", doc, re.MULTILINE | re.DOTALL)
+        body = doc.split(".W\n", 1)[-1]
+        corpus.append(("cranfield", " ".join((title.group(1) if title else "").split())[:200], " ".join(body.split())))
+    for conversation in json.loads((data / "locomo" / "locomo_dev.json").read_text(encoding="utf-8")):
+        sessions = conversation["conversation"]
+        for key, turns in sessions.items():
+            if re.fullmatch(r"session_\d+", key) and isinstance(turns, list):
+                for turn in turns:
+                    corpus.append(("locomo", f"{turn['dia_id']} {turn['speaker']}", f"{turn['speaker']}: {turn['text']}"))
+    return corpus
+
+
+class CachedEmbedder:
+    """The real embedder with a cache: a text embedded once is not embedded again."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.cache: dict[str, list[float]] = {}
+        self.computed = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if todo:
+            for text, vector in zip(todo, self.embedder.embed(todo), strict=True):
+                self.cache[text] = vector
+            self.computed += len(todo)
+        return [self.cache[t] for t in texts]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.embedder, name)
+
+
+def percentiles_ms(samples: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"p50": pick(0.50), "p95": pick(0.95), "max": round(1000 * ordered[-1], 2)}
+
+
+def timed(calls: Sequence[Any]) -> list[float]:
+    samples = []
+    for call in calls:
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def build(root: Path, n: int, corpus: list[tuple[str, str, str]], cached: CachedEmbedder | None) -> tuple[AgentMemory, float]:
+    """A memory of ``n`` items, indexed; returns it and the seconds building took."""
+    started = time.perf_counter()
+    memory = AgentMemory(f"scale-{n}", root, config=MemoryConfig(index_on_store=False))
+    function = memory.index.embedding_function  # the Chroma index's embedding function
+    real = function.embedder
+    if cached is not None:
+        cached.embedder = real
+        function.embedder = cached
+    for start in range(0, n, 2_000):
+        entries = []
+        for i in range(start, min(n, start + 2_000)):
+            kind, title, text = corpus[i % len(corpus)]
+            entries.append({"content": text, "title": title, "type": "custom", "source": kind,
+                            "tags": [kind, f"g{i % TAG_GROUPS}"], "extra": {"copy": i // len(corpus)}})
+        memory.store_many(entries)
+    memory.flush_index()
+    function.embedder = real  # what is measured embeds with the model itself, uncached
+    return memory, time.perf_counter() - started
+
+
+def measure(memory: AgentMemory, questions: list[str], rng: random.Random) -> dict[str, Any]:
+    ids = [record.id for record in memory.records()]
+    picks = [rng.choice(questions) for _ in range(SAMPLES)]
+    memory.query(text=picks[0], limit=5)  # warm: the model is loaded, the index open
+    result = {
+        "query_text": percentiles_ms(timed([lambda q=q: memory.query(text=q, limit=5) for q in picks])),
+        "query_text_filtered": percentiles_ms(timed([
+            lambda q=q, g=g: memory.query(text=q, tags=[f"g{g}"], limit=5)
+            for q, g in zip(picks, (rng.randrange(TAG_GROUPS) for _ in picks), strict=False)])),
+        "listing": percentiles_ms(timed([lambda: memory.query(limit=10) for _ in range(SAMPLES)])),
+        "listing_filtered": percentiles_ms(timed([
+            lambda g=g: memory.query(tags=[f"g{g}"], limit=10) for g in (rng.randrange(TAG_GROUPS) for _ in range(SAMPLES))])),
+        "retrieve": percentiles_ms(timed([
+            lambda i=i: memory.retrieve(i, max_tokens=500) for i in (rng.choice(ids) for _ in range(SAMPLES))])),
+    }
+    # Last, as it changes the memory: stores without embedding (results of 1-9 KB).
+    texts = [f"note {n}: " + "observed value " * rng.randrange(60, 600) for n in range(SAMPLES)]
+    result["store"] = percentiles_ms(timed([lambda t=t: memory.store(t, title="note") for t in texts]))
+    return result
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(int(n) for n in results["sizes"])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for op in ("query_text", "query_text_filtered", "listing", "listing_filtered", "retrieve", "store"):
+        ax.plot(sizes, [results["sizes"][str(n)]["latency_ms"][op]["p95"] for n in sizes], marker="o", label=op)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("items in memory")
+    ax.set_ylabel("p95 latency (ms)")
+    ax.set_title("agent-memory: p95 latency against memory size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def print_table(results: dict[str, Any]) -> None:
+    ops = ("query_text", "query_text_filtered", "listing", "listing_filtered", "retrieve", "store")
+    print("items    build s  " + "  ".join(f"{op:>22}" for op in ops) + "   (p50 / p95 ms)")
+    for n, row in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
+        cells = "  ".join(f"{row['latency_ms'][op]['p50']:>10.1f} / {row['latency_ms'][op]['p95']:>9.1f}" for op in ops)
+        print(f"{int(n):>7,}  {row['build_s']:>7.0f}  {cells}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("AGENT_MEMORY_DATA", DEFAULT_DATA)))
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    corpus = load_corpus(args.data)
+    questions = [q["question"] for q in json.loads((args.data / "hotpotqa" / "hotpot_dev_distractor_60.json").read_text(encoding="utf-8"))]
+    rng = random.Random(7)
+    cached = CachedEmbedder(None)
+    results: dict[str, Any] = {"corpus_unique_texts": len(corpus), "samples": SAMPLES, "targets_ms_at_100k": TARGETS_MS,
+                               "load_average": os.getloadavg()[0], "sizes": {}}
+    root = Path(tempfile.mkdtemp(prefix="agent-memory-scale-"))
+    try:
+        for n in args.sizes:
+            memory, build_s = build(root, n, corpus, cached)
+            row = {"build_s": round(build_s, 1), "latency_ms": measure(memory, questions, rng),
+                   "embeddings_computed": cached.computed}
+            results["sizes"][str(n)] = row
+            memory.close()
+            shutil.rmtree(root / "agents" / f"scale-{n}", ignore_errors=True)
+            print(f"{n:,} items built in {build_s:.0f} s", file=sys.stderr)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    plot(results, args.out.with_suffix(".png"))
+    print_table(results)
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
