@@ -15,22 +15,19 @@ missing content blob) are reported to observers (:mod:`agent_memory.observers`),
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from agent_memory.boundary import check_memory_dir as _check_memory_dir
+from agent_memory.boundary import int_arg as _int_arg
+from agent_memory.boundary import mapped_init as _mapped_init
+from agent_memory.boundary import public as _public
 from agent_memory.config import MAX_RETRIEVE_MAX_TOKENS, MemoryConfig, resolve_memory_dir
-from agent_memory.errors import (
-    ConfigurationError,
-    InvalidArgumentError,
-    IsolationError,
-    MemoryClosedError,
-    map_exceptions,
-)
+from agent_memory.errors import InvalidArgumentError, IsolationError, MemoryClosedError
 from agent_memory.fork import FORK_FILE, MemoryFork, ParentLayer, merge_hits
 from agent_memory.ids import validate_agent_id, validate_memory_id
 from agent_memory.index.fusion import newest, search
@@ -59,53 +56,6 @@ __all__ = ["AgentMemory"]
 
 DEFAULT_AGENT_ID = "default"
 """Agent id used when none is given."""
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _public(method: F) -> F:
-    """A public method: refused on a closed memory; dependency errors mapped to library errors."""
-    what = f"AgentMemory.{method.__name__}"
-
-    @functools.wraps(method)
-    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> Any:
-        if self._closed:
-            raise MemoryClosedError(f"{what}: this AgentMemory is closed; open a new one on {self.agent_dir}")
-        with map_exceptions(what):
-            return method(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _mapped_init(init: F) -> F:
-    """``__init__`` with its errors (also a wrong or unknown argument) mapped like a public method."""
-
-    @functools.wraps(init)
-    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> None:
-        with map_exceptions("AgentMemory"):
-            init(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _int_arg(name: str, value: object, low: int, high: int | None = None) -> int:
-    """``value`` if it is an int (not a bool) in ``[low, high]``, else :class:`InvalidArgumentError`."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidArgumentError(f"{name} must be an integer, not {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        bounds = f"{low:,} to {high:,}" if high is not None else f"{low:,} or more"
-        raise InvalidArgumentError(f"{name} must be {bounds}; got {value:,}")
-    return value
-
-
-def _check_memory_dir(path: Path) -> None:
-    """Refuse a memory directory that is (or lies under) an existing file."""
-    for candidate in (path / "agents", path, *path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise ConfigurationError(f"memory_dir {path} is unusable: {candidate} is not a directory")
-            return
-
 
 class AgentMemory:
     """The memory of one agent, under ``<memory_dir>/agents/<agent_id>/``.

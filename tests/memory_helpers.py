@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_memory import SCORE_TOLERANCE, AgentMemory, QueryHit
+from agent_memory import SCORE_TOLERANCE, AgentMemory, MemoryConfig, QueryHit
 
 # -- helpers --------------------------------------------------------------------------------------
 
@@ -121,3 +121,8 @@ TOPICS = {
         "volcanic ash and pumice."
     ),
 }
+
+
+def unindexed_memory(path: Path) -> AgentMemory:
+    """A memory whose stores skip embedding (retrieve never needs the index; a query catches up)."""
+    return AgentMemory("plain", path, config=MemoryConfig(index_on_store=False))

@@ -49,6 +49,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_memory.agent.payloads import check_payload, normalised
 from agent_memory.agent.queue import EventKind, EventQueue, QueuedEvent
 from agent_memory.agent.step_lock import DEFAULT_STEP_LOCK_TIMEOUT_S, StepLock
 from agent_memory.errors import (
@@ -93,25 +94,6 @@ leaves it open, retried by the next step."""
 
 _TRACE_KINDS = frozenset({EventKind.USER_MESSAGE, EventKind.ASSISTANT_RESPONSE, EventKind.TOOL_INTENT,
                           EventKind.TOOL_RESULT})
-
-_FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
-    EventKind.USER_MESSAGE: (frozenset({"content"}), frozenset({"images", "source_event"})),
-    EventKind.ASSISTANT_RESPONSE: (frozenset({"message"}), frozenset({"turn_id", "source_event"})),
-    EventKind.TOOL_INTENT: (frozenset({"calls"}), frozenset({"turn_id", "source_event"})),
-    EventKind.TOOL_RESULT: (frozenset({"tool_call_id", "result"}),
-                            frozenset({"is_error", "name", "source_event", "store_arguments"})),
-    EventKind.MEMORY_STORE: (frozenset({"content"}), frozenset({"type", "source", "tags", "related_to", "title",
-                                                                "media_type", "extra", "timestamp", "item_id"})),
-    EventKind.MEMORY_FORGET: (frozenset({"item_id"}), frozenset()),
-    EventKind.MEMORY_MARK_CRITICAL: (frozenset(), frozenset({"item_id", "fact", "tags"})),
-    EventKind.COMPACTION_REQUEST: (frozenset(), frozenset()),
-    EventKind.USAGE_REPORT: (frozenset(), frozenset({"prompt_tokens", "estimate"})),
-}
-"""Required and optional payload keys of each kind."""
-
-_STORE_ARGUMENTS = frozenset({"type", "media_type", "source", "title", "inline"})
-"""What a tool result's ``store_arguments`` may say (the rest of ``ingest_tool_result``'s keywords
-are the processor's)."""
 
 _MANAGER_TOKENS: weakref.WeakKeyDictionary[MemoryManager, str] = weakref.WeakKeyDictionary()
 _TOKENS_LOCK = threading.Lock()
@@ -161,43 +143,6 @@ class StepResult(BaseModel):
     """Whether another step has work: events queued, or a truncation or compaction pending."""
     queued_event_count: int
     """Events still waiting in the queue."""
-
-
-def _check_payload(kind: EventKind, payload: dict[str, Any]) -> None:
-    required, optional = _FIELDS[kind]
-    missing = required - payload.keys()
-    unknown = payload.keys() - required - optional
-    if missing or unknown:
-        parts = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(unknown)}"] if unknown else [])
-        raise InvalidArgumentError(f"a {kind.value} event payload: {'; '.join(parts)}")
-    if kind is EventKind.MEMORY_MARK_CRITICAL and ("item_id" in payload) == ("fact" in payload):
-        raise InvalidArgumentError("a memory_mark_critical event pins an item_id or a fact (one of them)")
-    if kind is EventKind.USAGE_REPORT and payload.get("prompt_tokens") is None and payload.get("estimate") is None:
-        raise InvalidArgumentError("a usage_report event needs prompt_tokens or estimate")
-    extra = payload.get("store_arguments") or {}
-    if not isinstance(extra, dict) or set(extra) - _STORE_ARGUMENTS:
-        raise InvalidArgumentError(f"a tool_result event's store_arguments take only {sorted(_STORE_ARGUMENTS)}")
-
-
-def _normalised(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload as journaled: messages and tool calls as their JSON data (validated now)."""
-    payload = dict(payload)
-    if kind is EventKind.ASSISTANT_RESPONSE:
-        message = payload["message"]
-        if isinstance(message, str):
-            message = Message(role="assistant", content=message)
-        elif isinstance(message, dict):
-            message = Message.model_validate(message)
-        if not isinstance(message, Message) or message.role != "assistant":
-            raise InvalidArgumentError("an assistant_response event's message is an assistant Message, a dict or text")
-        payload["message"] = message.model_dump(mode="json", exclude_defaults=True)
-    elif kind is EventKind.TOOL_INTENT:
-        calls = payload["calls"]
-        if isinstance(calls, ToolCall | dict | str) or not isinstance(calls, Iterable):
-            raise InvalidArgumentError("a tool_intent event's calls are a list of ToolCalls (or dicts)")
-        payload["calls"] = [(call if isinstance(call, ToolCall) else ToolCall.model_validate(call))
-                            .model_dump(mode="json", exclude_defaults=True) for call in calls]
-    return payload
 
 
 class EventProcessor:
@@ -335,10 +280,10 @@ class EventProcessor:
         if payload is not None and not isinstance(payload, dict):
             raise InvalidArgumentError(f"an event payload is a dict, not {type(payload).__name__}")
         payload = dict(payload or {})
-        _check_payload(kind, payload)
+        check_payload(kind, payload)
         with map_exceptions("EventProcessor.dispatch"):
-            normalised = _normalised(kind, payload)
-        event = self.queue.push(kind, normalised)
+            journaled = normalised(kind, payload)
+        event = self.queue.push(kind, journaled)
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
             return event
         own: QueuedEvent | None = None

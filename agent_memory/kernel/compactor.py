@@ -222,3 +222,12 @@ class Compactor:
             self.memory.store_many(fresh)
         return len(fresh)
 
+
+def merge_records(first: CompactionRecord, second: CompactionRecord) -> CompactionRecord:
+    """One outcome for a compaction that summarized turns and then steps of the current turn."""
+    if not first.window_id:
+        return second
+    first.facts = [*first.facts, *second.facts]
+    first.indexed_items += second.indexed_items
+    first.fallback_reason = first.fallback_reason or second.fallback_reason
+    return first

@@ -38,7 +38,7 @@ from typing import Any
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
 from agent_memory.ids import validate_memory_id
 from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, message_tokens, model_limits, tool_tokens
-from agent_memory.kernel.compactor import CompactionRecord, Compactor
+from agent_memory.kernel.compactor import CompactionRecord, Compactor, merge_records
 from agent_memory.kernel.marks import MemoryMarks
 from agent_memory.kernel.planner import CompactionPlanner
 from agent_memory.kernel.pairing import pair_tool_messages
@@ -59,7 +59,6 @@ from agent_memory.models.traces import (
     build_tool_interactions,
     raw_trace_id,
     tool_result_preview,
-    turn_number,
 )
 from agent_memory.observers import (
     Compacted,
@@ -112,16 +111,6 @@ SOFT_PRESSURE_NOTE = (
     "compact_memory to summarize older turns; nothing is lost, they stay searchable.]"
 )
 """The note added to a prompt at the soft threshold (seed 003: "the AI can compact at a task break")."""
-
-
-def _merge(first: CompactionRecord, second: CompactionRecord) -> CompactionRecord:
-    """One outcome for a compaction that summarized turns and then steps of the current turn."""
-    if not first.window_id:
-        return second
-    first.facts = [*first.facts, *second.facts]
-    first.indexed_items += second.indexed_items
-    first.fallback_reason = first.fallback_reason or second.fallback_reason
-    return first
 
 
 class MemoryManager(MemoryMarks):
@@ -518,23 +507,16 @@ class MemoryManager(MemoryMarks):
         with self._lock:
             before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
             current = self.tracker.current_turn_id
-            active = self.store.active_turn_ids()
-            older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
-            later = [t for t in active if t not in older]  # the current turn (and any started after it)
+            older, later = self.planner.finished_turns()  # later: the current turn (and any after it)
             tail = self.planner.size_tail(older, later, tools)
             window = [t for t in older if t not in tail]
             outcome = self.compactor.compact(window) if window else CompactionRecord(turn_ids=())
-            after = self.planner.reset(tail, later, tools)
-            truncated: list[str] = []
-            while after > self.budget.target_tokens and tail:
-                truncated.append(tail.pop(0))
-                self.compactor.truncate(truncated[-1:])
-                after = self.planner.reset(tail, later, tools)
+            truncated, after = self.planner.truncate_to_target(tail, later, tools, self.planner.reset(tail, later, tools))
             if after > self.budget.target_tokens and not tail and current is not None:
                 steps = self.planner.compact_steps(current, tools)  # one turn too long: its finished steps
                 if steps is not None:
                     after = self.planner.reset(tail, later, tools)
-                    outcome = _merge(outcome, steps)
+                    outcome = merge_records(outcome, steps)
             if truncated:
                 self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
                                      tokens_after=after))
@@ -557,7 +539,7 @@ class MemoryManager(MemoryMarks):
         tokens = self.context.state.last_prompt_tokens
         if tokens is None or self.budget.check(tokens).pressure != Pressure.OVER:
             return False
-        return 0 < len(self._finished_turns()[0]) <= self.tail_turns
+        return 0 < len(self.planner.finished_turns()[0]) <= self.tail_turns
 
     def truncate_oldest(self, *, tools: Sequence[dict[str, Any]] = ()) -> tuple[str, ...]:
         """Move the oldest finished turns to the archive without a summary (still searchable and
@@ -573,30 +555,15 @@ class MemoryManager(MemoryMarks):
             StoreError: if writing fails (the next truncation or compaction completes the move).
         """
         with self._lock:
-            older, later = self._finished_turns()
+            older, later = self.planner.finished_turns()
             if not older:
                 return ()
             before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
-            truncated: list[str] = []
-            after = before
-            while older:
-                truncated.append(older.pop(0))
-                self.compactor.truncate(truncated[-1:])
-                after = self.planner.reset(older, later, tools)
-                if after <= self.budget.target_tokens:
-                    break
+            truncated, after = self.planner.truncate_to_target(older, later, tools, max(before, self.budget.target_tokens + 1))
             self.context.update(last_prompt_tokens=None, last_estimate_tokens=None)
             self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
                                  tokens_after=after))
             return tuple(truncated)
-
-    def _finished_turns(self) -> tuple[list[str], list[str]]:
-        """The active turns before the current one (oldest first), and the rest (the current turn
-        and any started after it)."""
-        current = self.tracker.current_turn_id
-        active = self.store.active_turn_ids()
-        older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
-        return older, [t for t in active if t not in older]
 
     # -- lifecycle ------------------------------------------------------------------------------
     def on(self, callback: Callable[[MemoryEvent], None]) -> None:

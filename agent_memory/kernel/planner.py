@@ -17,6 +17,7 @@ from agent_memory.kernel.pairing import pair_tool_messages
 from agent_memory.kernel.snapshot_builder import MemoryBundle, render_bundle
 from agent_memory.kernel.transcript import messages_from_traces
 from agent_memory.models.messages import Message
+from agent_memory.models.traces import turn_number
 
 if TYPE_CHECKING:
     from agent_memory.kernel.manager import MemoryManager
@@ -137,4 +138,25 @@ class CompactionPlanner:
                                                self.turn_messages(tail), current)
         self.manager.context.reset(snapshot)
         return self.manager.count_tokens(self.manager.build_prompt().messages, tools)
+
+    def finished_turns(self) -> tuple[list[str], list[str]]:
+        """The active turns before the current one (oldest first), and the rest (the current turn
+        and any started after it)."""
+        manager = self.manager
+        current = manager.tracker.current_turn_id
+        active = manager.store.active_turn_ids()
+        older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
+        return older, [t for t in active if t not in older]
+
+    def truncate_to_target(self, tail: list[str], later: Sequence[str], tools: Sequence[dict[str, Any]],
+                           after: int) -> tuple[list[str], int]:
+        """Archive the oldest turns of ``tail`` without a summary, one at a time, while the prompt
+        (``after`` tokens now) is above the post-compaction target; ``tail`` keeps the rest.
+        Returns the truncated turn ids (oldest first) and the prompt's size after them."""
+        truncated: list[str] = []
+        while after > self.manager.budget.target_tokens and tail:
+            truncated.append(tail.pop(0))
+            self.manager.compactor.truncate(truncated[-1:])
+            after = self.reset(tail, later, tools)
+        return truncated, after
 

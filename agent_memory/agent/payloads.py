@@ -1,0 +1,74 @@
+"""What each kind of memory event carries: the payload keys of every :class:`EventKind`, checked and
+normalised (messages and tool calls as their JSON data) before an event is journaled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent_memory.agent.queue import EventKind
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.models.messages import Message, ToolCall
+
+__all__ = ["check_payload", "normalised"]
+
+_FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
+    EventKind.USER_MESSAGE: (frozenset({"content"}), frozenset({"images", "source_event"})),
+    EventKind.ASSISTANT_RESPONSE: (frozenset({"message"}), frozenset({"turn_id", "source_event"})),
+    EventKind.TOOL_INTENT: (frozenset({"calls"}), frozenset({"turn_id", "source_event"})),
+    EventKind.TOOL_RESULT: (frozenset({"tool_call_id", "result"}),
+                            frozenset({"is_error", "name", "source_event", "store_arguments"})),
+    EventKind.MEMORY_STORE: (frozenset({"content"}), frozenset({"type", "source", "tags", "related_to", "title",
+                                                                "media_type", "extra", "timestamp", "item_id"})),
+    EventKind.MEMORY_FORGET: (frozenset({"item_id"}), frozenset()),
+    EventKind.MEMORY_MARK_CRITICAL: (frozenset(), frozenset({"item_id", "fact", "tags"})),
+    EventKind.COMPACTION_REQUEST: (frozenset(), frozenset()),
+    EventKind.USAGE_REPORT: (frozenset(), frozenset({"prompt_tokens", "estimate"})),
+}
+"""Required and optional payload keys of each kind."""
+
+_STORE_ARGUMENTS = frozenset({"type", "media_type", "source", "title", "inline"})
+"""What a tool result's ``store_arguments`` may say (the rest of ``ingest_tool_result``'s keywords
+are the processor's)."""
+
+def check_payload(kind: EventKind, payload: dict[str, Any]) -> None:
+    """Refuse a payload that lacks a key its kind requires, has one it does not know, or is
+    inconsistent.
+
+    Raises:
+        InvalidArgumentError: saying what is wrong.
+    """
+    required, optional = _FIELDS[kind]
+    missing = required - payload.keys()
+    unknown = payload.keys() - required - optional
+    if missing or unknown:
+        parts = ([f"missing {sorted(missing)}"] if missing else []) + ([f"unknown {sorted(unknown)}"] if unknown else [])
+        raise InvalidArgumentError(f"a {kind.value} event payload: {'; '.join(parts)}")
+    if kind is EventKind.MEMORY_MARK_CRITICAL and ("item_id" in payload) == ("fact" in payload):
+        raise InvalidArgumentError("a memory_mark_critical event pins an item_id or a fact (one of them)")
+    if kind is EventKind.USAGE_REPORT and payload.get("prompt_tokens") is None and payload.get("estimate") is None:
+        raise InvalidArgumentError("a usage_report event needs prompt_tokens or estimate")
+    extra = payload.get("store_arguments") or {}
+    if not isinstance(extra, dict) or set(extra) - _STORE_ARGUMENTS:
+        raise InvalidArgumentError(f"a tool_result event's store_arguments take only {sorted(_STORE_ARGUMENTS)}")
+
+
+def normalised(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as journaled: messages and tool calls as their JSON data (validated now)."""
+    payload = dict(payload)
+    if kind is EventKind.ASSISTANT_RESPONSE:
+        message = payload["message"]
+        if isinstance(message, str):
+            message = Message(role="assistant", content=message)
+        elif isinstance(message, dict):
+            message = Message.model_validate(message)
+        if not isinstance(message, Message) or message.role != "assistant":
+            raise InvalidArgumentError("an assistant_response event's message is an assistant Message, a dict or text")
+        payload["message"] = message.model_dump(mode="json", exclude_defaults=True)
+    elif kind is EventKind.TOOL_INTENT:
+        calls = payload["calls"]
+        if isinstance(calls, ToolCall | dict | str) or not isinstance(calls, Iterable):
+            raise InvalidArgumentError("a tool_intent event's calls are a list of ToolCalls (or dicts)")
+        payload["calls"] = [(call if isinstance(call, ToolCall) else ToolCall.model_validate(call))
+                            .model_dump(mode="json", exclude_defaults=True) for call in calls]
+    return payload
