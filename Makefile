@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
 	$(LLAMA_CMAKE) $(PY) -m pip install --no-cache-dir '$(LLAMA)'
-	$(PY) -m pip install -e '.[test,llm]'
+	$(PY) -m pip install -e '.[test,llm,bench]'
 	touch $@
 
 run: venv
@@ -59,6 +59,7 @@ test: venv
 	$(OFFLINE) $(PY) -m pytest -q
 
 bench: venv
+	$(OFFLINE) $(PY) benchmarks/bench_retrieval.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_memory.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)

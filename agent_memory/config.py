@@ -68,6 +68,12 @@ DEFAULT_LEXICAL_WEIGHT = 0.5
 recall@5; equal weights let keyword matches on common words push out paraphrase matches."""
 
 
+DEFAULT_MULTI_HOP_WORDS = 60
+"""Words of the best hit added to the follow-up query of multi-hop search: about the first two
+sentences of a Wikipedia paragraph, where the entities it links to are named; chosen on the
+HotpotQA dev questions (benchmarks/bench_retrieval.py)."""
+
+
 def resolve_memory_dir(memory_dir: str | os.PathLike[str] | None) -> Path:
     """The memory directory: the argument, else ``AGENT_MEMORY_DIR``, else ``./memory``.
 
@@ -140,6 +146,21 @@ class MemoryConfig(BaseModel):
     """The ``k`` of reciprocal rank fusion, score = sum of weight / (k + rank)."""
     lexical_weight: float = Field(default=DEFAULT_LEXICAL_WEIGHT, ge=0.0, le=1_000.0, allow_inf_nan=False)
     """Weight of the BM25 ranking in the fusion (the dense ranking weighs 1)."""
+    multi_hop: bool = True
+    """``True``: a text query asks a second, follow-up query (the text plus the first
+    ``multi_hop_words`` words of the best hit's matching chunk) and merges both rankings
+    (``index.fusion.search``), so that the document one hop away from the question is found too.
+    Chosen on the dev halves of ``../shared/data`` (benchmarks/bench_retrieval.py): HotpotQA
+    recall@5 .800 → .867, Cranfield nDCG@10 .404 → .407, LoCoMo turn recall@10 .618 → .676. It
+    costs a second query embedding and index search per text query. ``False``: one query."""
+    multi_hop_words: int = Field(default=DEFAULT_MULTI_HOP_WORDS, ge=1, le=500)
+    """Words of the best hit's chunk added to the follow-up query."""
+    multi_hop_keywords: Literal["entities", "words"] = "words"
+    """What the follow-up's keyword (BM25) search adds to the text: ``entities``, the names and
+    numbers among those words (at most 16; ``index.fusion.follow_up_keywords``), or ``words``,
+    all of them, as the dense side does (the default: better on every dev half of
+    benchmarks/bench_retrieval.py). BM25 scores every chunk that matches any term, so ``words``
+    makes the follow-up's keyword search match much of a large memory; ``entities`` bounds it."""
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> MemoryConfig:

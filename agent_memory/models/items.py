@@ -483,10 +483,12 @@ class QueryHit(_Model):
     item: ItemRecord
     """The item (without content; retrieve it by ``item.id``)."""
     score: float | None = None
-    """Relevance that orders the hits, higher is better: the reciprocal-rank-fusion score in
-    hybrid search (sum of weight / (k + rank) over dense and keyword rankings; items whose
-    similarities are within ``SCORE_TOLERANCE`` share a dense rank), the cosine similarity in
-    dense-only search. Compare it within one query only. ``None`` without text. Not rounded."""
+    """Relevance that orders the hits, higher is better: with multi-hop search (the default)
+    ``1 / (rrf_k + rank)`` of the hit's rank in the merged ranking of the query and its
+    follow-up; else the reciprocal-rank-fusion score in hybrid search (sum of weight / (k + rank)
+    over dense and keyword rankings; items whose similarities are within ``SCORE_TOLERANCE``
+    share a dense rank), the cosine similarity in dense-only search. Compare it within one query
+    only. ``None`` without text. Not rounded."""
     similarity: float | None = None
     """Cosine similarity in [-1, 1] of the item's best chunk to the query text, ``None`` when the
     item was found by keywords only or the query had no text. Not rounded; vectors recomputed by
