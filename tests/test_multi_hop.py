@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.index.fusion import MAX_FOLLOW_UP_KEYWORDS, follow_up_keywords, follow_up_text, round_robin
+from agent_memory.index.fusion import (
+    MAX_FOLLOW_UP_KEYWORDS, MULTI_HOP_MAX_QUERY_CHARS, follow_up_keywords, follow_up_text, round_robin,
+)
 from agent_memory.limits import MAX_QUERY_CHARS
 
 
@@ -93,3 +95,18 @@ def test_multi_hop_hits_keep_descending_scores_and_their_own_chunks(
 
 def test_a_query_for_one_item_asks_no_follow_up(tmp_path: Path, bridge_memory: dict[str, str]) -> None:
     assert top_ids(tmp_path, multi_hop=True, limit=1) == top_ids(tmp_path, multi_hop=False, limit=1)
+
+
+def test_a_long_query_asks_no_follow_up(
+    tmp_path: Path, bridge_memory: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with AgentMemory("hops", tmp_path) as memory:
+        embedder = memory.index.embedding_function.embedder
+        embedded: list[list[str]] = []
+        real_embed = embedder.embed
+        monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))
+        memory.query(text=QUESTION, limit=3)
+        assert len(embedded) == 2  # the question and its follow-up
+        long = (QUESTION + " ") * (MULTI_HOP_MAX_QUERY_CHARS // len(QUESTION) + 1)
+        memory.query(text=long, limit=3)
+        assert len(embedded) == 3 and embedded[2] == [long]

@@ -123,6 +123,10 @@ def _where(criteria: MemoryCriteria, *, heads_only: bool = False) -> dict[str, A
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
+GET_PAGE = 5_000
+"""Chunks per ``get`` when listing the whole index: a single ``get`` of 100k chunks raised
+"too many SQL variables" in chromadb 1.5 (a memory of that size could not be reopened)."""
+
 POST_FILTER_FETCH = 8
 """A filtered search first asks the unfiltered HNSW index for this many times the chunks wanted
 and keeps those that pass the filters (:func:`_passes`): when at least the wanted number pass,
@@ -405,12 +409,21 @@ class ChromaVectorIndex:
         return list(zip(result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True))
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
-        result = self._call("get", self._current().get, where=_where(criteria, heads_only=True), include=["metadatas"])
-        return [(str(m["item_id"]), float(m["timestamp_s"])) for m in result["metadatas"]]
+        return [(str(m["item_id"]), float(m["timestamp_s"])) for m in self._metadatas(_where(criteria, heads_only=True))]
 
     def item_ids(self) -> set[str]:
-        result = self._call("get", self._current().get, where={"chunk_index": 0}, include=["metadatas"])
-        return {str(m["item_id"]) for m in result["metadatas"]}
+        return {str(m["item_id"]) for m in self._metadatas({"chunk_index": 0})}
+
+    def _metadatas(self, where: dict[str, Any]) -> list[dict[str, Any]]:
+        """Metadata of every chunk passing ``where``, fetched in pages of :data:`GET_PAGE`: one
+        ``get`` of all of them fails past ~32k chunks ("too many SQL variables" inside Chroma)."""
+        collection, found, offset = self._current(), [], 0
+        while True:
+            page = self._call("get", collection.get, where=where, include=["metadatas"], limit=GET_PAGE, offset=offset)
+            found.extend(page["metadatas"])
+            if len(page["metadatas"]) < GET_PAGE:
+                return found
+            offset += GET_PAGE
 
     def delete_items(self, item_ids: Sequence[str]) -> None:
         if item_ids:

@@ -29,7 +29,7 @@ from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
 __all__ = [
-    "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse",
+    "MULTI_HOP_MAX_QUERY_CHARS", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse",
     "newest", "rank", "round_robin", "search",
 ]
 
@@ -146,13 +146,14 @@ def search(
     question whose answer lies one hop away (the film named in the director's paragraph) finds
     that second document too; the two rankings are merged by :func:`round_robin`. Then ``score``
     is ``1 / (rrf_k + merged rank)`` and ``similarity`` the cosine to the query that found the
-    item. Items the index knows but ``get_record`` does not (a store cleared or restored
+    item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up. Items the
+    index knows but ``get_record`` does not (a store cleared or restored
     meanwhile) are skipped.
     """
     assert criteria.text is not None
     first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config)
     merged = first.order
-    if config.multi_hop and first.order and criteria.limit > 1:
+    if config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
         lead = first.chunk(first.order[0][0]).body
         follow_up = follow_up_text(criteria.text, lead, words=config.multi_hop_words)
         keywords = (
@@ -241,6 +242,11 @@ def rank(
     order = fuse(dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight)
     return Ranking(order=order, dense=dense_best, lexical=lexical_best)
 
+
+MULTI_HOP_MAX_QUERY_CHARS = 1_000
+"""Longest query text that gets a follow-up query, in characters. A longer text (a pasted
+paragraph) already carries its context, and the embedding model reads only its first 256 word
+pieces, so words added at its end would not reach the dense search."""
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
