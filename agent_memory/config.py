@@ -151,7 +151,7 @@ class MemoryConfig(BaseModel):
     ``multi_hop_words`` words of the best hit's matching chunk) and merges both rankings
     (``index.fusion.search``), so that the document one hop away from the question is found too.
     Chosen on the dev halves of ``../shared/data`` (benchmarks/bench_retrieval.py): HotpotQA
-    recall@5 .800 → .867, Cranfield nDCG@10 .404 → .407, LoCoMo turn recall@10 .618 → .676. It
+    recall@5 .800 → .867, Cranfield nDCG@10 .403 → .410, LoCoMo turn recall@10 .617 → .679. It
     costs a second query embedding and index search per text query. ``False``: one query."""
     multi_hop_words: int = Field(default=DEFAULT_MULTI_HOP_WORDS, ge=1, le=500)
     """Words of the best hit's chunk added to the follow-up query."""

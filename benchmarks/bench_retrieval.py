@@ -38,6 +38,7 @@ import html as html_lib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -455,8 +456,17 @@ def print_tables(results: dict[str, Any]) -> None:
               f"at start, {results['load_average_1min']['end']} at end.")
 
 
+def git_state() -> dict[str, Any]:
+    """The commit measured, and the files of ``agent_memory/`` that differ from it."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "agent_memory_changes": git("status", "--porcelain", "--", "agent_memory").splitlines()}
+
+
 def run(data: Path, root: Path, datasets: Sequence[str], variants: Sequence[str]) -> dict[str, Any]:
-    started, load_start = time.perf_counter(), load_average()
+    started, load_start, git = time.perf_counter(), load_average(), git_state()
     loaders = {"hotpotqa": hotpotqa_tasks, "cranfield": cranfield_tasks, "locomo": locomo_tasks}
     with console.status("loading the data and the model"):
         tasks = [task for name in datasets for task in loaders[name](data)]
@@ -466,6 +476,7 @@ def run(data: Path, root: Path, datasets: Sequence[str], variants: Sequence[str]
     return {
         "benchmark": "retrieval quality of AgentMemory.query against the BASELINES.md baselines",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "data_dir": str(data), "machine": machine_info(),
+        "git": git,
         "config": json.loads(MemoryConfig().model_dump_json()), "variants": {name: VARIANTS[name] for name in variants},
         "splits": {"hotpotqa": f"questions 1-{HOTPOTQA_DEV_QUESTIONS} dev, the rest test",
                    "cranfield": f"queries 1-{CRANFIELD_DEV_QUERIES} (position in cran.qry) dev, the rest test",
