@@ -4,7 +4,6 @@ same chunks as Chroma's filtered search, and a filter too selective for it falls
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -30,7 +29,8 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
 
 
 def search(memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int) -> list[tuple[str, int]]:
-    return [(hit.item_id, hit.chunk_index) for hit in memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks)]
+    hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks)
+    return [(hit.item_id, hit.chunk_index) for hit in hits]
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,8 @@ def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(memory: AgentMemo
 
 def test_time_filters_pass_the_same_items(memory: AgentMemory, monkeypatch: pytest.MonkeyPatch) -> None:
     now = datetime.now(UTC)
-    for bounds in ({"since": now - timedelta(hours=1)}, {"until": now + timedelta(hours=1)}, {"since": now + timedelta(hours=1)}):
+    hour = timedelta(hours=1)
+    for bounds in ({"since": now - hour}, {"until": now + hour}, {"since": now + hour}):
         criteria = MemoryCriteria(text="cold noon", **bounds)
         over_fetched = search(memory, criteria, n_chunks=2)
         monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 10_000)

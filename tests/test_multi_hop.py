@@ -43,7 +43,9 @@ def test_follow_up_keywords_are_the_new_names_and_numbers_of_the_lead() -> None:
 
 
 QUESTION = "Which river flows through the birthplace of the architect who designed the Halvorsen Library?"
-FIRST_HOP = "The Halvorsen Library is a public library completed in 1931, designed by the architect Mirela Oskarsdottir."
+FIRST_HOP = (
+    "The Halvorsen Library is a public library completed in 1931, designed by the architect Mirela Oskarsdottir."
+)
 SECOND_HOP = "Mirela Oskarsdottir grew up in Varnby, a small town in the north, and studied in Oslo."
 DISTRACTORS = [
     "The river Thames flows through London, the birthplace of many famous architects.",

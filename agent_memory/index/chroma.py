@@ -409,7 +409,8 @@ class ChromaVectorIndex:
         return list(zip(result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True))
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
-        return [(str(m["item_id"]), float(m["timestamp_s"])) for m in self._metadatas(_where(criteria, heads_only=True))]
+        heads = self._metadatas(_where(criteria, heads_only=True))
+        return [(str(m["item_id"]), float(m["timestamp_s"])) for m in heads]
 
     def item_ids(self) -> set[str]:
         return {str(m["item_id"]) for m in self._metadatas({"chunk_index": 0})}

@@ -29,8 +29,8 @@ from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
 __all__ = [
-    "MULTI_HOP_MAX_QUERY_CHARS", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse",
-    "newest", "rank", "round_robin", "search",
+    "MULTI_HOP_MAX_QUERY_CHARS", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks",
+    "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "round_robin", "search",
 ]
 
 SCORE_TOLERANCE = 1e-4
@@ -147,8 +147,7 @@ def search(
     that second document too; the two rankings are merged by :func:`round_robin`. Then ``score``
     is ``1 / (rrf_k + merged rank)`` and ``similarity`` the cosine to the query that found the
     item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up. Items the
-    index knows but ``get_record`` does not (a store cleared or restored
-    meanwhile) are skipped.
+    index knows but ``get_record`` does not (a store cleared or restored meanwhile) are skipped.
     """
     assert criteria.text is not None
     first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config)
@@ -163,8 +162,7 @@ def search(
         second = rank(follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords)
         ids = round_robin([i for i, _ in first.order], [i for i, _ in second.order])
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, item_id in enumerate(ids, start=1)]
-        in_first = first.scores
-        found_by = {item_id: first if item_id in in_first else second for item_id in ids}
+        found_by = {item_id: first if first.found(item_id) else second for item_id in ids}
     else:
         found_by = {item_id: first for item_id, _ in first.order}
     hits: list[QueryHit] = []
@@ -195,10 +193,9 @@ class Ranking:
     dense: dict[str, ChunkHit]
     lexical: dict[str, ChunkHit]
 
-    @property
-    def scores(self) -> dict[str, float]:
-        """Fused score by item id."""
-        return dict(self.order)
+    def found(self, item_id: str) -> bool:
+        """Whether this query found the item (in either ranking)."""
+        return item_id in self.dense or item_id in self.lexical
 
     def chunk(self, item_id: str) -> ChunkHit:
         """The chunk to show for an item: its best dense chunk, else its best keyword chunk."""
@@ -239,7 +236,8 @@ def rank(
         if len(dense_best.keys() | lexical_best.keys()) >= criteria.limit or exhausted:
             break
         n_chunks *= 2
-    order = fuse(dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight)
+    weights = {"rrf_k": config.rrf_k, "lexical_weight": config.lexical_weight}
+    order = fuse(dense_best, lexical_best if lexical else None, **weights)
     return Ranking(order=order, dense=dense_best, lexical=lexical_best)
 
 
