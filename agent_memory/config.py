@@ -16,8 +16,10 @@ from agent_memory.errors import ConfigurationError, validation_summary
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP_TOKENS",
     "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_KEYWORD_MAX_POSTINGS",
     "DEFAULT_LEXICAL_WEIGHT",
     "DEFAULT_MEMORY_DIR",
+    "DEFAULT_QUERY_EMBEDDING_THREADS",
     "DEFAULT_QUERY_LIMIT",
     "DEFAULT_RETRIEVE_MAX_TOKENS",
     "DEFAULT_RRF_K",
@@ -72,6 +74,21 @@ DEFAULT_MULTI_HOP_WORDS = 60
 """Words of the best hit added to the follow-up query of multi-hop search: about the first two
 sentences of a Wikipedia paragraph, where the entities it links to are named; chosen on the
 HotpotQA dev questions (benchmarks/bench_retrieval.py)."""
+
+
+DEFAULT_KEYWORD_MAX_POSTINGS = 10_000
+"""Postings (chunks containing a query term, summed over the terms) one keyword search may
+score. FTS5 scores every chunk containing any term, ~2 µs per posting measured on a 123k-chunk
+memory (benchmarks/bench_scale.py): 10,000 postings are ~20 ms, about one query embedding, so the
+keyword search ends while the vector search runs beside it. Small memories never reach it."""
+
+
+DEFAULT_QUERY_EMBEDDING_THREADS = 1
+"""torch threads for one query text. A query of ~30 word pieces gains little from a second
+thread, while the keyword search runs beside it and needs the other core: on this project's
+2-core machine, on the 100k-item memory of benchmarks/bench_scale.py (2 x 30 HotpotQA questions),
+one thread took the single text query from 55 to 36 ms (p50) and from 79 to 47 ms (p95), and
+the multi-hop search from 128 to 84 ms (p50) and from 158 to 104 ms (p95)."""
 
 
 def resolve_memory_dir(memory_dir: str | os.PathLike[str] | None) -> Path:
@@ -161,6 +178,22 @@ class MemoryConfig(BaseModel):
     all of them, as the dense side does (the default: better on every dev half of
     benchmarks/bench_retrieval.py). BM25 scores every chunk that matches any term, so ``words``
     makes the follow-up's keyword search match much of a large memory; ``entities`` bounds it."""
+
+    query_embedding_threads: int | None = Field(default=DEFAULT_QUERY_EMBEDDING_THREADS, ge=1, le=256)
+    """torch threads while a query text is embedded (``DEFAULT_QUERY_EMBEDDING_THREADS``; set
+    for the embedding and restored after it, ``index.embeddings.torch_threads``). ``None``:
+    torch's own setting (one thread per core). Indexing batches keep torch's setting."""
+    multi_hop_vector: Literal["text", "rocchio"] = "text"
+    """The follow-up's dense query: ``text``, the follow-up text embedded (a second embedding per
+    query), or ``rocchio``, Rocchio's relevance feedback (Rocchio 1971; α = 1, β = 0.75 as in
+    Salton & Buckley 1990): the query's vector plus 0.75 times the stored vector of the best
+    hit's chunk, normalised, which needs no second embedding."""
+    keyword_max_postings: int | None = Field(default=DEFAULT_KEYWORD_MAX_POSTINGS, ge=1)
+    """Budget of one keyword search, in postings (``DEFAULT_KEYWORD_MAX_POSTINGS``): the query's
+    words are taken rarest first while the chunks containing them sum to at most this, so the
+    commonest words (lowest IDF) are left out when a memory is large
+    (``index.lexical.within_budget``). ``None``: every word, however common (cost grows with the
+    memory)."""
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> MemoryConfig:

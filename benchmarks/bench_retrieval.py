@@ -69,6 +69,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "single_query": {"multi_hop": False},
     "follow_up_entities": {"multi_hop_keywords": "entities"},
     "follow_up_40_words": {"multi_hop_words": 40},
+    "follow_up_rocchio": {"multi_hop_vector": "rocchio"},
+    "no_keyword_budget": {"keyword_max_postings": None},
     "equal_weights": {"lexical_weight": 1.0},
     "dense_only": {"hybrid_search": False},
 }
@@ -320,6 +322,9 @@ class SharedVectors:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self.dense.vectors(texts).tolist() if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.embedder, name)

@@ -1,5 +1,6 @@
 """Filtered vector search: the unfiltered index over-fetched and filtered in Python answers the
-same chunks as Chroma's filtered search, and a filter too selective for it falls back to Chroma."""
+same chunks as Chroma's filtered search, a filter too selective for it falls back to Chroma, and
+an index no larger than the over-fetch is answered without Chroma's filter."""
 
 from __future__ import annotations
 
@@ -33,6 +34,28 @@ def search(memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int) -> list
     return [(hit.item_id, hit.chunk_index) for hit in hits]
 
 
+def chromas_filter_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every filtered search use Chroma's ``where`` (the reference answer)."""
+    monkeypatch.setattr(chroma.ChromaVectorIndex, "_post_filtered", lambda *args: None)
+
+
+def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] | None = None) -> list[dict]:
+    """The ``where`` of every Chroma query that filters, recorded as the searches run (and the
+    ``n_results`` of every unfiltered one into ``unfiltered``)."""
+    wheres: list[dict] = []
+    real = chroma.ChromaVectorIndex._query
+
+    def query(self, collection, vector, n_results, where):  # noqa: ANN001, ANN202 - a spy
+        if where is not None:
+            wheres.append(where)
+        elif unfiltered is not None:
+            unfiltered.append(n_results)
+        return real(self, collection, vector, n_results, where)
+
+    monkeypatch.setattr(chroma.ChromaVectorIndex, "_query", query)
+    return wheres
+
+
 @pytest.mark.parametrize(
     "filters",
     [{"tags": ["g1"]}, {"tags": ["g0", "weather"]}, {"source": "station-1"}, {"type": "custom", "tags": ["g2"]}],
@@ -41,17 +64,49 @@ def test_post_filtered_search_equals_chromas_filtered_search(
     memory: AgentMemory, monkeypatch: pytest.MonkeyPatch, filters: dict
 ) -> None:
     criteria = MemoryCriteria(text="rainy morning in Lima", **filters)
+    wheres = spy_filtered_queries(monkeypatch)
     over_fetched = search(memory, criteria, n_chunks=3)  # 48 chunks > 3 * 8: the post-filter path
-    monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 10_000)  # forces Chroma's own filter
+    assert wheres == []
+    chromas_filter_only(monkeypatch)
     by_chroma = search(memory, criteria, n_chunks=3)
+    assert len(wheres) == 1
     assert over_fetched == by_chroma and len(over_fetched) == 3
 
 
-def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(memory: AgentMemory) -> None:
+def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rare = memory.query(tags=["rare"], limit=5)
     assert len(rare) == 1
+    monkeypatch.setattr(chroma, "MAX_POST_FILTER_FETCH", 3 * chroma.POST_FILTER_FETCH)  # no second fetch
+    wheres = spy_filtered_queries(monkeypatch)
     hits = search(memory, MemoryCriteria(text="weather in Accra", tags=["rare"]), n_chunks=3)
     assert [item_id for item_id, _ in hits] == [rare[0].item.id]
+    assert len(wheres) == 1  # 24 nearest of 48 fetched, too few passed: Chroma's filter answered
+
+
+def test_too_few_passing_fetches_as_many_as_their_share_asks(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 1)  # the first fetch: just the chunks wanted
+    fetched: list[int] = []
+    wheres = spy_filtered_queries(monkeypatch, fetched)
+    criteria = MemoryCriteria(text="rainy morning in Lima", tags=["g1"])  # a third of the items
+    hits = search(memory, criteria, n_chunks=6)
+    assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2 and fetched[-1] < 48
+    chromas_filter_only(monkeypatch)
+    assert search(memory, criteria, n_chunks=6) == hits and len(hits) == 6
+
+
+def test_an_index_smaller_than_the_over_fetch_needs_no_chromas_filter(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheres = spy_filtered_queries(monkeypatch)
+    criteria = MemoryCriteria(text="weather in Accra", tags=["rare"])
+    hits = search(memory, criteria, n_chunks=7)  # 56 wanted of 48 chunks: every chunk was seen
+    assert wheres == [] and len(hits) == 1
+    chromas_filter_only(monkeypatch)
+    assert search(memory, criteria, n_chunks=7) == hits and len(wheres) == 1
 
 
 def test_time_filters_pass_the_same_items(memory: AgentMemory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,6 +115,6 @@ def test_time_filters_pass_the_same_items(memory: AgentMemory, monkeypatch: pyte
     for bounds in ({"since": now - hour}, {"until": now + hour}, {"since": now + hour}):
         criteria = MemoryCriteria(text="cold noon", **bounds)
         over_fetched = search(memory, criteria, n_chunks=2)
-        monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 10_000)
-        assert search(memory, criteria, n_chunks=2) == over_fetched
-        monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 8)
+        with monkeypatch.context() as patch:
+            chromas_filter_only(patch)
+            assert search(memory, criteria, n_chunks=2) == over_fetched

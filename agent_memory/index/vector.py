@@ -61,9 +61,20 @@ class VectorIndex(Protocol):
         """Add or replace chunks (the same ``item_id`` + ``chunk_index`` replaces). Idempotent."""
         ...
 
-    def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int) -> list[ChunkHit]:
+    def search(
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None
+    ) -> list[ChunkHit]:
         """The ``n_chunks`` chunks closest to ``text`` among items matching ``criteria``'s
-        filters (type, source, tags, time range), best first."""
+        filters (type, source, tags, time range), best first. ``vector``: search with this
+        query vector instead of embedding ``text``."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector ``search`` compares chunks with for ``text`` (unit length)."""
+        ...
+
+    def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
+        """The stored vector of one chunk; ``None`` when the index does not hold it."""
         ...
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:

@@ -1,0 +1,152 @@
+"""What keeps a text query cheap in a large memory: the keyword search's budget of postings, the
+Rocchio follow-up vector (no second embedding) and the torch threads of a query embedding.
+
+The budget (``MemoryConfig.keyword_max_postings``) is checked as a pure choice of words
+(:func:`within_budget`), then on a real FTS5 index, whose document frequencies come from FTS5's
+own tokenizer (stemmed), and end to end through ``AgentMemory.query``. Rocchio's formula is
+checked directly, and the follow-up that uses it runs on a real memory. The thread setting is
+checked on torch itself. Latencies are measured in benchmarks/bench_scale.py, not here."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.index.embeddings import torch_threads
+from agent_memory.index.fusion import ROCCHIO_BETA, rocchio
+from agent_memory.index.lexical import LexicalIndex, within_budget
+from agent_memory.index.vector import IndexChunk
+from agent_memory.models.items import MemoryCriteria
+
+
+def test_within_budget_takes_the_rarest_words_and_keeps_their_order() -> None:
+    costs = [("river", 40), ("the", 900), ("varnby", 2), ("town", 300), ("ghost", 0)]
+    assert within_budget(costs, None) == ["river", "the", "varnby", "town"]
+    assert within_budget(costs, 350) == ["river", "varnby", "town"]
+    assert within_budget(costs, 341) == ["river", "varnby"]  # 2 + 40 + 300 = 342 > 341
+    assert within_budget(costs, 1) == ["varnby"]  # the rarest is kept even over the budget
+    assert within_budget([("ghost", 0)], 10) == []
+
+
+def test_a_tie_in_postings_keeps_the_earlier_word() -> None:
+    assert within_budget([("b", 5), ("a", 5), ("c", 5)], 10) == ["b", "a"]
+
+
+def chunk(n: int, text: str) -> IndexChunk:
+    return IndexChunk(item_id=f"item{n}", chunk_index=0, text=text, header_chars=0, start_char=0,
+                      type="custom", source="test", timestamp_s=float(n))
+
+
+@pytest.fixture
+def lexical(tmp_path: Path) -> LexicalIndex:
+    index = LexicalIndex(tmp_path / "lexical.sqlite3")
+    texts = [f"Runners were running along the harbour on day {n}." for n in range(12)]
+    texts += ["The lighthouse keeper ran one lap around the harbour.", "A quiet lighthouse keeper."]
+    index.add([chunk(n, text) for n, text in enumerate(texts)])
+    yield index
+    index.close()
+
+
+def test_postings_count_the_chunks_of_each_stemmed_term(lexical: LexicalIndex) -> None:
+    # "running" and "runners" stem to run/runner; "ran" is its own term; a two-term word is a phrase
+    assert lexical.postings(["running", "harbour", "lighthouse", "ran", "absent", "harbour_day"]) == [
+        ("running", 12), ("harbour", 13), ("lighthouse", 2), ("ran", 1), ("absent", 0), ("harbour_day", 25),
+    ]
+    assert lexical.postings([]) == []
+    assert lexical.postings(["harbour"]) == [("harbour", 13)]  # the scratch table was emptied
+
+
+def test_a_budget_leaves_the_common_words_out_of_the_match(lexical: LexicalIndex) -> None:
+    criteria = MemoryCriteria(text="x", limit=5)
+    every_word = lexical.search("lighthouse harbour", criteria, n_chunks=20)
+    assert len(every_word) == 14  # every chunk with either word
+    rare_only = lexical.search("lighthouse harbour", criteria, n_chunks=20, max_postings=5)
+    assert {hit.item_id for hit in rare_only} == {"item12", "item13"}
+    assert lexical.search("absent words only", criteria, n_chunks=20, max_postings=5) == []
+
+
+def test_the_memory_applies_its_configured_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with AgentMemory("budget", tmp_path) as memory:
+        for n in range(30):
+            memory.store(f"Shipping report {n}: cargo moved through the harbour without delay.")
+        keeper = memory.store("Ilse Varnhagen kept the harbour lighthouse for forty years.")
+    for budget, matched in ((None, 31), (10, 1)):
+        with AgentMemory("budget", tmp_path, config=MemoryConfig(keyword_max_postings=budget)) as memory:
+            found: list[int] = []
+            real_search = memory.lexical.search
+
+            def search(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a spy
+                hits = real_search(*args, **kwargs)
+                found.append(len(hits))
+                return hits
+
+            monkeypatch.setattr(memory.lexical, "search", search)
+            hits = memory.query(text="harbour Varnhagen", limit=5)
+            assert hits[0].item.id == keeper
+            assert found[0] == min(matched, 5 * 8)  # the first query's keyword hits
+
+
+def test_rocchio_adds_the_document_at_three_quarters_and_normalises() -> None:
+    query, document = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
+    moved = rocchio(query, document)
+    norm = math.hypot(1.0, ROCCHIO_BETA)
+    assert moved == pytest.approx([1.0 / norm, ROCCHIO_BETA / norm, 0.0])
+    assert rocchio([0.0, 0.0], [0.0, 0.0]) == [0.0, 0.0]
+    with pytest.raises(ValueError):
+        rocchio([1.0], [1.0, 0.0])
+
+
+def test_a_rocchio_follow_up_embeds_the_question_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with AgentMemory("hops", tmp_path) as memory:
+        first = memory.store("The Halvorsen Library was designed by the architect Mirela Oskarsdottir.")
+        second = memory.store("Mirela Oskarsdottir grew up in Varnby, a town on the river Lune.")
+        for n in range(6):
+            memory.store(f"Library buildings of the 1930s, part {n}: reading rooms and tall windows.")
+        stored = memory.index.chunk_vector(first, 0)
+        assert stored is not None and math.fsum(x * x for x in stored) == pytest.approx(1.0, abs=1e-5)
+        assert memory.index.chunk_vector("no-such-item", 0) is None
+    question = "Which river flows by the home town of the Halvorsen Library's architect?"
+    with AgentMemory("hops", tmp_path, config=MemoryConfig(multi_hop_vector="rocchio")) as memory:
+        embedder = memory.index.embedding_function.embedder
+        embedded: list[list[str]] = []
+        real_embed = embedder.embed
+        monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))
+        hits = [hit.item.id for hit in memory.query(text=question, limit=3)]
+    assert embedded == [[question]]
+    assert hits[0] == first and second in hits
+
+
+def test_torch_threads_are_set_for_the_body_and_restored_after_the_last_one() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    wanted = 2 if before == 1 else 1
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+    with torch_threads(wanted):
+        assert torch.get_num_threads() == wanted
+        with torch_threads(wanted + 2):  # overlapping: the first one's number holds
+            assert torch.get_num_threads() == wanted
+        assert torch.get_num_threads() == wanted
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), torch_threads(wanted):
+        raise RuntimeError("the body failed")
+    assert torch.get_num_threads() == before
+
+
+def test_a_query_is_embedded_with_the_configured_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    seen: list[int] = []
+    before = torch.get_num_threads()
+    wanted = 2 if before == 1 else 1
+    with AgentMemory("threads", tmp_path, config=MemoryConfig(query_embedding_threads=wanted)) as memory:
+        memory.store("The harbour lighthouse was built in 1911.")
+        embedder = memory.index.embedding_function.embedder
+        real_embed = embedder.embed
+        monkeypatch.setattr(embedder, "embed", lambda texts: seen.append(torch.get_num_threads()) or real_embed(texts))
+        memory.store("A second note about the harbour.")  # indexing: torch's own setting
+        memory.query(text="When was the lighthouse built?", limit=1)
+    assert seen == [before, wanted]
+    assert torch.get_num_threads() == before
