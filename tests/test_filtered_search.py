@@ -4,6 +4,7 @@ an index no larger than the over-fetch is answered without Chroma's filter."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -29,8 +30,13 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
     return memory
 
 
-def search(memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int) -> list[tuple[str, int]]:
-    hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks)
+def search(
+    memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int, *, by_id: bool = False
+) -> list[tuple[str, int]]:
+    """``(item id, chunk index)`` of the vector search's hits; ``by_id``: the filters are tested
+    by chunk id in the keyword index's table (as ``AgentMemory.query`` does)."""
+    passing = functools.partial(memory.lexical.passing, criteria=criteria) if by_id else None
+    hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks, passing=passing)
     return [(hit.item_id, hit.chunk_index) for hit in hits]
 
 
@@ -41,7 +47,7 @@ def chromas_filter_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] | None = None) -> list[dict]:
     """The ``where`` of every Chroma query that filters, recorded as the searches run (and the
-    ``n_results`` of every unfiltered one into ``unfiltered``)."""
+    ``n_results`` of every unfiltered one, with documents or as ids only, into ``unfiltered``)."""
     wheres: list[dict] = []
     real = chroma.ChromaVectorIndex._query
 
@@ -52,7 +58,15 @@ def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] 
             unfiltered.append(n_results)
         return real(self, collection, vector, n_results, where)
 
+    real_nearest = chroma.ChromaVectorIndex._nearest
+
+    def nearest(self, collection, vector, n_results):  # noqa: ANN001, ANN202 - a spy
+        if unfiltered is not None:
+            unfiltered.append(n_results)
+        return real_nearest(self, collection, vector, n_results)
+
     monkeypatch.setattr(chroma.ChromaVectorIndex, "_query", query)
+    monkeypatch.setattr(chroma.ChromaVectorIndex, "_nearest", nearest)
     return wheres
 
 
@@ -66,11 +80,16 @@ def test_post_filtered_search_equals_chromas_filtered_search(
     criteria = MemoryCriteria(text="rainy morning in Lima", **filters)
     wheres = spy_filtered_queries(monkeypatch)
     over_fetched = search(memory, criteria, n_chunks=3)  # 48 chunks > 3 * 8: the post-filter path
+    tested_by_id = search(memory, criteria, n_chunks=3, by_id=True)
     assert wheres == []
     chromas_filter_only(monkeypatch)
     by_chroma = search(memory, criteria, n_chunks=3)
     assert len(wheres) == 1
-    assert over_fetched == by_chroma and len(over_fetched) == 3
+    assert over_fetched == tested_by_id == by_chroma and len(over_fetched) == 3
+    hits = memory.index.search(criteria.text, criteria, n_chunks=3)
+    assert [hit.body for hit in hits] == [
+        hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3, passing=lambda ids: set(ids))
+    ]
 
 
 def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(
@@ -94,6 +113,9 @@ def test_too_few_passing_fetches_as_many_as_their_share_asks(
     criteria = MemoryCriteria(text="rainy morning in Lima", tags=["g1"])  # a third of the items
     hits = search(memory, criteria, n_chunks=6)
     assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2 and fetched[-1] < 48
+    fetched.clear()
+    assert search(memory, criteria, n_chunks=6, by_id=True) == hits
+    assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2
     chromas_filter_only(monkeypatch)
     assert search(memory, criteria, n_chunks=6) == hits and len(hits) == 6
 
@@ -109,12 +131,24 @@ def test_an_index_smaller_than_the_over_fetch_needs_no_chromas_filter(
     assert search(memory, criteria, n_chunks=7) == hits and len(wheres) == 1
 
 
+def test_the_keyword_table_tells_which_chunk_ids_pass(memory: AgentMemory) -> None:
+    rare = memory.query(tags=["rare"], limit=1)[0].item.id
+    station_1 = {hit.item.id for hit in memory.query(source="station-1", limit=100)}
+    ids = [f"{rare}:0", f"{rare}:7", "no-such-item:0", *(f"{item_id}:0" for item_id in sorted(station_1)[:3])]
+    assert memory.lexical.passing(ids, MemoryCriteria(tags=["rare"])) == {f"{rare}:0"}
+    assert memory.lexical.passing(ids, MemoryCriteria(source="station-1")) == {
+        f"{item_id}:0" for item_id in sorted(station_1)[:3]
+    } | ({f"{rare}:0"} if rare in station_1 else set())
+    assert memory.lexical.passing([], MemoryCriteria(tags=["rare"])) == set()
+
+
 def test_time_filters_pass_the_same_items(memory: AgentMemory, monkeypatch: pytest.MonkeyPatch) -> None:
     now = datetime.now(UTC)
     hour = timedelta(hours=1)
     for bounds in ({"since": now - hour}, {"until": now + hour}, {"since": now + hour}):
         criteria = MemoryCriteria(text="cold noon", **bounds)
         over_fetched = search(memory, criteria, n_chunks=2)
+        assert search(memory, criteria, n_chunks=2, by_id=True) == over_fetched
         with monkeypatch.context() as patch:
             chromas_filter_only(patch)
             assert search(memory, criteria, n_chunks=2) == over_fetched

@@ -442,9 +442,9 @@ def test_the_query_text_is_embedded_once_however_far_the_search_widens(
         embedded.append(texts)
         return real_embed(texts)
 
-    def spy_search(text, criteria, *, n_chunks, vector=None):  # noqa: ANN001, ANN202
+    def spy_search(text, criteria, *, n_chunks, **options):  # noqa: ANN001, ANN003, ANN202
         searches.append(n_chunks)
-        return real_search(text, criteria, n_chunks=n_chunks, vector=vector)
+        return real_search(text, criteria, n_chunks=n_chunks, **options)
 
     monkeypatch.setattr(embedder, "embed", spy_embed)
     monkeypatch.setattr(memory.index, "search", spy_search)

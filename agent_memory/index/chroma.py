@@ -16,7 +16,10 @@ generation closes it and opens a fresh one before it reads or writes. One client
 path is shared by every open index object in the process (chromadb shares one System per path);
 :meth:`ChromaVectorIndex.close` releases it, and the last index object of a path to close closes
 the client (and with it chromadb's SQLite connections). Filters (type, source, tags, time range)
-become a chromadb ``where`` clause: they run in the index.
+become a chromadb ``where`` clause for listings. A filtered vector search first over-fetches the
+unfiltered HNSW index and keeps the chunks that pass (tested on their metadata, or by chunk id
+through a ``passing`` function such as the keyword index's table), and uses Chroma's filtered
+search only when too few pass: it is exact either way, and at 100k chunks several times faster.
 
 A query text is embedded once by this module (and kept in a small per-index cache of recent
 query vectors), then searched with ``query_embeddings``: widening a search, or asking the same
@@ -30,7 +33,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -387,12 +390,13 @@ class ChromaVectorIndex:
             self._write("upsert", lambda col: col.upsert(ids=ids, documents=documents, metadatas=metadatas))
 
     def search(
-        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
         collection = self._current()
         query = list(vector) if vector is not None else self.embed_query(text)
         where = _where(criteria)
-        rows = self._post_filtered(collection, query, criteria, n_chunks) if where is not None else None
+        rows = self._post_filtered(collection, query, criteria, n_chunks, passing) if where is not None else None
         if rows is None:
             rows = self._query(collection, query, n_chunks, where)
         hits: list[ChunkHit] = []
@@ -410,23 +414,52 @@ class ChromaVectorIndex:
         return hits
 
     def _post_filtered(
-        self, collection: Any, query: list[float], criteria: MemoryCriteria, n_chunks: int
+        self, collection: Any, query: list[float], criteria: MemoryCriteria, n_chunks: int,
+        passing: Callable[[Sequence[str]], set[str]] | None,
     ) -> list[Any] | None:
         """The ``n_chunks`` nearest chunks passing ``criteria``'s filters, found among the
         nearest chunks of the unfiltered index: first ``n_chunks * POST_FILTER_FETCH`` of them,
         then, when too few passed, as many as the share that passed says are needed (1.5x, at
         most :data:`MAX_POST_FILTER_FETCH`). ``None`` when that is not sure to be the answer
-        (still too few passed, and the index holds more chunks)."""
+        (still too few passed, and the index holds more chunks).
+
+        With ``passing`` (which of these chunk ids pass the filters, e.g. from the keyword
+        index's table) the nearest chunks are fetched as ids only and Chroma reads documents and
+        metadata for the kept ones alone: chromadb 1.5 reads ~70 us of metadata per row, so 1,000
+        rows with metadata took 74 ms, as ids 9 ms."""
         fetch = n_chunks * POST_FILTER_FETCH
         while True:
-            nearest = self._query(collection, query, fetch, None)
-            passed = [row for row in nearest if _passes(row[1], criteria)]
-            if len(passed) >= n_chunks or len(nearest) < fetch:
-                return passed[:n_chunks]
+            if passing is None:
+                nearest = self._query(collection, query, fetch, None)
+                kept: list[Any] = [row for row in nearest if _passes(row[1], criteria)]
+            else:
+                nearest = self._nearest(collection, query, fetch)
+                allowed = passing([chunk_id for chunk_id, _ in nearest])
+                kept = [pair for pair in nearest if pair[0] in allowed]
+            if len(kept) >= n_chunks or len(nearest) < fetch:
+                return kept[:n_chunks] if passing is None else self._rows(collection, kept[:n_chunks])
             if fetch >= MAX_POST_FILTER_FETCH:
                 return None
-            share = max(len(passed), 1) / len(nearest)
+            share = max(len(kept), 1) / len(nearest)
             fetch = min(MAX_POST_FILTER_FETCH, max(2 * fetch, math.ceil(1.5 * n_chunks / share)))
+
+    def _nearest(self, collection: Any, vector: list[float], n_results: int) -> list[tuple[str, float]]:
+        """``(chunk id, distance)`` of the ``n_results`` nearest chunks, unfiltered."""
+        result = self._call(
+            "query", collection.query, query_embeddings=[vector], n_results=n_results, include=["distances"]
+        )
+        return list(zip(result["ids"][0], result["distances"][0], strict=True))
+
+    def _rows(self, collection: Any, pairs: list[tuple[str, float]]) -> list[Any]:
+        """``(document, metadata, distance)`` of these ``(chunk id, distance)`` pairs, in their
+        order (a chunk deleted meanwhile is left out)."""
+        if not pairs:
+            return []
+        found = self._call(
+            "get", collection.get, ids=[chunk_id for chunk_id, _ in pairs], include=["documents", "metadatas"]
+        )
+        by_id = dict(zip(found["ids"], zip(found["documents"], found["metadatas"], strict=True), strict=True))
+        return [(*by_id[chunk_id], distance) for chunk_id, distance in pairs if chunk_id in by_id]
 
     def _query(self, collection: Any, vector: list[float], n_results: int, where: dict[str, Any] | None) -> list[Any]:
         """``(document, metadata, distance)`` of the ``n_results`` nearest chunks passing ``where``."""

@@ -13,6 +13,7 @@ Scores are never rounded (rounding turns a drift of 1e-7 into a jump of 1e-6 at 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -226,6 +227,8 @@ def rank(
     ``limit * SEARCH_CHUNKS_PER_ITEM``) while fewer than ``criteria.limit`` distinct items were
     found and the indexes have more."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
+    # the keyword index's table tests filters by chunk id faster than Chroma reads metadata
+    passing = functools.partial(lexical.passing, criteria=criteria) if lexical else None
     while True:
         # BM25 runs in a worker thread while the query is embedded and the vector index searched:
         # SQLite and torch release the GIL, so on 2 cores the two searches overlap.
@@ -237,7 +240,7 @@ def rank(
             if lexical else None
         )
         try:
-            dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector)
+            dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector, passing=passing)
         except BaseException:
             if pending is not None:
                 wait([pending])  # the search must not outlive a failed query (or a closed memory)

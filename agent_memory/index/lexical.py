@@ -22,6 +22,7 @@ deletes it so that it can be created again and refilled from ``items.jsonl``.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -266,6 +267,20 @@ class LexicalIndex:
         return [
             (word, sum(counts) if (counts := terms.get(n)) and all(counts) else 0) for n, word in enumerate(words)
         ]
+
+    def passing(self, chunk_ids: Sequence[str], criteria: MemoryCriteria) -> set[str]:
+        """Which of ``chunk_ids`` (``<item_id>:<chunk_index>``) belong to items matching
+        ``criteria``'s filters (its text is ignored); ids this index lacks do not pass. One
+        lookup by primary key per id: O(len(chunk_ids)), whatever the memory's size.
+
+        Raises:
+            VectorIndexError: if SQLite fails.
+        """
+        if not chunk_ids:
+            return set()
+        where, params = _filters(criteria)
+        sql = f"SELECT m.chunk_id FROM chunk_meta AS m WHERE m.chunk_id IN (SELECT value FROM json_each(?)){where}"
+        return {row[0] for row in self._read(sql, (json.dumps(list(chunk_ids)), *params))}
 
     def list_items(self, criteria: MemoryCriteria, *, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` items matching ``criteria``'s filters (its text is ignored), newest

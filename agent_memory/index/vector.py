@@ -7,7 +7,7 @@ be dropped and rebuilt from ``items.jsonl`` at any time (``AgentMemory.rebuild_i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -62,11 +62,14 @@ class VectorIndex(Protocol):
         ...
 
     def search(
-        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
         """The ``n_chunks`` chunks closest to ``text`` among items matching ``criteria``'s
         filters (type, source, tags, time range), best first. ``vector``: search with this
-        query vector instead of embedding ``text``."""
+        query vector instead of embedding ``text``. ``passing``: a fast test of the filters
+        by chunk id (``<item_id>:<chunk_index>`` in, the ids that pass out) the index may use
+        instead of reading each chunk's metadata; ``None``: the index tests them itself."""
         ...
 
     def embed_query(self, text: str) -> list[float]:
