@@ -59,7 +59,8 @@ query per text; ``*_filtered``: with a tag filter that keeps a tenth of the item
 
 def load_questions(data: Path) -> list[str]:
     """Every HotpotQA and LoCoMo question of ``data`` (1,000+): the text queries asked."""
-    questions = [q["question"] for q in json.loads((data / "hotpotqa" / "hotpot_dev_distractor_60.json").read_text(encoding="utf-8"))]
+    hotpotqa = data / "hotpotqa" / "hotpot_dev_distractor_60.json"
+    questions = [q["question"] for q in json.loads(hotpotqa.read_text(encoding="utf-8"))]
     for conversation in json.loads((data / "locomo" / "locomo_dev.json").read_text(encoding="utf-8")):
         questions.extend(str(qa["question"]) for qa in conversation.get("qa", []) if qa.get("question"))
     return list(dict.fromkeys(questions))

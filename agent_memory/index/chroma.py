@@ -75,7 +75,9 @@ class AgentMemoryEmbeddingFunction(EmbeddingFunction[Documents]):
             process setting, ``MemoryConfig.query_embedding_threads``).
     """
 
-    def __init__(self, model_path: str | None = None, batch_size: int = 32, *, query_threads: int | None = None) -> None:
+    def __init__(
+        self, model_path: str | None = None, batch_size: int = 32, *, query_threads: int | None = None
+    ) -> None:
         self._model_path = model_path
         self._batch_size = batch_size
         self.embedder = SentenceTransformerEmbedder(model_path, batch_size=batch_size, query_threads=query_threads)

@@ -31,8 +31,9 @@ from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
 __all__ = [
-    "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking", "best_per_item", "dense_ranks",
-    "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "rocchio", "round_robin", "search",
+    "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking",
+    "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "rocchio",
+    "round_robin", "search",
 ]
 
 SCORE_TOLERANCE = 1e-4
@@ -223,15 +224,16 @@ def rank(
     """Items matching ``criteria``'s filters ranked for ``text``: dense and keyword rankings of
     items (each by its best chunk) fused by :func:`fuse`; the keyword ranking searches
     ``keyword_text`` instead when it is given (within ``config.keyword_max_postings``), the
-    dense ranking ``vector`` instead of ``text``'s embedding when it is given. More chunks are fetched (doubling from
-    ``limit * SEARCH_CHUNKS_PER_ITEM``) while fewer than ``criteria.limit`` distinct items were
-    found and the indexes have more."""
+    dense ranking ``vector`` instead of ``text``'s embedding when it is given. More chunks are
+    fetched (doubling from ``limit * SEARCH_CHUNKS_PER_ITEM``) while fewer than
+    ``criteria.limit`` distinct items were found and the indexes have more."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
     # the keyword index's table tests filters by chunk id faster than Chroma reads metadata
     passing = functools.partial(lexical.passing, criteria=criteria) if lexical else None
     while True:
-        # BM25 runs in a worker thread while the query is embedded and the vector index searched:
-        # SQLite and torch release the GIL, so on 2 cores the two searches overlap.
+        # BM25 runs in a worker thread while the query is embedded (with one torch thread by
+        # default) and the vector index searched: SQLite and torch release the GIL, so on 2
+        # cores the two searches overlap.
         pending = (
             _keyword_pool().submit(
                 lexical.search, keyword_text or text, criteria, n_chunks=n_chunks,
