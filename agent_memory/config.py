@@ -158,7 +158,9 @@ class MemoryConfig(BaseModel):
     """tiktoken encoding used for every token count of this memory (the two that work offline)."""
     hybrid_search: bool = True
     """``True``: text queries fuse the vector index with a BM25 keyword index (SQLite FTS5) by
-    reciprocal rank fusion. ``False``: dense vectors only."""
+    reciprocal rank fusion, and a filtered vector search tests the filters by chunk id in that
+    index's table. ``False``: dense vectors only, filtered by Chroma's own filtered search (at
+    100k chunks ~250 ms against ~10 ms, benchmarks/bench_scale.py's memory)."""
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1, le=1_000_000)
     """The ``k`` of reciprocal rank fusion, score = sum of weight / (k + rank)."""
     lexical_weight: float = Field(default=DEFAULT_LEXICAL_WEIGHT, ge=0.0, le=1_000.0, allow_inf_nan=False)

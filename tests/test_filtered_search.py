@@ -1,6 +1,7 @@
-"""Filtered vector search: the unfiltered index over-fetched and filtered in Python answers the
-same chunks as Chroma's filtered search, a filter too selective for it falls back to Chroma, and
-an index no larger than the over-fetch is answered without Chroma's filter."""
+"""Filtered vector search: the unfiltered index over-fetched as ids, with the filters tested by
+chunk id in the keyword index's table, answers the same chunks as Chroma's filtered search; a
+filter too selective for it falls back to Chroma, and an index no larger than the over-fetch is
+answered without Chroma's filter."""
 
 from __future__ import annotations
 
@@ -31,34 +32,26 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
 
 
 def search(
-    memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int, *, by_id: bool = False
+    memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int, *, by_id: bool = True
 ) -> list[tuple[str, int]]:
-    """``(item id, chunk index)`` of the vector search's hits; ``by_id``: the filters are tested
-    by chunk id in the keyword index's table (as ``AgentMemory.query`` does)."""
+    """``(item id, chunk index)`` of the vector search's hits. ``by_id``: the filters are tested
+    by chunk id in the keyword index's table (as ``AgentMemory.query`` does); ``False``: Chroma's
+    own filtered search (the reference answer)."""
     passing = functools.partial(memory.lexical.passing, criteria=criteria) if by_id else None
     hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks, passing=passing)
     return [(hit.item_id, hit.chunk_index) for hit in hits]
 
 
-def chromas_filter_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every filtered search use Chroma's ``where`` (the reference answer)."""
-    monkeypatch.setattr(chroma.ChromaVectorIndex, "_post_filtered", lambda *args: None)
-
-
 def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] | None = None) -> list[dict]:
     """The ``where`` of every Chroma query that filters, recorded as the searches run (and the
-    ``n_results`` of every unfiltered one, with documents or as ids only, into ``unfiltered``)."""
+    ``n_results`` of every ids-only unfiltered one into ``unfiltered``)."""
     wheres: list[dict] = []
-    real = chroma.ChromaVectorIndex._query
+    real_query, real_nearest = chroma.ChromaVectorIndex._query, chroma.ChromaVectorIndex._nearest
 
     def query(self, collection, vector, n_results, where):  # noqa: ANN001, ANN202 - a spy
         if where is not None:
             wheres.append(where)
-        elif unfiltered is not None:
-            unfiltered.append(n_results)
-        return real(self, collection, vector, n_results, where)
-
-    real_nearest = chroma.ChromaVectorIndex._nearest
+        return real_query(self, collection, vector, n_results, where)
 
     def nearest(self, collection, vector, n_results):  # noqa: ANN001, ANN202 - a spy
         if unfiltered is not None:
@@ -80,15 +73,13 @@ def test_post_filtered_search_equals_chromas_filtered_search(
     criteria = MemoryCriteria(text="rainy morning in Lima", **filters)
     wheres = spy_filtered_queries(monkeypatch)
     over_fetched = search(memory, criteria, n_chunks=3)  # 48 chunks > 3 * 8: the post-filter path
-    tested_by_id = search(memory, criteria, n_chunks=3, by_id=True)
     assert wheres == []
-    chromas_filter_only(monkeypatch)
-    by_chroma = search(memory, criteria, n_chunks=3)
+    by_chroma = search(memory, criteria, n_chunks=3, by_id=False)
     assert len(wheres) == 1
-    assert over_fetched == tested_by_id == by_chroma and len(over_fetched) == 3
-    hits = memory.index.search(criteria.text, criteria, n_chunks=3)
-    assert [hit.body for hit in hits] == [
-        hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3, passing=lambda ids: set(ids))
+    assert over_fetched == by_chroma and len(over_fetched) == 3
+    passing = functools.partial(memory.lexical.passing, criteria=criteria)
+    assert [hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3, passing=passing)] == [
+        hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3)
     ]
 
 
@@ -113,11 +104,7 @@ def test_too_few_passing_fetches_as_many_as_their_share_asks(
     criteria = MemoryCriteria(text="rainy morning in Lima", tags=["g1"])  # a third of the items
     hits = search(memory, criteria, n_chunks=6)
     assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2 and fetched[-1] < 48
-    fetched.clear()
-    assert search(memory, criteria, n_chunks=6, by_id=True) == hits
-    assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2
-    chromas_filter_only(monkeypatch)
-    assert search(memory, criteria, n_chunks=6) == hits and len(hits) == 6
+    assert search(memory, criteria, n_chunks=6, by_id=False) == hits and len(hits) == 6
 
 
 def test_an_index_smaller_than_the_over_fetch_needs_no_chromas_filter(
@@ -127,8 +114,7 @@ def test_an_index_smaller_than_the_over_fetch_needs_no_chromas_filter(
     criteria = MemoryCriteria(text="weather in Accra", tags=["rare"])
     hits = search(memory, criteria, n_chunks=7)  # 56 wanted of 48 chunks: every chunk was seen
     assert wheres == [] and len(hits) == 1
-    chromas_filter_only(monkeypatch)
-    assert search(memory, criteria, n_chunks=7) == hits and len(wheres) == 1
+    assert search(memory, criteria, n_chunks=7, by_id=False) == hits and len(wheres) == 1
 
 
 def test_the_keyword_table_tells_which_chunk_ids_pass(memory: AgentMemory) -> None:
@@ -142,13 +128,9 @@ def test_the_keyword_table_tells_which_chunk_ids_pass(memory: AgentMemory) -> No
     assert memory.lexical.passing([], MemoryCriteria(tags=["rare"])) == set()
 
 
-def test_time_filters_pass_the_same_items(memory: AgentMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_filters_pass_the_same_items(memory: AgentMemory) -> None:
     now = datetime.now(UTC)
     hour = timedelta(hours=1)
     for bounds in ({"since": now - hour}, {"until": now + hour}, {"since": now + hour}):
         criteria = MemoryCriteria(text="cold noon", **bounds)
-        over_fetched = search(memory, criteria, n_chunks=2)
-        assert search(memory, criteria, n_chunks=2, by_id=True) == over_fetched
-        with monkeypatch.context() as patch:
-            chromas_filter_only(patch)
-            assert search(memory, criteria, n_chunks=2) == over_fetched
+        assert search(memory, criteria, n_chunks=2) == search(memory, criteria, n_chunks=2, by_id=False)

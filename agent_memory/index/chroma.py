@@ -16,10 +16,11 @@ generation closes it and opens a fresh one before it reads or writes. One client
 path is shared by every open index object in the process (chromadb shares one System per path);
 :meth:`ChromaVectorIndex.close` releases it, and the last index object of a path to close closes
 the client (and with it chromadb's SQLite connections). Filters (type, source, tags, time range)
-become a chromadb ``where`` clause for listings. A filtered vector search first over-fetches the
-unfiltered HNSW index and keeps the chunks that pass (tested on their metadata, or by chunk id
-through a ``passing`` function such as the keyword index's table), and uses Chroma's filtered
-search only when too few pass: it is exact either way, and at 100k chunks several times faster.
+become a chromadb ``where`` clause. A filtered vector search given a ``passing`` test (which chunk
+ids pass: the keyword index's table, as ``AgentMemory.query`` does with hybrid search) first
+over-fetches the unfiltered HNSW index as ids and keeps the chunks that pass, and uses Chroma's
+filtered search only when too few pass (or without ``passing``): exact either way, and at 100k
+chunks several times faster.
 
 A query text is embedded once by this module (and kept in a small per-index cache of recent
 query vectors), then searched with ``query_embeddings``: widening a search, or asking the same
@@ -136,9 +137,9 @@ GET_PAGE = 5_000
 "too many SQL variables" in chromadb 1.5 (a memory of that size could not be reopened)."""
 
 POST_FILTER_FETCH = 8
-"""A filtered search first asks the unfiltered HNSW index for this many times the chunks wanted
-and keeps those that pass the filters (:func:`_passes`): when at least the wanted number pass, or
-the index held no more chunks than were asked for, they are exactly the best passing chunks.
+"""A filtered search given a ``passing`` test first asks the unfiltered HNSW index for this many
+times the chunks wanted and keeps those that pass: when at least the wanted number pass, or the
+index held no more chunks than were asked for, they are exactly the best passing chunks.
 Otherwise (a filter that keeps under about 1/8 of the nearest chunks of a larger index) it
 fetches more, up to :data:`MAX_POST_FILTER_FETCH`, then falls back to Chroma's filtered search,
 which at 100k chunks took ~10x longer than an unfiltered one (benchmarks/bench_scale.py)."""
@@ -149,21 +150,6 @@ MAX_POST_FILTER_FETCH = 1_000
 Chroma's filtered search. Unfiltered HNSW searches at 100k chunks took ~27 ms for 320 chunks and
 ~100 ms for 1,280, Chroma's filtered search of a tag kept by a tenth of the items ~250 ms
 (benchmarks/bench_scale.py's memory)."""
-
-
-def _passes(meta: dict[str, Any], criteria: MemoryCriteria) -> bool:
-    """Whether a chunk's metadata passes ``criteria``'s filters: the test :func:`_where` asks
-    Chroma to make, made in Python."""
-    if criteria.type is not None and meta.get("type") != criteria.type:
-        return False
-    if criteria.source is not None and meta.get("source") != criteria.source:
-        return False
-    if any(meta.get(_TAG_PREFIX + tag) is not True for tag in criteria.tags):
-        return False
-    stamp = float(meta.get("timestamp_s", 0.0))
-    if criteria.since is not None and stamp < criteria.since.timestamp():
-        return False
-    return criteria.until is None or stamp <= criteria.until.timestamp()
 
 
 class _EmbeddedClients:
@@ -398,7 +384,9 @@ class ChromaVectorIndex:
         collection = self._current()
         query = list(vector) if vector is not None else self.embed_query(text)
         where = _where(criteria)
-        rows = self._post_filtered(collection, query, criteria, n_chunks, passing) if where is not None else None
+        rows = None
+        if where is not None and passing is not None:
+            rows = self._post_filtered(collection, query, n_chunks, passing)
         if rows is None:
             rows = self._query(collection, query, n_chunks, where)
         hits: list[ChunkHit] = []
@@ -416,30 +404,22 @@ class ChromaVectorIndex:
         return hits
 
     def _post_filtered(
-        self, collection: Any, query: list[float], criteria: MemoryCriteria, n_chunks: int,
-        passing: Callable[[Sequence[str]], set[str]] | None,
+        self, collection: Any, query: list[float], n_chunks: int, passing: Callable[[Sequence[str]], set[str]]
     ) -> list[Any] | None:
-        """The ``n_chunks`` nearest chunks passing ``criteria``'s filters, found among the
-        nearest chunks of the unfiltered index: first ``n_chunks * POST_FILTER_FETCH`` of them,
-        then, when too few passed, as many as the share that passed says are needed (1.5x, at
-        most :data:`MAX_POST_FILTER_FETCH`). ``None`` when that is not sure to be the answer
-        (still too few passed, and the index holds more chunks).
-
-        With ``passing`` (which of these chunk ids pass the filters, e.g. from the keyword
-        index's table) the nearest chunks are fetched as ids only and Chroma reads documents and
-        metadata for the kept ones alone: chromadb 1.5 reads ~70 us of metadata per row, so 1,000
-        rows with metadata took 74 ms, as ids 9 ms."""
+        """The ``n_chunks`` nearest chunks that ``passing`` keeps, found among the nearest chunks
+        of the unfiltered index, fetched as ids only: first ``n_chunks * POST_FILTER_FETCH`` of
+        them, then, when too few passed, as many as the share that passed says are needed (1.5x,
+        at most :data:`MAX_POST_FILTER_FETCH`); Chroma reads documents and metadata for the kept
+        chunks alone (chromadb 1.5 reads ~70 us of metadata per row: 1,000 rows with metadata
+        took 74 ms, as ids 9 ms). ``None`` when that is not sure to be the answer (still too few
+        passed, and the index holds more chunks)."""
         fetch = n_chunks * POST_FILTER_FETCH
         while True:
-            if passing is None:
-                nearest = self._query(collection, query, fetch, None)
-                kept: list[Any] = [row for row in nearest if _passes(row[1], criteria)]
-            else:
-                nearest = self._nearest(collection, query, fetch)
-                allowed = passing([chunk_id for chunk_id, _ in nearest])
-                kept = [pair for pair in nearest if pair[0] in allowed]
+            nearest = self._nearest(collection, query, fetch)
+            allowed = passing([chunk_id for chunk_id, _ in nearest])
+            kept = [pair for pair in nearest if pair[0] in allowed]
             if len(kept) >= n_chunks or len(nearest) < fetch:
-                return kept[:n_chunks] if passing is None else self._rows(collection, kept[:n_chunks])
+                return self._rows(collection, kept[:n_chunks])
             if fetch >= MAX_POST_FILTER_FETCH:
                 return None
             share = max(len(kept), 1) / len(nearest)

@@ -57,7 +57,8 @@ _STOPWORDS = frozenset(
     "them they this to was were what when where which who whom why with you your how did do does "
     "than then there these those which while will would can could should into about after before".split()
 )
-_SCHEMA = """
+_TOKENIZER = "porter unicode61"
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS chunk_meta (
     rowid INTEGER PRIMARY KEY,
     chunk_id TEXT UNIQUE NOT NULL,
@@ -72,9 +73,8 @@ CREATE TABLE IF NOT EXISTS chunk_meta (
 );
 CREATE INDEX IF NOT EXISTS chunk_meta_item ON chunk_meta(item_id);
 CREATE INDEX IF NOT EXISTS chunk_meta_listing ON chunk_meta(chunk_index, timestamp_s);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunk_text USING fts5(text, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS chunk_text USING fts5(text, tokenize='{_TOKENIZER}');
 """
-_TOKENIZER = "porter unicode61"
 _SESSION_SCHEMA = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_vocab USING fts5vocab(main, chunk_text, 'row');
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words USING fts5(word, tokenize='{_TOKENIZER}');
@@ -101,10 +101,9 @@ def query_words(text: str) -> list[str]:
     return words
 
 
-def fts_query(text: str | Sequence[str]) -> str | None:
-    """An FTS5 ``MATCH`` expression: the words of ``text`` (:func:`query_words`), or the given
-    words, joined by OR, each quoted so no FTS5 syntax leaks in. ``None`` when there is no word."""
-    words = query_words(text) if isinstance(text, str) else list(text)
+def fts_query(words: Sequence[str]) -> str | None:
+    """An FTS5 ``MATCH`` expression: ``words`` (see :func:`query_words`) joined by OR, each quoted
+    so no FTS5 syntax leaks in. ``None`` when there is no word."""
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
