@@ -63,6 +63,7 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_memory.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)
+	$(OFFLINE) $(PY) benchmarks/bench_hostile.py
 
 clean:
 	rm -rf $(VENV) $(AB_VENV) build dist *.egg-info .pytest_cache

@@ -21,7 +21,8 @@ with ``raise ... from exc`` so callers catch one root::
     │   ├── CorruptRecordError      a record that cannot be parsed (other than a torn last line)
     │   └── LockTimeoutError (TimeoutError)  another process held a file lock too long
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
-    │   └── EmbeddingError          the embedding model could not be loaded or run
+    │   ├── EmbeddingError          the embedding model could not be loaded or run
+    │   └── KeywordIndexError       the keyword index (SQLite FTS5) failed; a damaged file is rebuilt
     ├── MemoryClosedError (RuntimeError)  an AgentMemory used after ``close()``
     ├── EventFailedError            a queued memory event the manager refused, when another
     │                               process applied it (the processor that applies an event
@@ -67,6 +68,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidIdError",
     "ItemNotFoundError",
+    "KeywordIndexError",
     "LLMConnectionError",
     "LLMError",
     "LLMOutputError",
@@ -260,6 +262,11 @@ class VectorIndexError(AgentMemoryError):
 
 class EmbeddingError(VectorIndexError):
     """The embedding model could not be loaded or failed to embed."""
+
+
+class KeywordIndexError(VectorIndexError):
+    """The keyword index (SQLite FTS5, ``index/lexical.sqlite3``) failed. A damaged file
+    (``index.lexical.is_corruption``) is recreated from the store by the memory itself."""
 
 
 class LLMError(AgentMemoryError):

@@ -428,7 +428,8 @@ class AgentMemory:
             InvalidArgumentError: if ``criteria`` is not a :class:`MemoryCriteria` or a filter is
                 invalid (see the bounds on :class:`MemoryCriteria`).
             VectorIndexError: if the index fails as a whole (``rebuild_index`` repairs a damaged
-                one); ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
+                one; a damaged keyword index file is recreated from the store without it);
+                ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
         """
         if criteria is None:
             criteria = MemoryCriteria(**filters)
@@ -436,13 +437,16 @@ class AgentMemory:
             raise InvalidArgumentError(f"criteria must be a MemoryCriteria, not {type(criteria).__name__}")
         elif filters:
             criteria = MemoryCriteria(**{**dict(criteria), **filters})
-        self._upkeep.flush()
-        if criteria.text is None:
-            hits = newest(criteria, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
-        else:
-            hits = search(
+
+        def find() -> list[QueryHit]:
+            self._upkeep.flush()
+            if criteria.text is None:
+                return newest(criteria, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
+            return search(
                 criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
             )
+
+        hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
             hits = merge_hits(hits, self._base.query(criteria), criteria.limit, by_score=criteria.text is not None)
         self._observers.emit(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
@@ -510,6 +514,36 @@ class AgentMemory:
                 self._observers.emit(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,),
                                                  error=f"forget: {type(exc).__name__}: {exc}"[:300], pending=False))
             return True
+
+    @_public
+    def rewrite(self, item_id: str, content: Any) -> None:
+        """Replace an item's content in place, keeping its id, type and metadata (a redaction, as
+        ``MemoryManager.forget`` does to compacted turns); sizes, hash and tokens follow the content.
+        Its chunks leave both indexes, the store is rewritten atomically, the new content is
+        indexed: after a crash in between, the next query indexes whatever is stored.
+
+        Raises:
+            InvalidIdError, ItemNotFoundError: for a bad or unknown id.
+            IsolationError: if the item belongs to a parent's memory (a fork cannot change it).
+            InvalidArgumentError: if ``content`` cannot be stored (as :meth:`store`).
+            VectorIndexError: if the index fails before the store is touched (nothing changed).
+            StoreError: if the rewrite fails (the old item is then intact, and indexed by the next
+                query).
+        """
+        item_id = validate_memory_id(item_id)
+        with self._mutex:
+            if self._base is not None and item_id in self._base.ids:
+                raise IsolationError(f"{item_id} belongs to the parent's memory: a sub-agent cannot rewrite it")
+            record = self._store.get_record(item_id)
+            meta = record.metadata
+            item = prepare_item(
+                self._store, self.tokens, content, type=record.type, source=meta.source, tags=meta.tags,
+                related_to=meta.related_to, title=meta.title, media_type=meta.media_type, extra=dict(meta.extra),
+                timestamp=meta.timestamp, item_id=item_id, replacing=True,
+            )
+            self._upkeep.delete([item_id])
+            self._store.replace(item.record, item.data)
+            self._upkeep.add_stored([(item.record, item.content)])
 
     @_public
     def clear(self) -> None:

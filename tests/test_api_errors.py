@@ -169,6 +169,10 @@ GET = [
 
 RETRIEVE = [
     BadCall("transform-int", lambda e: e.memory.retrieve(e.text_id, 123), TransformError),
+    BadCall("rewrite-bad-id", lambda e: e.memory.rewrite("../items", "x"), InvalidIdError),
+    BadCall("rewrite-unknown-id", lambda e: e.memory.rewrite("mem_000000000000", "x"), ItemNotFoundError),
+    BadCall("rewrite-object", lambda e: e.memory.rewrite(e.text_id, object()), InvalidArgumentError),
+    BadCall("rewrite-surrogate", lambda e: e.memory.rewrite(e.text_id, "x\ud800"), InvalidArgumentError),
     BadCall("transform-object", lambda e: e.memory.retrieve(e.text_id, object()), TransformError),
     BadCall("transform-unknown-name", lambda e: e.memory.retrieve(e.text_id, "nonsense"), TransformError),
     BadCall("transform-bad-value", lambda e: e.memory.retrieve(e.text_id, {"type": "first_n", "n": 0}), TransformError),

@@ -97,3 +97,65 @@ def test_pin_action_pins_items_and_facts_through_compaction(tmp_path: Path) -> N
     assert record.turn_ids  # something was compacted
     system = "\n".join(m.content or "" for m in manager.build_prompt().messages if m.role == "system")
     assert "12,000 EUR" in system and "Answers must be in French." in system
+
+
+def test_forget_redacts_the_compacted_turns_that_quoted_the_result(tmp_path: Path) -> None:
+    """A compacted turn is stored in memory (searchable, ``retrieve_memory(id="turn_…")``) with
+    the result's preview in it: forgetting the result rewrites that item too, in the store and in
+    both indexes, and a retried forget changes nothing more."""
+    memory = AgentMemory("k", tmp_path)
+    limits = ModelLimits(max_context_tokens=50_000, max_output_tokens=1_000, safety_margin_tokens=0)
+    manager = MemoryManager(memory, system_prompt="sys", limits=limits, tail_turns=1)
+    manager.ingest_user_message("fetch the dossier of the orbital platform")
+    manager.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="c1", name="fetch", input={}),)))
+    ref = manager.ingest_tool_result("c1", "Launch code ZEBRA-7731-KILO for the orbital platform.\nSecond line.\n" * 3)
+    manager.ingest_assistant_response("I read the dossier.")
+    for i in range(3):
+        manager.ingest_user_message(f"question {i} about tides in Brest")
+        manager.ingest_assistant_response(f"answer {i}")
+    manager.compact()
+    turns = [r.id for r in memory.records() if r.type == "conversation_turn"]
+    quoting = [item_id for item_id in turns if "ZEBRA-7731-KILO" in memory.get(item_id).content]
+    assert quoting, "the compacted turn quotes the preview (else this test tests nothing)"
+    unrelated = {item_id: memory.get(item_id).content for item_id in turns if item_id not in quoting}
+
+    assert manager.forget(ref) is True
+    for record in memory.records():
+        assert "ZEBRA-7731-KILO" not in str(memory.get(record.id).content), record.type
+    for item_id in quoting:
+        text = memory.get(item_id).content
+        assert FORGOTTEN_NOTE.format(id=ref) in text and "Second line." not in text
+        assert text.startswith("Turn 1:") and "User: fetch the dossier" in text and "Assistant: I read" in text
+    assert {item_id: memory.get(item_id).content for item_id in unrelated} == unrelated
+    for hit in memory.query(text="launch code ZEBRA-7731-KILO orbital platform", limit=10):
+        assert "ZEBRA-7731-KILO" not in (hit.chunk or "")
+    assert memory.lexical is not None and memory.lexical.postings(["zebra"]) == [("zebra", 0)]
+    shown = MemoryToolkit(memory, manager=manager).dispatch("retrieve_memory", {"id": "turn_0001"})
+    assert shown.ok and "ZEBRA" not in shown.content and FORGOTTEN_NOTE.format(id=ref) in shown.content
+    rewritten = {item_id: memory.get(item_id).metadata.content_sha256 for item_id in quoting}
+    assert manager.forget(ref) is False  # a retry: nothing left to rewrite
+    assert {item_id: memory.get(item_id).metadata.content_sha256 for item_id in quoting} == rewritten
+
+
+def test_rewrite_replaces_content_in_store_and_indexes_and_keeps_the_rest(tmp_path: Path) -> None:
+    memory = AgentMemory("a", tmp_path)
+    item_id = memory.store("The harbour master of Brest is Yann Le Gall.", title="harbour", tags=["port"],
+                           type="search_results", source="search")
+    other = memory.store("Tide tables for the harbour of Brest in June.", title="tides")
+    before = memory.get(item_id)
+    old_blob = memory.path / "content" / before.metadata.content_sha256
+
+    memory.rewrite(item_id, "The harbour master of Brest is [removed].")
+    after = memory.get(item_id)
+    assert after.content == "The harbour master of Brest is [removed]."
+    assert (after.type, after.metadata.title, after.metadata.tags, after.metadata.source) == (
+        "search_results", "harbour", ("port",), "search")
+    assert after.metadata.timestamp == before.metadata.timestamp
+    assert after.metadata.content_sha256 != before.metadata.content_sha256 and not old_blob.exists()
+    assert [r.id for r in memory.records()] == [item_id, other]  # same place, same id
+    for hit in memory.query(text="Yann Le Gall harbour master", limit=5):
+        assert "Yann" not in (hit.chunk or "")
+    reopened = AgentMemory("a", tmp_path)
+    assert reopened.get(item_id).content == after.content
+    reopened.rebuild_index()
+    assert reopened.query(text="harbour master", limit=1)[0].item.id == item_id

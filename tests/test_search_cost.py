@@ -150,3 +150,30 @@ def test_a_query_is_embedded_with_the_configured_threads(tmp_path: Path, monkeyp
         memory.query(text="When was the lighthouse built?", limit=1)
     assert seen == [before, wanted]
     assert torch.get_num_threads() == before
+
+
+def _long_text() -> str:
+    """~6,000 characters of distinct sentences; the last one names a word found nowhere else."""
+    towns = ["Brest", "Lyon", "Nantes", "Lille", "Rennes", "Dijon", "Tours", "Metz", "Caen", "Nancy"]
+    sentences = [f"Report {n}: the market of {towns[n % 10]} opened on day {n} with {n * 7} stalls." for n in range(90)]
+    return " ".join(sentences) + " Finally the quay of Varnbystrand was rebuilt in granite."
+
+
+def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path) -> None:
+    memory = AgentMemory("a", tmp_path, config=MemoryConfig(max_embedded_chars=1_000))
+    long_id = memory.store(_long_text(), title="market reports")
+    memory.store("Tide tables for the harbour of Brest in June.", title="tides")
+    lexical = memory.lexical
+    assert lexical is not None
+    every = [h for h in lexical.search("market", MemoryCriteria(text="market"), n_chunks=500) if h.item_id == long_id]
+    assert len(every) > 5 and max(h.start_char for h in every) > 5_000  # all of it, for keywords
+    dense = [h for h in memory.index.search("market stalls", MemoryCriteria(), n_chunks=500) if h.item_id == long_id]
+    assert dense and all(h.start_char < 1_000 for h in dense)  # the head only, for meaning
+    assert len(dense) < len(every)
+    assert [h.item_id for h in lexical.search("Varnbystrand", MemoryCriteria(), n_chunks=5)] == [long_id]
+    assert memory.query(text="quay of Varnbystrand granite", limit=1)[0].item.id == long_id
+
+    dense_only = AgentMemory("b", tmp_path, config=MemoryConfig(max_embedded_chars=1_000, hybrid_search=False))
+    whole_id = dense_only.store(_long_text())  # without a keyword index, all of it is embedded
+    found = [h for h in dense_only.index.search("market stalls", MemoryCriteria(), n_chunks=500) if h.item_id == whole_id]
+    assert len(found) == len(every)

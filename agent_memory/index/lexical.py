@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_memory.errors import VectorIndexError
+from agent_memory.errors import KeywordIndexError
 from agent_memory.index.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
@@ -138,7 +138,7 @@ class LexicalIndex:
         path: the SQLite file; its directory is created.
 
     Raises:
-        VectorIndexError: if SQLite lacks FTS5 or the file cannot be opened.
+        KeywordIndexError: if SQLite lacks FTS5 or the file cannot be opened.
     """
 
     def __init__(self, path: Path) -> None:
@@ -152,10 +152,10 @@ class LexicalIndex:
                 conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             self.close()
-            raise VectorIndexError(
+            raise KeywordIndexError(
                 f"cannot create the keyword index at {path}: {exc}{_HINT if is_corruption(exc) else ''}"
             ) from exc
-        except VectorIndexError:
+        except KeywordIndexError:
             self.close()
             raise
 
@@ -167,7 +167,7 @@ class LexicalIndex:
                 # each connection is still used by the one thread that opened it.
                 conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             except sqlite3.Error as exc:
-                raise VectorIndexError(f"cannot open the keyword index at {self.path}: {exc}") from exc
+                raise KeywordIndexError(f"cannot open the keyword index at {self.path}: {exc}") from exc
             with self._all_lock:
                 self._all.append(conn)
             self._local.conn = conn
@@ -175,7 +175,7 @@ class LexicalIndex:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SESSION_SCHEMA)
             except sqlite3.Error as exc:
-                raise VectorIndexError(
+                raise KeywordIndexError(
                     f"cannot open the keyword index at {self.path}: {exc}{_HINT if is_corruption(exc) else ''}"
                 ) from exc
         return conn
@@ -184,7 +184,7 @@ class LexicalIndex:
         try:
             return self._connect().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+            raise KeywordIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def add(self, chunks: Sequence[IndexChunk]) -> None:
         """Add or replace chunks (keyed by item id and chunk index)."""
@@ -207,7 +207,7 @@ class LexicalIndex:
                     )
                     conn.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (cursor.lastrowid, chunk.text))
         except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+            raise KeywordIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def search(
         self, text: str, criteria: MemoryCriteria, *, n_chunks: int, max_postings: int | None = None
@@ -241,7 +241,7 @@ class LexicalIndex:
         no chunk (a quoted word of several terms is a phrase, which then matches nothing).
 
         Raises:
-            VectorIndexError: if SQLite fails.
+            KeywordIndexError: if SQLite fails.
         """
         conn = self._connect()
         try:
@@ -259,7 +259,7 @@ class LexicalIndex:
                     row = conn.execute("SELECT doc FROM temp.chunk_vocab WHERE term = ?", (term,)).fetchone()
                     frequency[term] = int(row[0]) if row else 0
         except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+            raise KeywordIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
         terms: dict[int, list[int]] = {}
         for n, term in instances:
             terms.setdefault(int(n), []).append(frequency[term])
@@ -273,7 +273,7 @@ class LexicalIndex:
         lookup by primary key per id: O(len(chunk_ids)), whatever the memory's size.
 
         Raises:
-            VectorIndexError: if SQLite fails.
+            KeywordIndexError: if SQLite fails.
         """
         if not chunk_ids:
             return set()
@@ -316,7 +316,7 @@ class LexicalIndex:
         """Remove everything.
 
         Raises:
-            VectorIndexError: if SQLite fails (``is_corruption(exc)`` tells a damaged file).
+            KeywordIndexError: if SQLite fails (``is_corruption(exc)`` tells a damaged file).
         """
         self._write(lambda conn: (conn.execute("DELETE FROM chunk_meta"), conn.execute("DELETE FROM chunk_text")))
 
@@ -326,7 +326,7 @@ class LexicalIndex:
             with conn:
                 fn(conn)
         except sqlite3.Error as exc:
-            raise VectorIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+            raise KeywordIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
 
     def close(self) -> None:
         """Close every thread's connection (idempotent); the index reopens on next use."""
@@ -344,7 +344,7 @@ class LexicalIndex:
         that a new :class:`LexicalIndex` on the path starts empty. For a damaged file.
 
         Raises:
-            VectorIndexError: if a file cannot be deleted.
+            KeywordIndexError: if a file cannot be deleted.
         """
         self.close()
         self.delete_files(self.path)
@@ -355,16 +355,16 @@ class LexicalIndex:
         (for a file too damaged to open; no connection may be open on it).
 
         Raises:
-            VectorIndexError: if a file cannot be deleted.
+            KeywordIndexError: if a file cannot be deleted.
         """
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
                 Path(str(path) + suffix).unlink(missing_ok=True)
             except OSError as exc:
-                raise VectorIndexError(f"cannot delete the damaged keyword index {path}: {exc}") from exc
+                raise KeywordIndexError(f"cannot delete the damaged keyword index {path}: {exc}") from exc
 
 
-_HINT = " (the keyword index file is damaged; AgentMemory.rebuild_index() recreates it)"
+_HINT = " (the keyword index file is damaged; the next query or AgentMemory.rebuild_index() recreates it)"
 
 
 def _filters(criteria: MemoryCriteria) -> tuple[str, list[Any]]:

@@ -28,12 +28,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from filelock import FileLock
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import AgentMemoryError, LockTimeoutError, StoreError, VectorIndexError
+from agent_memory.errors import AgentMemoryError, KeywordIndexError, LockTimeoutError, StoreError, VectorIndexError
 from agent_memory.index.chunking import chunk_text
 from agent_memory.index.lexical import LexicalIndex, is_corruption
 from agent_memory.index.text import chunk_header, indexable_text
@@ -55,6 +55,8 @@ seconds, before :class:`~agent_memory.errors.LockTimeoutError`."""
 
 MAX_ERROR_CHARS = 300
 """Characters of an index error kept in an event."""
+
+T = TypeVar("T")
 
 
 class IndexUpkeep:
@@ -122,17 +124,55 @@ class IndexUpkeep:
 
     @property
     def lexical(self) -> LexicalIndex | None:
-        """The keyword index, or ``None`` if hybrid search is off (opened on first use).
+        """The keyword index, or ``None`` if hybrid search is off (opened on first use). A file
+        too damaged to open is recreated and filled from the store (:meth:`repair_lexical`).
 
         Raises:
-            VectorIndexError: if it cannot be opened (``is_corruption`` tells a damaged file).
+            KeywordIndexError: if it cannot be opened for another reason (locked, disk full).
         """
         if not self.config.hybrid_search:
             return None
         with self._mutex:
             if self._lexical is None:
-                self._lexical = LexicalIndex(self.lexical_path)
+                try:
+                    self._lexical = LexicalIndex(self.lexical_path)
+                except KeywordIndexError as exc:
+                    if not is_corruption(exc):
+                        raise
+                    return self._recreate_lexical(exc, refill=True)
             return self._lexical
+
+    def repairing(self, call: Callable[[], T]) -> T:
+        """``call()``; if the keyword index proves damaged meanwhile (a :class:`KeywordIndexError`
+        that ``is_corruption``: SQLite says the file is not a database or is malformed), the
+        index is recreated from the store and ``call()`` runs once more."""
+        try:
+            return call()
+        except KeywordIndexError as exc:
+            if not is_corruption(exc):
+                raise
+            self._recreate_lexical(exc, refill=True)
+            return call()
+
+    def _recreate_lexical(self, exc: BaseException, *, refill: bool) -> LexicalIndex:
+        """Delete a damaged keyword index file, create it again and report it
+        (:class:`IndexRecreated`); with ``refill``, fill it from the store: chunks only, since
+        the vector index is intact, so nothing is embedded again."""
+        with self._mutex:
+            if self._lexical is not None:
+                self._lexical.destroy()
+            else:
+                LexicalIndex.delete_files(self.lexical_path)
+            self._lexical = None
+            self.emit(IndexRecreated(agent_id=self.agent_id, path=str(self.lexical_path), reason=_describe(exc)))
+            fresh = LexicalIndex(self.lexical_path)
+            if refill:
+                records = self.store.records()
+                for start in range(0, len(records), INDEX_BATCH_ITEMS):
+                    ready = self._prepare(records[start : start + INDEX_BATCH_ITEMS])
+                    fresh.add([chunk for _, _, chunks in ready for chunk in chunks])
+            self._lexical = fresh
+            return fresh
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -188,8 +228,14 @@ class IndexUpkeep:
             self._write([chunk for record, content in pairs for chunk in self.chunks_for(record, content)], pairs)
 
     def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
+        """Every chunk into the keyword index, and into the vector index those that start within
+        ``config.max_embedded_chars`` (all of them without a keyword index); an item's first
+        chunk always starts at 0, so every item is in both."""
+        embedded = chunks
+        if self.lexical is not None:
+            embedded = [chunk for chunk in chunks if chunk.start_char < self.config.max_embedded_chars]
         with self._locked():
-            self.index.add(chunks)
+            self.index.add(embedded)
             if self.lexical is not None:
                 self.lexical.add(chunks)
         with self._mutex:
@@ -355,20 +401,15 @@ class IndexUpkeep:
         if not self.config.hybrid_search:
             return
         try:
-            lexical = self.lexical
-            assert lexical is not None
+            with self._mutex:
+                if self._lexical is None:
+                    self._lexical = LexicalIndex(self.lexical_path)
+                lexical = self._lexical
             lexical.reset()
-        except VectorIndexError as exc:
+        except KeywordIndexError as exc:
             if not is_corruption(exc):
                 raise
-            with self._mutex:
-                if self._lexical is not None:
-                    self._lexical.destroy()
-                else:
-                    LexicalIndex.delete_files(self.lexical_path)
-                self._lexical = None
-            self.emit(IndexRecreated(agent_id=self.agent_id, path=str(self.lexical_path), reason=_describe(exc)))
-            self.lexical  # noqa: B018 - create the new, empty file now
+            self._recreate_lexical(exc, refill=False)  # the caller indexes every item next
 
     def rebuild(self) -> int:
         """Drop both indexes and index every item again; returns the number indexed."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from agent_memory.errors import ItemNotFoundError
 from agent_memory.ids import validate_memory_id
+from agent_memory.kernel.transcript import rerender_results
 from agent_memory.kernel.working_context import WorkingContextSnapshot
 from agent_memory.memory import AgentMemory
 from agent_memory.models.traces import SemanticItem, semantic_id_for
@@ -68,8 +69,10 @@ class MemoryMarks:
     def forget(self, item_id: str) -> bool:
         """Forget a memory item everywhere (seed 003 ``MEMORY_FORGET``): it leaves the memory
         (record, index, content unless shared: :meth:`AgentMemory.forget`), the previews of the
-        conversation's traces that held it are redacted, it is unpinned, and every prompt from now
-        on shows :data:`~agent_memory.presentation.context.FORGOTTEN_NOTE` where the result was.
+        conversation's traces that held it are redacted, and so are the compacted turns stored in
+        memory that quoted them (:meth:`AgentMemory.rewrite`), it is unpinned, and every prompt
+        from now on shows :data:`~agent_memory.presentation.context.FORGOTTEN_NOTE` where the
+        result was. A summary an LLM summarizer wrote from the preview is not rewritten.
         Idempotent (a retried forget completes an interrupted one).
 
         Returns:
@@ -81,8 +84,26 @@ class MemoryMarks:
         with self._lock:
             removed = self.memory.forget(item_id)
             self.store.redact_result(item_id, FORGOTTEN_NOTE.format(id=item_id))
+            self._redact_compacted_turns(item_id)
             self.unpin_item(item_id)
             return removed
+
+    def _redact_compacted_turns(self, item_id: str) -> int:
+        """Rewrite the compacted-turn items (``conversation_turn``, stored for search and for
+        ``retrieve_memory(id="turn_…")``) that quote the forgotten result's preview, from the
+        redacted traces. Returns how many items were rewritten."""
+        traces = [t for t in (*self.store.read_archive(), *self.store.list_raw()) if t.tool_result_ref == item_id]
+        turns = {trace.turn_id for trace in traces}
+        changed = 0
+        for record in self.memory.own_records() if turns else ():
+            if record.type != "conversation_turn" or not turns & set(record.metadata.extra.get("turn_ids", ())):
+                continue
+            text = self.memory.get(record.id).content
+            redacted = rerender_results(text, traces) if isinstance(text, str) else text
+            if redacted != text:
+                self.memory.rewrite(record.id, redacted)
+                changed += 1
+        return changed
 
     def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str:
         """Keep a fact in every compaction snapshot; returns its id."""

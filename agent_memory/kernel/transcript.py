@@ -16,12 +16,16 @@ brings it back (``[mem_…]``); a failed tool shows its error.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 from agent_memory.models.messages import Media, Message, ToolCall
 from agent_memory.models.traces import RawTraceItem, trace_sort_key, turn_number
 
-__all__ = ["group_turns", "messages_from_traces", "render_turn", "render_turns", "trace_line"]
+__all__ = ["group_turns", "messages_from_traces", "render_turn", "render_turns", "rerender_results", "trace_line"]
+
+_RESULT_HEAD = re.compile(r"  Tool result \[([^\]\s]+)\]")
+"""The start of a stored tool result's line in a rendered turn; group 1 is its memory id."""
 
 
 def _json(value: object) -> str:
@@ -49,6 +53,22 @@ def trace_line(item: RawTraceItem) -> str:
                 body = item.content or (_json(item.tool_result) if item.tool_result is not None else "")
                 text = f"{head} ({item.tool_name or 'tool'}): {body}"
     return text.replace("\n", "\n    ")
+
+
+def rerender_results(text: str, traces: Sequence[RawTraceItem]) -> str:
+    """``text`` (a turn rendered by :func:`render_turn`) with the line of each tool result of
+    ``traces`` rendered again from the trace as it is now, e.g. after ``forget`` redacted its
+    preview: the line that starts ``Tool result [<ref>]`` and its indented continuation lines."""
+    fresh = {item.tool_result_ref: "  " + trace_line(item) for item in traces if item.tool_result_ref}
+    out: list[str] = []
+    replacing = False
+    for line in text.split("\n"):
+        if replacing and line.startswith("    "):
+            continue
+        match = _RESULT_HEAD.match(line)
+        replacing = match is not None and match.group(1) in fresh
+        out.append(fresh[match.group(1)] if replacing and match is not None else line)
+    return "\n".join(out)
 
 
 def group_turns(items: Iterable[RawTraceItem]) -> dict[str, list[RawTraceItem]]:

@@ -204,12 +204,35 @@ class ItemStore:
                 digest = record.metadata.content_sha256
                 if digest not in shared:
                     self.content.remove(digest)
-        with self._mutex:
-            self._records.clear()
-            self._offset, self._line_no = 0, 1
-            self._file_id = (0, 0)
-        self.refresh()
+        self._reload()
         return removed
+
+    def replace(self, record: ItemRecord, data: bytes) -> ItemRecord:
+        """Swap the stored record of ``record.id`` for ``record`` with the content ``data``:
+        the new blob first, then one atomic rewrite of the JSONL under its lock, then the old
+        blob is deleted unless a remaining record shares it. A crash before the rename leaves
+        the old item intact.
+
+        Returns:
+            The record that was replaced.
+
+        Raises:
+            ItemNotFoundError: if no item has ``record.id`` (nothing is written).
+            StoreError: if a write fails (the old item is then intact).
+        """
+        with self.jsonl.locked():
+            self.refresh()
+            with self._mutex:
+                old = self._records.get(record.id)
+                if old is None:
+                    raise ItemNotFoundError(f"no memory item {record.id!r}", item_id=record.id)
+                records = [record if kept.id == record.id else kept for kept in self._records.values()]
+            self.content.put(data)
+            self.jsonl.rewrite(records)
+            if old.metadata.content_sha256 not in {kept.metadata.content_sha256 for kept in records}:
+                self.content.remove(old.metadata.content_sha256)
+        self._reload()
+        return old
 
     def replace_all(self, items: Iterable[tuple[ItemRecord, bytes]]) -> None:
         """Make the store hold exactly ``items``: blobs first, then one atomic rewrite of the JSONL.
@@ -223,6 +246,10 @@ class ItemStore:
         with self.jsonl.locked():
             self.jsonl.rewrite(record for record, _ in pairs)
             self.content.remove_unreferenced({record.metadata.content_sha256 for record, _ in pairs})
+        self._reload()
+
+    def _reload(self) -> None:
+        """Forget the cached records and read the (rewritten) file again."""
         with self._mutex:
             self._records.clear()
             self._offset, self._line_no = 0, 1

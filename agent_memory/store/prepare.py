@@ -78,13 +78,15 @@ def prepare_item(
     timestamp: datetime | None = None,
     reserved: set[str] | None = None,
     item_id: str | None = None,
+    replacing: bool = False,
 ) -> PreparedItem:
     """Validate and describe one result (the arguments of ``AgentMemory.store``).
 
     ``content`` may be a :class:`MemoryItem` (its type and metadata are used, its id is not).
     The new id is free in ``store`` and not in ``reserved`` (ids of the same batch), and is
     added to ``reserved``; ``item_id`` chooses it instead (a deterministic id, e.g. of a
-    compacted turn), and must be free.
+    compacted turn), and must be free, unless ``replacing`` (the new content of the stored item
+    ``item_id``, :meth:`AgentMemory.rewrite`).
 
     Raises:
         InvalidArgumentError: for a wrong type, a value over its bound, invalid Unicode.
@@ -125,7 +127,7 @@ def prepare_item(
     taken = reserved if reserved is not None else set()
     if item_id is not None:
         item_id = validate_memory_id(item_id)
-        if item_id in taken or store.contains(item_id):
+        if not replacing and (item_id in taken or store.contains(item_id)):
             raise InvalidArgumentError(f"memory id {item_id} is already taken")
     else:
         item_id = new_memory_id(lambda candidate: candidate in taken or store.contains(candidate))
