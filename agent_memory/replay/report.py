@@ -310,8 +310,9 @@ def tools_line(report: ReplayReport) -> str:
         f"Memory tools as OpenAI JSON (o200k): store_memory {t['store_memory']:,}, retrieve_memory "
         f"{t['retrieve_memory']:,}, query_memory {t['query_memory']:,}; all three {t['all_three']:,} tokens; as one "
         f"`memory` tool {t['single_all']:,}. Offered by default: nothing until citing pays, then "
-        f"retrieve_memory ({t['offered_when_citing']:,} tokens), with the system-prompt section that "
-        f"teaches the memory ({t.get('memory_prompt', 0):,} tokens, counted in the net figures)."
+        f"retrieve_memory alone (a tools list of {t['offered_when_citing']:,} tokens), with the "
+        f"system-prompt section that teaches the memory ({t.get('memory_prompt', 0):,} tokens, counted in "
+        f"the net figures)."
     )
 
 
