@@ -518,7 +518,8 @@ class AgentMemory:
     @_public
     def rewrite(self, item_id: str, content: Any) -> None:
         """Replace an item's content in place, keeping its id, type and metadata (a redaction, as
-        ``MemoryManager.forget`` does to compacted turns); sizes, hash and tokens follow the content.
+        ``MemoryManager.forget`` does to compacted turns); sizes, hash and tokens follow the content,
+        and ``related_to`` ids of items forgotten since are dropped.
         Its chunks leave both indexes, the store is rewritten atomically, the new content is
         indexed: after a crash in between, the next query indexes whatever is stored.
 
@@ -538,8 +539,9 @@ class AgentMemory:
             meta = record.metadata
             item = prepare_item(
                 self._store, self.tokens, content, type=record.type, source=meta.source, tags=meta.tags,
-                related_to=meta.related_to, title=meta.title, media_type=meta.media_type, extra=dict(meta.extra),
-                timestamp=meta.timestamp, item_id=item_id, replacing=True,
+                related_to=[ref for ref in meta.related_to if self._store.contains(ref)], title=meta.title,
+                media_type=meta.media_type, extra=dict(meta.extra), timestamp=meta.timestamp, item_id=item_id,
+                replacing=True,
             )
             self._upkeep.delete([item_id])
             self._store.replace(item.record, item.data)

@@ -159,3 +159,14 @@ def test_rewrite_replaces_content_in_store_and_indexes_and_keeps_the_rest(tmp_pa
     assert reopened.get(item_id).content == after.content
     reopened.rebuild_index()
     assert reopened.query(text="harbour master", limit=1)[0].item.id == item_id
+
+
+def test_rewrite_drops_related_ids_of_items_forgotten_since(tmp_path: Path) -> None:
+    memory = AgentMemory("a", tmp_path, config=MemoryConfig(index_on_store=False))
+    source = memory.store("the page", title="page")
+    kept = memory.store("another page", title="kept")
+    note = memory.store("a note on the page", related_to=[source, kept])
+    memory.forget(source)
+    memory.rewrite(note, "a note on a forgotten page")
+    assert memory.get(note).metadata.related_to == (kept,)
+    assert memory.get(note).content == "a note on a forgotten page"

@@ -125,7 +125,7 @@ class IndexUpkeep:
     @property
     def lexical(self) -> LexicalIndex | None:
         """The keyword index, or ``None`` if hybrid search is off (opened on first use). A file
-        too damaged to open is recreated and filled from the store (:meth:`repair_lexical`).
+        too damaged to open is recreated and filled from the store (as in :meth:`repairing`).
 
         Raises:
             KeywordIndexError: if it cannot be opened for another reason (locked, disk full).
