@@ -170,3 +170,27 @@ def test_rewrite_drops_related_ids_of_items_forgotten_since(tmp_path: Path) -> N
     memory.rewrite(note, "a note on a forgotten page")
     assert memory.get(note).metadata.related_to == (kept,)
     assert memory.get(note).content == "a note on a forgotten page"
+
+
+def test_pins_from_two_managers_on_one_agent_are_merged_not_overwritten(tmp_path: Path) -> None:
+    """An MCP server or a second manager pins on the same agent while a long-lived manager runs:
+    neither side's pin or unpin is lost when the other saves its working context."""
+    first = _manager(tmp_path)
+    ids = [first.memory.store(f"fact number {n}", title=f"fact {n}") for n in range(4)]
+    first.pin_item(ids[0])
+    first.pin_item(ids[1])
+    second = _manager(tmp_path)  # opened now: sees ids 0 and 1
+    assert second.pinned_items == (ids[0], ids[1])
+
+    second.pin_item(ids[2])
+    second.unpin_item(ids[0])
+    first.ingest_user_message("a new turn")  # the long-lived manager saves checkpoints meanwhile
+    first.context.commit_presentation(first.context.presentation)
+    assert first.pinned_items == (ids[1], ids[2])  # it sees the other's pin and unpin
+
+    first.pin_item(ids[3])
+    assert second.pinned_items == (ids[1], ids[2], ids[3])
+    assert _manager(tmp_path).pinned_items == (ids[1], ids[2], ids[3])  # and so does the file
+    first.compact()  # the compaction snapshot shows the merged pins verbatim
+    shown = "\n".join(str(m.content) for m in first.build_prompt().messages)
+    assert "fact number 2" in shown and "fact number 3" in shown and "fact number 0" not in shown

@@ -39,14 +39,14 @@ class MemoryMarks:
         if validate_memory_id(item_id) not in self.memory:
             raise ItemNotFoundError(f"no memory item {item_id!r}", item_id=item_id)
         with self._lock:
-            pins = self.context.state.pinned_items
+            pins = self.context.refresh_pins()
             if item_id not in pins:
                 self.context.update(pinned_items=(*pins, item_id))
 
     def unpin_item(self, item_id: str) -> bool:
         """Stop showing a pinned item in compaction snapshots; ``False`` if it was not pinned."""
         with self._lock:
-            pins = self.context.state.pinned_items
+            pins = self.context.refresh_pins()
             if item_id not in pins:
                 return False
             self.context.update(pinned_items=tuple(pin for pin in pins if pin != item_id))
@@ -54,8 +54,9 @@ class MemoryMarks:
 
     @property
     def pinned_items(self) -> tuple[str, ...]:
-        """Ids of the memory items pinned into every compaction snapshot, in pinning order."""
-        return self.context.state.pinned_items
+        """Ids of the memory items pinned into every compaction snapshot, in pinning order (also
+        those another process pinned on this agent since)."""
+        return self.context.refresh_pins()
 
     def unpin_fact(self, fact_id: str) -> None:
         """Let a pinned fact be treated as any other (ranked, possibly left out of a snapshot).
@@ -113,7 +114,7 @@ class MemoryMarks:
 
     def _pinned_item_texts(self) -> list[tuple[str, str]]:
         texts = []
-        for item_id in self.context.state.pinned_items:
+        for item_id in self.context.refresh_pins():
             try:
                 texts.append((item_id, self.memory.retrieve(item_id, max_tokens=1_200).content))
             except Exception:  # noqa: BLE001 - a forgotten item must not break a compaction

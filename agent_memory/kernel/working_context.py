@@ -18,12 +18,14 @@ A snapshot AutoByteus wrote loads too (from its keys).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.errors import StoreError
@@ -90,7 +92,12 @@ class WorkingContextSnapshot:
         self.agent_id = agent_id
         self._dirty = False
         self._mutex = threading.RLock()
+        self._file_lock = FileLock(str(path) + ".lock") if path is not None else None
         self._state = self._load() if path is not None else WorkingContextState()
+        self._seen = self._stat()
+        """The file as this object last read or wrote it (another process changed it if not)."""
+        self._seen_pins = self._state.pinned_items
+        """The pinned ids in the file as this object last read or wrote it: the base of the merge."""
 
     # -- reading ---------------------------------------------------------------------------------
     @property
@@ -173,15 +180,57 @@ class WorkingContextSnapshot:
         with self._mutex:
             self._set(WorkingContextState())
 
+    def refresh_pins(self) -> tuple[str, ...]:
+        """The pinned item ids, with the pins and unpins another process (an MCP server, a second
+        manager on this agent) wrote to the file since this object last read or wrote it."""
+        with self._mutex:
+            if self._file_lock is None or self._stat() == self._seen:
+                return self._state.pinned_items
+            with self._file_lock:
+                merged = self._merge_pins(self._state.pinned_items)
+            self._state = self._state.model_copy(update={"pinned_items": merged})
+            return merged
+
     # -- persistence -----------------------------------------------------------------------------
     def _set(self, state: WorkingContextState) -> None:
         state = state.model_copy(update={"updated_at": time.time()})
-        if self.path is not None:
+        if self.path is not None and self._file_lock is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            payload = to_payload(state, self.agent_id)
-            atomic_write_bytes(self.path, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+            with self._file_lock:
+                state = state.model_copy(update={"pinned_items": self._merge_pins(state.pinned_items)})
+                payload = to_payload(state, self.agent_id)
+                atomic_write_bytes(self.path, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+                self._seen, self._seen_pins = self._stat(), state.pinned_items
         self._state = state
         self._dirty = False
+
+    def _merge_pins(self, ours: tuple[str, ...]) -> tuple[str, ...]:
+        """``ours`` with what another process changed in the file's pins since this object last
+        saw it: a three-way merge of id sets (base: the pins last seen), so that neither side's
+        pin or unpin is lost; ours first, in order. Called under the file lock."""
+        if self._stat() == self._seen:
+            return ours
+        try:
+            theirs = self._load().pinned_items
+        except StoreError:  # unreadable now: the next write replaces it with ours
+            return ours
+        base = set(self._seen_pins)
+        unpinned = base - set(theirs)
+        merged = [pin for pin in ours if pin not in unpinned]
+        merged += [pin for pin in theirs if pin not in base and pin not in merged]
+        self._seen, self._seen_pins = self._stat(), theirs
+        return tuple(merged)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        """``(inode, size, mtime ns)`` of the file, or ``None`` if there is none (an atomic
+        rewrite always gives a new inode)."""
+        if self.path is None:
+            return None
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_ino, info.st_size, info.st_mtime_ns
 
     def _load(self) -> WorkingContextState:
         assert self.path is not None
