@@ -63,6 +63,7 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_memory.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)
+	$(OFFLINE) $(PY) benchmarks/bench_large_item.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_hostile.py
 
 clean:

@@ -149,10 +149,10 @@ class MemoryConfig(BaseModel):
     max_embedded_chars: int = Field(default=100_000, ge=1_000)
     """With ``hybrid_search``, the chunks of one item that start past this many characters of
     its text are indexed for keyword search only, not embedded (without it, all text up to
-    ``max_index_chars`` is embedded). Bounds the time ``store`` spends embedding: MiniLM reads
-    ~11,000 characters of real text per second on 2 cores (812 KB took 74 s), so at most ~9 s
-    by default; every page of ``../shared/data/webpages`` (at most 44,529 characters of main
-    text) is embedded whole."""
+    ``max_index_chars`` is embedded). Bounds the time ``store`` spends embedding: one 800 KB
+    item of real text took 65.5 s embedded whole and 7.7 s with this default on 2 cores
+    (benchmarks/bench_large_item.py); every page of ``../shared/data/webpages`` (at most
+    44,529 characters of main text) is embedded whole."""
     index_on_store: bool = True
     """``True``: ``store`` embeds before it returns. ``False``: ``store`` returns as soon as the
     item is on disk and indexing runs before the next query (or ``flush_index``)."""
