@@ -5,8 +5,10 @@
 #                until pyproject.toml changes)
 #   make run     the main job: replay the real agent runs of $(DATA)/traces and a research
 #                session over real pages into ./replay-report/ (report.md, report.json, tokens.png)
-#   make test    the test suite
+#   make test    the type check (mypy) and the test suite
 #   make bench   the benchmarks on the real data in $(DATA)
+#   make local-llm  the bundled local model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible
+#                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (see README, research agent)
 #   make clean   remove .venv, build metadata and caches (never memory data)
 
 PYTHON ?= python3
@@ -20,7 +22,7 @@ TORCH  := torch==2.13.0
 # Nothing is ever fetched from the Hugging Face hub: the embedding model is a local package.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: venv run test bench clean
+.PHONY: venv run test bench clean local-llm
 
 # AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
 # other's files: a venv of its own, since its dependencies are not ours (~80 s once).
@@ -55,7 +57,9 @@ run: venv
 	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
 		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
 
+# The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins).
 test: venv
+	$(PY) -m mypy
 	$(OFFLINE) $(PY) -m pytest -q
 
 bench: venv
@@ -65,6 +69,14 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_large_item.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_hostile.py
+
+# chatml-function-calling: the format that shows the tools to the model (the model's own template
+# drops them); the client must send tool_choice "auto" (OpenAIChatModel(compat=LLAMA_CPP_PYTHON)).
+LOCAL_LLM_PORT ?= 8080
+local-llm: venv
+	$(PY) -m llama_cpp.server --host 127.0.0.1 --port $(LOCAL_LLM_PORT) --n_ctx 8192 \
+		--chat_format chatml-function-calling \
+		--model "$$($(PY) -c 'from agent_memory.testing import smollm2_model_path; print(smollm2_model_path())')"
 
 clean:
 	rm -rf $(VENV) $(AB_VENV) build dist *.egg-info .pytest_cache

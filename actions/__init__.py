@@ -15,7 +15,7 @@ from actions.forget import ForgetMemoryAction, ForgetMemoryArguments
 from actions.pin import PinMemoryAction, PinMemoryArguments
 from actions.query import QueryMemoryAction, QueryMemoryArguments
 from actions.retrieve import RetrieveMemoryAction, RetrieveMemoryArguments, build_transform, parse_line_slice
-from actions.store import StoreMemoryAction, StoreMemoryArguments
+from actions.store import StoreMemoryAction, StoreMemoryArguments, StoreMemoryUploadAction
 from actions.toolkit import MemoryToolkit, default_actions
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "RetrieveMemoryArguments",
     "StoreMemoryAction",
     "StoreMemoryArguments",
+    "StoreMemoryUploadAction",
     "ToolCallError",
     "ToolJsonSchema",
     "ToolResult",

@@ -37,6 +37,7 @@ from agent_memory.limits import shorten
 __all__ = [
     "MAX_ARGUMENTS_CHARS",
     "ActionArguments",
+    "InstanceSchemas",
     "MemoryAction",
     "ToolCallError",
     "ToolJsonSchema",
@@ -186,6 +187,8 @@ class MemoryAction(ABC, Generic[ArgsT]):
 
     Subclasses set the class attributes and implement :meth:`execute`; everything else
     (schemas, argument parsing, turning the model's mistakes into error results) is shared.
+    ``description``, ``Arguments`` and ``example`` may instead be set per instance in
+    ``__init__`` (the upload store and the combined ``memory`` tool do).
     Actions hold no state: one instance serves any number of memories and threads.
     """
 
@@ -193,11 +196,11 @@ class MemoryAction(ABC, Generic[ArgsT]):
     """The tool name the model calls, e.g. ``retrieve_memory``."""
     title: ClassVar[str]
     """The human name, e.g. ``Retrieve from Memory``."""
-    description: ClassVar[str]
+    description: str
     """The tool description: a prompt saying when to use the tool, an example call, its limits."""
-    Arguments: ClassVar[type[ActionArguments]]
+    Arguments: type[ActionArguments]
     """The pydantic arguments model; its JSON schema is the tool's parameter schema."""
-    example: ClassVar[dict[str, Any]]
+    example: dict[str, Any]
     """Arguments of a typical call (shown in the description and in error messages)."""
     capability: ClassVar[Capability]
     """What the tool lets the model do (``store``, ``retrieve`` or ``query``): decides when it is
@@ -357,3 +360,24 @@ class MemoryAction(ABC, Generic[ArgsT]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+class InstanceSchemas(MemoryAction[ArgsT]):
+    """An action whose ``Arguments``, ``description`` or ``example`` are set per instance (a
+    combined tool, a store tool that reads files): its schemas come from the instance, not from
+    the class. Put it first in the bases of such an action."""
+
+    def parameters_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        """The JSON schema of this instance's arguments."""
+        return self.Arguments.model_json_schema(schema_generator=ToolJsonSchema)
+
+    def openai_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        """The tool for OpenAI function calling."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters_schema()},
+        }
+
+    def anthropic_schema(self) -> dict[str, Any]:  # type: ignore[override]
+        """The tool for the Anthropic Messages API."""
+        return {"name": self.name, "description": self.description, "input_schema": self.parameters_schema()}

@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import create_model
 
-from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
+from actions.base import ActionArguments, InstanceSchemas, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
+from actions.store import MAX_CONTENT_CHARS, StoreMemoryUploadAction
 from agent_memory import AgentMemory
 from agent_memory.presentation.offer import CAPABILITIES, Capability
 
@@ -32,7 +33,7 @@ OP_SUMMARIES: dict[str, str] = {
 """One phrase per operation, for the tool's description."""
 
 
-class CombinedMemoryAction(MemoryAction[Any]):
+class CombinedMemoryAction(InstanceSchemas[Any]):
     """One ``memory`` tool for the given actions (each a different capability).
 
     Args:
@@ -62,7 +63,7 @@ class CombinedMemoryAction(MemoryAction[Any]):
         default_op = self.ops[0]
         fields: dict[str, Any] = {}
         if len(self.ops) > 1:  # one operation needs no op argument
-            fields["op"] = (Literal[self.ops], default_op)  # type: ignore[valid-type]
+            fields["op"] = (Literal[self.ops], default_op)
         for op in self.ops:
             for key, info in inner[op].Arguments.model_fields.items():
                 if key in fields:
@@ -71,35 +72,23 @@ class CombinedMemoryAction(MemoryAction[Any]):
                 optional.default = None
                 optional.default_factory = None
                 fields[key] = (info.annotation | None, optional)  # type: ignore[operator]
-        self.Arguments = create_model("MemoryArguments", __base__=ActionArguments, **fields)  # type: ignore[misc]
+        self.Arguments = create_model("MemoryArguments", __base__=ActionArguments, **fields)
         first = inner[default_op]
         self.example = dict(first.example) if default_op == "retrieve" else {"op": default_op, **first.example}
+        summaries = dict(OP_SUMMARIES)
+        if isinstance(inner.get("store"), StoreMemoryUploadAction):  # it takes longer text in parts
+            summaries["store"] += (f"; text over {MAX_CONTENT_CHARS:,} characters goes in parts: more=true on each "
+                                   "part but the last, with the upload handle the first answer gives")
         if len(self.ops) > 1:
-            parts = [f'op="{op}"{" (default)" if op == default_op else ""}: {OP_SUMMARIES[op]}.' for op in self.ops]
+            parts = [f'op="{op}"{" (default)" if op == default_op else ""}: {summaries[op]}.' for op in self.ops]
         else:
-            parts = [OP_SUMMARIES[default_op][0].upper() + OP_SUMMARIES[default_op][1:] + "."]
+            parts = [summaries[default_op][0].upper() + summaries[default_op][1:] + "."]
         limits = " Answers hold at most 4,000 tokens; a cut one ends with the call for its next page." if (
             "retrieve" in inner) else ""
         self.description = (
             "Your memory outside the context. " + " ".join(parts) + limits
             + f" Example: {format_call(self.name, self.example)}"
         )
-
-    # Instance-level schemas: the arguments model depends on the operations offered.
-    def parameters_schema(self) -> dict[str, Any]:  # type: ignore[override]
-        """The JSON schema of the combined arguments."""
-        return self.Arguments.model_json_schema(schema_generator=ToolJsonSchema)
-
-    def openai_schema(self) -> dict[str, Any]:  # type: ignore[override]
-        """The tool for OpenAI function calling."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters_schema()},
-        }
-
-    def anthropic_schema(self) -> dict[str, Any]:  # type: ignore[override]
-        """The tool for the Anthropic Messages API."""
-        return {"name": self.name, "description": self.description, "input_schema": self.parameters_schema()}
 
     def execute(self, memory: AgentMemory, args: Any) -> ToolResult:
         op = getattr(args, "op", self.ops[0])

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from actions.base import ActionArguments, MemoryAction, ToolResult, format_call
+from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolResult, format_call
 from actions.store import MAX_TAGS, Tag
 from agent_memory import AgentMemory
 from agent_memory.config import DEFAULT_QUERY_LIMIT
@@ -68,8 +68,8 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
         parts.append(f"similarity {hit.similarity:.2f}")
     elif hit.score is not None:
         parts.append("keyword match")
-    turns = meta.extra.get("turn_ids") if isinstance(meta.extra.get("turn_ids"), list) else None
-    if turns:
+    turns = meta.extra.get("turn_ids")
+    if isinstance(turns, list) and turns:
         parts.append("turns " + shorten(", ".join(map(str, turns)), HIT_LABEL_CHARS))
     lines = [f"{rank}. " + " · ".join(parts)]
     if meta.tags:
@@ -82,7 +82,8 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
 class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
     """``query_memory``: items ranked by relevance to ``query`` (``AgentMemory.query``: the best
     chunk of each item by meaning, fused with keyword search when the memory's config enables it),
-    or the newest first without ``query``; only items carrying every tag in ``tags``. Each hit
+    or the newest first without ``query`` (an empty or blank ``query`` is a tool error, as
+    ``AgentMemory.query`` refuses it); only items carrying every tag in ``tags``. Each hit
     shows the cosine similarity of its best chunk when the dense search found it. Finding nothing
     is not an error: the result is ``ok`` and suggests a broader search. (The library's
     ``AgentMemory.query`` also filters by type, source and time; the tool keeps to what a model
@@ -100,6 +101,10 @@ class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
     )
 
     def execute(self, memory: AgentMemory, args: QueryMemoryArguments) -> ToolResult:
+        if args.query is not None and not args.query.strip():
+            raise ToolCallError(
+                "query is empty: give words to search for, or leave query out to list the newest items."
+            )
         limit, page = args.limit or DEFAULT_QUERY_LIMIT, args.page or 1
         criteria = MemoryCriteria(text=args.query, tags=tuple(args.tags), limit=limit * page)
         found = memory.query(criteria)

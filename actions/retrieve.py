@@ -20,7 +20,7 @@ from pydantic import Field
 from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolResult, format_call
 from agent_memory import AgentMemory
 from agent_memory.errors import quoted
-from agent_memory.ids import turn_memory_id, validate_memory_id
+from agent_memory.ids import legacy_turn_memory_id, turn_memory_id, validate_agent_id, validate_memory_id
 from agent_memory.models.items import (
     ExcerptTransform,
     FilteredTransform,
@@ -202,6 +202,23 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
     ``MemoryConfig.retrieve_max_tokens`` tokens (4,000 by default), counted with the memory's
     token counter. ``data`` holds the item's facts, the transform applied, the page's text, the
     paging numbers and ``next_call`` (``None`` on the last page).
+
+    A turn id (``turn_0012``) reads that compacted turn of *this agent's* conversation: the item
+    :func:`~agent_memory.ids.turn_memory_id` derives from the turn id and the agent id, so a
+    sub-agent sharing its parent's memory reads its own ``turn_0001``, not the parent's. A memory
+    written before turn items were scoped by agent keeps them under
+    :func:`~agent_memory.ids.legacy_turn_memory_id`, a key without the agent; such an item carries
+    no owner (its ``extra`` holds only ``turn_ids``), and the kernel of those versions wrote it for
+    whichever agent compacted the turn first. It is read only for the memory's own agent, and only
+    from the memory's own layer (never from a fork's parent items): a sub-agent sharing the memory
+    never gets it, and an isolated sub-agent never gets its parent's.
+
+    Args:
+        agent_id: the agent whose turns a turn id names (``MemoryManager.agent_id``; the toolkit
+            passes its manager's); ``None``: the agent of the memory the call runs on.
+
+    Raises:
+        InvalidIdError: if ``agent_id`` is malformed.
     """
 
     name = "retrieve_memory"
@@ -214,6 +231,9 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
         "4,000 tokens; a cut one ends with the call for its next page. "
         f"Example: {format_call('retrieve_memory', example)}"
     )
+
+    def __init__(self, agent_id: str | None = None) -> None:
+        self.agent_id = validate_agent_id(agent_id) if agent_id is not None else None
 
     def execute(self, memory: AgentMemory, args: RetrieveMemoryArguments) -> ToolResult:
         spec = build_transform(args)
@@ -255,9 +275,9 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
             },
         )
 
-    @staticmethod
-    def _item_id(memory: AgentMemory, given: str) -> str:
-        """The memory id to read: ``given``, or the item of a compacted turn (``turn_0012``).
+    def _item_id(self, memory: AgentMemory, given: str) -> str:
+        """The memory id to read: ``given``, or the item of this agent's compacted turn
+        (``turn_0012``; see the class docstring for memories written before turn ids were scoped).
 
         Raises:
             ToolCallError: for a turn that was not compacted (it is still in the conversation).
@@ -265,14 +285,19 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
         """
         cleaned = given.strip().strip("'\"`")
         if _TURN_ID.fullmatch(cleaned):
-            item_id = turn_memory_id(cleaned)
-            if item_id not in memory:
-                raise ToolCallError(
-                    f"{cleaned} has not been compacted: it is still in the conversation above, or does not "
-                    "exist. Only compacted turns are read back by id.",
-                    code="not_found",
-                )
-            return item_id
+            owner = self.agent_id if self.agent_id is not None else memory.agent_id
+            item_id = turn_memory_id(cleaned, agent_id=owner)
+            if item_id in memory:
+                return item_id
+            legacy = legacy_turn_memory_id(cleaned)
+            fork = memory.fork
+            if owner == memory.agent_id and legacy in memory and (fork is None or legacy not in fork.item_ids):
+                return legacy
+            raise ToolCallError(
+                f"{cleaned} has not been compacted: it is still in the conversation above, or does not "
+                "exist. Only compacted turns are read back by id.",
+                code="not_found",
+            )
         return validate_memory_id(given)
 
     def _next_call(self, item_id: str, args: RetrieveMemoryArguments, page: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ capabilities as one ``memory`` tool with an ``op`` argument (:mod:`actions.combi
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,7 +21,7 @@ from actions.forget import ForgetMemoryAction
 from actions.pin import PinMemoryAction
 from actions.query import QueryMemoryAction
 from actions.retrieve import RetrieveMemoryAction
-from actions.store import StoreMemoryAction
+from actions.store import StoreMemoryAction, StoreMemoryUploadAction
 from agent_memory import AgentMemory
 from agent_memory.errors import quoted
 from agent_memory.presentation.offer import OfferState, ToolOffer
@@ -34,9 +35,11 @@ ToolForm = Literal["separate", "single"]
 """``separate``: one tool per capability; ``single``: one ``memory`` tool with an ``op``."""
 
 
-def default_actions() -> tuple[MemoryAction[Any], ...]:
-    """The three memory actions: store_memory, retrieve_memory, query_memory (in that order)."""
-    return (StoreMemoryAction(), RetrieveMemoryAction(), QueryMemoryAction())
+def default_actions(*, agent_id: str | None = None) -> tuple[MemoryAction[Any], ...]:
+    """The three memory actions: store_memory, retrieve_memory, query_memory (in that order);
+    ``agent_id``: the agent whose compacted turns ``retrieve_memory`` reads by turn id (``None``:
+    the memory's agent)."""
+    return (StoreMemoryAction(), RetrieveMemoryAction(agent_id=agent_id), QueryMemoryAction())
 
 
 class MemoryToolkit:
@@ -54,9 +57,17 @@ class MemoryToolkit:
             ``forget_memory`` and ``pin_memory`` (offered when ``offer.always`` names ``forget`` /
             ``pin``, or in ``mode="all"``), and ``retrieve_memory`` then also reads any turn by its
             id, compacted or not.
+        uploads: ``store_memory`` also takes text longer than one call carries (8,000
+            characters), in parts (:class:`~actions.store.StoreMemoryUploadAction`; 54 tokens
+            more schema; what the MCP server offers). ``False``: one call, one note.
+        read_dir: a directory of the user's whose files ``store_memory`` may store by ``path``
+            (symlinks resolved, nothing outside it read; implies ``uploads``). ``None``:
+            ``store_memory`` takes text only and its schema has no ``path``.
 
     Raises:
-        ValueError: if two actions share a name, or ``form`` is unknown.
+        ValueError: if two actions share a name, ``form`` is unknown, or ``uploads`` or
+            ``read_dir`` is given and no action is a ``StoreMemoryAction``.
+        ConfigurationError: if ``read_dir`` is not an existing directory.
 
     Example::
 
@@ -75,11 +86,19 @@ class MemoryToolkit:
         offer: ToolOffer | None = None,
         form: ToolForm = "separate",
         manager: MemoryManager | None = None,
+        uploads: bool = False,
+        read_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if form not in ("separate", "single"):
             raise ValueError(f"form must be 'separate' or 'single', not {form!r}")
         self.memory = memory
-        self.actions: tuple[MemoryAction[Any], ...] = tuple(actions) if actions is not None else default_actions()
+        self.actions: tuple[MemoryAction[Any], ...] = tuple(actions) if actions is not None else default_actions(
+            agent_id=manager.agent_id if manager is not None else None)  # a shared sub-agent reads its own turns
+        if uploads or read_dir is not None:
+            if not any(isinstance(action, StoreMemoryAction) for action in self.actions):
+                raise ValueError("uploads and read_dir are for store_memory, and these actions have no StoreMemoryAction")
+            store = StoreMemoryUploadAction(read_dir)
+            self.actions = tuple(store if isinstance(action, StoreMemoryAction) else action for action in self.actions)
         self.manager = manager
         if manager is not None:
             managed = (CompactMemoryAction(manager), ForgetMemoryAction(manager), PinMemoryAction(manager))

@@ -13,6 +13,7 @@ from agent_memory.config import (
     DEFAULT_RETRIEVE_MAX_TOKENS,
     MemoryConfig,
 )
+from agent_memory.diagnostics import AgentMemoryWarning, ToolsDroppedWarning, UnknownModelWarning
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
@@ -35,6 +36,7 @@ from agent_memory.errors import (
     OutsideSnapshotError,
     StoreError,
     TransformError,
+    UnsupportedRecordError,
     VectorIndexError,
 )
 from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
@@ -46,6 +48,7 @@ from agent_memory.llm.chat import (
     ChatResult,
     OpenAIChatModel,
     OpenAIResponsesModel,
+    ServerCompat,
     Usage,
 )
 from agent_memory.llm.client import LLMClient, LLMResponse, OpenAIChatClient
@@ -58,10 +61,12 @@ from agent_memory.observers import (
     EventApplied,
     EventRecorder,
     IndexFailed,
+    IndexReadOnly,
     IndexRecreated,
     MemoryEvent,
     MemoryObserver,
     RecordQuarantined,
+    RecordUnsupported,
     Retrieved,
     TraceIngested,
     Truncated,
@@ -91,6 +96,7 @@ from agent_memory.models.items import (
     SummaryTransform,
 )
 from agent_memory.tokens import TiktokenCounter, TokenCounter
+from agent_memory.pricing import BilledTokens, CallTokens, Cost, PriceModel, PromptCaching
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, model_limits
 from agent_memory.kernel.compactor import CompactionRecord, Compactor
@@ -131,12 +137,15 @@ __all__ = [
     "AgentConfig",
     "AgentMemory",
     "AgentMemoryError",
+    "AgentMemoryWarning",
     "AgentRun",
     "AgentStep",
     "AnthropicChatModel",
     "AnthropicRenderer",
+    "BilledTokens",
     "BudgetCheck",
     "BuiltContext",
+    "CallTokens",
     "ChatModel",
     "ChatResult",
     "ChunkHit",
@@ -156,6 +165,7 @@ __all__ = [
     "ContextOverflowError",
     "ContextStats",
     "CorruptRecordError",
+    "Cost",
     "DEFAULT_CHUNK_OVERLAP_TOKENS",
     "DEFAULT_CHUNK_TOKENS",
     "DEFAULT_QUERY_LIMIT",
@@ -180,6 +190,7 @@ __all__ = [
     "InMemoryTraceStore",
     "IndexChunk",
     "IndexFailed",
+    "IndexReadOnly",
     "IndexRecreated",
     "InvalidArgumentError",
     "InvalidIdError",
@@ -230,11 +241,14 @@ __all__ = [
     "PresentationPolicy",
     "PresentationState",
     "Pressure",
+    "PriceModel",
+    "PromptCaching",
     "PromptRenderer",
     "QueryHit",
     "QueuedEvent",
     "RawTraceItem",
     "RecordQuarantined",
+    "RecordUnsupported",
     "RequestPackage",
     "RetrieveResult",
     "Retrieved",
@@ -242,6 +256,7 @@ __all__ = [
     "SCORE_TOLERANCE",
     "SemanticItem",
     "SentenceTransformerEmbedder",
+    "ServerCompat",
     "StepLock",
     "StepLockHolder",
     "StepResult",
@@ -257,6 +272,7 @@ __all__ = [
     "ToolInteraction",
     "ToolInteractionStatus",
     "ToolOffer",
+    "ToolsDroppedWarning",
     "TraceIngested",
     "TraceKind",
     "TraceMedia",
@@ -265,6 +281,8 @@ __all__ = [
     "TransformError",
     "Truncated",
     "TurnTracker",
+    "UnknownModelWarning",
+    "UnsupportedRecordError",
     "Usage",
     "VectorIndex",
     "VectorIndexError",

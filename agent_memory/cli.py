@@ -1,4 +1,4 @@
-"""The ``agent-memory`` command: store, retrieve, query and list an agent's memory from a shell.
+"""The ``agent-memory`` command: an agent's memory from a shell.
 
 ::
 
@@ -6,17 +6,29 @@
     agent-memory query "whale strandings in New Zealand"       # best matching items first
     agent-memory retrieve mem_3f9a0c41b2de --around whale      # the text around a word
     agent-memory retrieve mem_3f9a0c41b2de --page 2            # the next 4,000 tokens
+    agent-memory get mem_3f9a0c41b2de > page.html              # the content exactly as stored
     agent-memory list --type web_content                       # newest first
+    agent-memory pin mem_3f9a0c41b2de                          # kept verbatim through compactions
+    agent-memory forget mem_3f9a0c41b2de                       # deleted for good
+    agent-memory stats                                         # items, bytes, tokens, by type
+    agent-memory export memory.jsonl                           # every item with its content
+    agent-memory import memory.jsonl --agent-id copy           # ... restored, ids kept
     agent-memory rebuild-index
     agent-memory serve-mcp --memory-dir ~/agent-memory --agent-id claude   # the memory tools over MCP (stdio)
     agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
 
-Global options come before the command: ``agent-memory --memory-dir ./mem --agent bot query ...``.
-Results are rich tables on a terminal; ``--json`` prints JSON for scripts. Errors (an unknown id,
-a transform that does not apply) print one line on stderr and exit with code 1; usage mistakes
-exit with code 2. Only ``store``, ``query``, ``rebuild-index`` and ``replay`` (its ReAct check) load
-the embedding model (``serve-mcp`` on its first store or query). ``replay`` lives in
-:mod:`agent_memory.replay.command`, the MCP server in :mod:`agent_memory.mcp_server`.
+``--memory-dir`` and ``--agent-id`` choose the memory; every command that opens one takes them,
+before or after its name (``agent-memory --agent-id bot query ...`` and ``agent-memory query ...
+--agent-id bot`` are the same; after the name wins). ``--agent`` is a deprecated spelling of
+``--agent-id``, still accepted (hidden; a warning on stderr). Results are rich tables on a
+terminal; ``--json`` prints JSON for scripts. Errors (an unknown id, a transform that does not
+apply) print one line on stderr and exit with code 1; usage mistakes exit with code 2. Only
+``store``, ``query``, ``rebuild-index``, ``import`` and ``replay`` (its ReAct check) load the
+embedding model (``serve-mcp`` on its first store or query). ``forget``, ``pin`` and ``unpin`` go
+through the agent's :class:`~agent_memory.kernel.manager.MemoryManager`, under the kernel lock MCP
+servers take (:func:`agent_memory.mcp_server.kernel_lock`), as the ``forget_memory`` and
+``pin_memory`` tools do. ``replay`` lives in :mod:`agent_memory.replay.command`, the MCP server in
+:mod:`agent_memory.mcp_server`.
 """
 
 from __future__ import annotations
@@ -24,12 +36,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, get_args
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast, get_args
 
 import typer
 from pydantic import ValidationError
@@ -47,10 +60,22 @@ from agent_memory.config import (
     MemoryConfig,
 )
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
+from agent_memory.ids import validate_memory_id
 from agent_memory.ingest import Source, plan_sources
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
-from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryType, QueryHit
+from agent_memory.models.items import (
+    ItemRecord,
+    MemoryCriteria,
+    MemoryItem,
+    MemorySnapshot,
+    MemoryType,
+    QueryHit,
+    content_to_bytes,
+)
 from agent_memory.transforms import PAGE_NOTICE_TOKENS
+
+if TYPE_CHECKING:
+    from agent_memory.kernel.manager import MemoryManager
 
 __all__ = ["app"]
 
@@ -69,6 +94,16 @@ TRANSFORMS = ("full", "excerpt", "first_n", "last_n", "filtered", "summary")
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 """Values ``--type`` accepts."""
 
+MemoryDirOption = Annotated[Path | None, typer.Option(
+    "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory.")]
+"""``--memory-dir``, taken by the app and by every command that opens a memory."""
+
+AgentIdOption = Annotated[str | None, typer.Option(
+    "--agent-id", help=f"Agent whose memory to use (a directory under agents/). Default: {DEFAULT_AGENT_ID!r}.")]
+"""``--agent-id``, taken by the app and by every command that opens a memory."""
+
+AgentAliasOption = Annotated[str | None, typer.Option("--agent", hidden=True, help="Deprecated: use --agent-id.")]
+"""``--agent``: the old spelling of ``--agent-id``, kept (hidden) so existing scripts keep working."""
 
 
 app = typer.Typer(
@@ -88,19 +123,34 @@ class CliError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Globals:
-    """The global options, kept for commands and for the next-page hint."""
+    """Which memory the command opens, kept for commands and for the next-page hint."""
 
     memory_dir: Path | None
-    agent: str
+    agent_id: str
 
     def argv(self) -> list[str]:
-        """The global options as command-line words (only those that were given)."""
+        """The memory options as command-line words (only those that differ from the defaults)."""
         words: list[str] = []
         if self.memory_dir is not None:
             words += ["--memory-dir", str(self.memory_dir)]
-        if self.agent != DEFAULT_AGENT_ID:
-            words += ["--agent", self.agent]
+        if self.agent_id != DEFAULT_AGENT_ID:
+            words += ["--agent-id", self.agent_id]
         return words
+
+
+def _agent_id(agent_id: str | None, agent: str | None) -> str | None:
+    """``--agent-id``, else the deprecated ``--agent`` (with a warning on stderr)."""
+    if agent is not None:
+        typer.echo("warning: --agent is deprecated; use --agent-id", err=True)
+    return agent_id if agent_id is not None else agent
+
+
+def _use(ctx: typer.Context, memory_dir: Path | None, agent_id: str | None, agent: str | None) -> None:
+    """Apply a command's own ``--memory-dir`` / ``--agent-id`` (they beat those given before it)."""
+    options: _Globals = ctx.obj
+    chosen = _agent_id(agent_id, agent)
+    ctx.obj = _Globals(memory_dir=memory_dir if memory_dir is not None else options.memory_dir,
+                       agent_id=chosen if chosen is not None else options.agent_id)
 
 
 def _offline_quiet_env() -> None:
@@ -148,7 +198,18 @@ def _reported_errors() -> Iterator[None]:
 
 def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMemory:
     options: _Globals = ctx.obj
-    return AgentMemory(options.agent, options.memory_dir, config=config)
+    return AgentMemory(options.agent_id, options.memory_dir, config=config)
+
+
+@contextmanager
+def _kernel(memory: AgentMemory) -> Iterator[MemoryManager]:
+    """The agent's conversation kernel, read from disk under the kernel lock (as an MCP server's
+    forget and pin tools run), for the ``with`` block."""
+    from agent_memory.kernel.manager import MemoryManager  # the kernel and the MCP SDK: only when needed
+    from agent_memory.mcp_server import holding, kernel_lock
+
+    with holding(kernel_lock(memory)):
+        yield MemoryManager(memory)
 
 
 def _label(record: ItemRecord) -> str:
@@ -163,16 +224,14 @@ def _print_json(data: Any) -> None:
 @app.callback()
 def main(
     ctx: typer.Context,
-    memory_dir: Path | None = typer.Option(
-        None, "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory."
-    ),
-    agent: str = typer.Option(
-        DEFAULT_AGENT_ID, "--agent", help="Agent whose memory to use (a directory under agents/)."
-    ),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """Store, retrieve and query an agent's memory."""
     _offline_quiet_env()
-    ctx.obj = _Globals(memory_dir=memory_dir, agent=agent)
+    chosen = _agent_id(agent_id, agent)
+    ctx.obj = _Globals(memory_dir=memory_dir, agent_id=chosen if chosen is not None else DEFAULT_AGENT_ID)
 
 
 @app.command()
@@ -199,8 +258,12 @@ def store(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the new ids, one per line."),
     as_json: bool = typer.Option(False, "--json", help="Print the new items' records as JSON."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """Store files, directories, JSONL lines or stdin; print the new memory ids."""
+    _use(ctx, memory_dir, agent_id, agent)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -253,7 +316,7 @@ def _store_all(
                 own = payload.own
                 item_id = memory.store(
                     payload.content,
-                    type=own.get("type") or type_ or payload.default_type,
+                    type=cast(MemoryType, own.get("type") or type_ or payload.default_type),
                     source=own.get("source") or source or payload.default_source,
                     tags=tags + payload.tags,
                     title=own.get("title") or title or payload.default_title,
@@ -327,9 +390,9 @@ def _build_transform(name: str | None, given: dict[str, Any]) -> tuple[dict[str,
     spec: dict[str, Any] = {"type": name}
     words = ["--transform", name] if given or name != "full" else []
     for key, value in given.items():
-        option, field_name, owners = _TRANSFORM_OPTIONS[key]
-        if name not in owners:
-            _fail(f"{option} does not apply to the {name} transform (it is for: {', '.join(owners)})")
+        option, field_name, applies_to = _TRANSFORM_OPTIONS[key]
+        if name not in applies_to:
+            _fail(f"{option} does not apply to the {name} transform (it is for: {', '.join(applies_to)})")
         spec[field_name] = tuple(value) if isinstance(value, list) else value
         for one in value if isinstance(value, list) else [value]:
             words += [option, str(one)]
@@ -372,8 +435,12 @@ def retrieve(
     page: int = typer.Option(1, "--page", min=1, help="Page to print, 1-based."),
     raw: bool = typer.Option(False, "--raw", help="Show HTML pages as markup instead of their main text."),
     as_json: bool = typer.Option(False, "--json", help="Print the result (content, pages, notes) as JSON."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
+    _use(ctx, memory_dir, agent_id, agent)
     with _reported_errors():
         spec, words = _build_transform(transform, {
             "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
@@ -461,6 +528,9 @@ def query(
     until: str | None = typer.Option(None, "--until", help="Only items stored at or before this ISO time (naive = UTC)."),
     limit: int = typer.Option(DEFAULT_QUERY_LIMIT, "--limit", min=1, max=MAX_QUERY_LIMIT, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the hits as JSON."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """Find items by meaning and keywords (each item by its best chunk) and filters, best first.
 
@@ -468,10 +538,11 @@ def query(
     rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
     cosine similarity.
     """
+    _use(ctx, memory_dir, agent_id, agent)
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():
-        criteria = MemoryCriteria(text=text, type=type_, source=source, tags=tuple(tags), since=since_dt,
-                                  until=until_dt, limit=limit)
+        criteria = MemoryCriteria(text=text, type=cast("MemoryType | None", type_), source=source, tags=tuple(tags),
+                                  since=since_dt, until=until_dt, limit=limit)
         memory = _open(ctx)
         if not memory.path.exists():
             hits: list[QueryHit] = []
@@ -494,8 +565,12 @@ def list_items(
     tags: list[str] = typer.Option([], "--tag", help="Only items with this tag; repeat to require several."),
     limit: int = typer.Option(DEFAULT_LIST_LIMIT, "--limit", min=1, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """List stored items, newest first (reads items.jsonl; no index needed)."""
+    _use(ctx, memory_dir, agent_id, agent)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -516,9 +591,311 @@ def list_items(
             _stdout().print(_records_table(records, title=f"{len(records)} item(s), newest first", timestamps=True))
 
 
+# -- one item: get, forget, pin -----------------------------------------------------------------
+@app.command()
+def get(
+    ctx: typer.Context,
+    item_id: str = typer.Argument(..., metavar="ID", help="Memory id, e.g. mem_3f9a0c41b2de."),
+    as_json: bool = typer.Option(False, "--json", help="Print the item's record (id, type, metadata) as JSON "
+                                 "instead of its content."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Write an item's content to stdout exactly as stored: text as UTF-8, bytes as they are, JSON
+    as its stored document; nothing added (no newline, no cap; `retrieve` shapes and pages)."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        item = _open(ctx).get(item_id)
+        if as_json:
+            _print_json(item.record().model_dump(mode="json"))
+            return
+        data, _ = content_to_bytes(item.content, item.metadata.content_encoding)
+        stdout = typer.get_binary_stream("stdout")
+        stdout.write(data)
+        stdout.flush()
+
+
+def _checked_ids(memory: AgentMemory, item_ids: list[str]) -> list[str]:
+    """The ids, each valid and stored (``InvalidIdError`` / ``ItemNotFoundError`` otherwise), so
+    that a typo in the third id changes nothing."""
+    checked = [validate_memory_id(item_id) for item_id in item_ids]
+    for item_id in checked:
+        if item_id not in memory:
+            raise ItemNotFoundError(f"no memory item {item_id!r}; nothing was changed", item_id=item_id)
+    return checked
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Memory ids to delete."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Delete items for good (record, content, index entries) and take them out of the agent's
+    conversation, as the forget_memory tool does. Every id must exist, or nothing is deleted."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        memory = _open(ctx)
+        checked = _checked_ids(memory, item_ids)
+        with _kernel(memory) as manager:
+            for item_id in checked:
+                manager.forget(item_id)
+                typer.echo(f"Forgot {item_id}.")
+
+
+@app.command()
+def pin(
+    ctx: typer.Context,
+    item_ids: list[str] = typer.Argument(None, metavar="[ID...]",
+                                         help="Memory ids to pin. None: list the pinned items."),
+    as_json: bool = typer.Option(False, "--json", help="Print the pinned ids as a JSON list."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Pin items: every compaction of the agent's conversation keeps them verbatim (as the
+    pin_memory tool does); without ids, list the pinned items, in pinning order."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        memory = _open(ctx)
+        checked = _checked_ids(memory, item_ids or [])
+        with _kernel(memory) as manager:
+            for item_id in checked:
+                manager.pin_item(item_id)
+            pinned = list(manager.pinned_items)
+        if as_json:
+            _print_json(pinned)
+        elif checked:
+            typer.echo("\n".join(f"Pinned {item_id}." for item_id in checked))
+        else:
+            typer.echo("\n".join(pinned) if pinned else "No pinned items.")
+
+
+@app.command()
+def unpin(
+    ctx: typer.Context,
+    item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Pinned memory ids."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Unpin items: compactions summarize them like the rest again. An id that was not pinned is
+    an error (exit code 1), after the others are unpinned."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        memory = _open(ctx)
+        checked = [validate_memory_id(item_id) for item_id in item_ids]
+        with _kernel(memory) as manager:
+            missing = [item_id for item_id in checked if not manager.unpin_item(item_id)]
+        for item_id in checked:
+            if item_id not in missing:
+                typer.echo(f"Unpinned {item_id}.")
+        if missing:
+            _fail(f"not pinned: {', '.join(missing)} (`{PROG} pin` lists the pinned items)")
+
+
+# -- the whole memory: stats, export, import ---------------------------------------------------------
+def _disk_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (0 if it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed meanwhile
+                continue
+    return total
+
+
+def _stats(memory: AgentMemory) -> dict[str, Any]:
+    """What ``stats`` reports, as JSON-able data."""
+    records = memory.records()
+    by_type: dict[str, dict[str, int]] = {}
+    for record in records:
+        row = by_type.setdefault(record.type, {"items": 0, "size_bytes": 0, "tokens": 0})
+        row["items"] += 1
+        row["size_bytes"] += record.metadata.size_bytes
+        row["tokens"] += record.metadata.tokens
+    pending: int | None = len(records)
+    pinned: list[str] = []
+    if memory.path.exists():
+        if (memory.path / "index").exists():
+            try:
+                indexed = memory.index.item_ids()
+                if memory.lexical is not None:
+                    indexed &= memory.lexical.item_ids()
+                pending = sum(record.id not in indexed for record in records)
+            except AgentMemoryError:  # an index that cannot be opened: unknown, not an error here
+                pending = None
+        with _kernel(memory) as manager:
+            pinned = list(manager.pinned_items)
+    stamps = [record.metadata.timestamp for record in records]
+    tags = Counter(tag for record in records for tag in record.metadata.tags)
+    return {
+        "agent_id": memory.agent_id,
+        "path": str(memory.path),
+        "items": len(records),
+        "size_bytes": sum(row["size_bytes"] for row in by_type.values()),
+        "tokens": sum(row["tokens"] for row in by_type.values()),
+        "by_type": dict(sorted(by_type.items())),
+        "pending_index": pending,
+        "pinned_items": pinned,
+        "top_tags": dict(tags.most_common(10)),
+        "oldest": min(stamps).isoformat() if stamps else None,
+        "newest": max(stamps).isoformat() if stamps else None,
+        "disk_bytes": _disk_bytes(memory.path),
+    }
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """What the memory holds: items, content bytes and tokens in total and by type, items not
+    yet indexed (embedded by the next query), pinned items, tags, dates and disk use."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        data = _stats(_open(ctx))
+    if as_json:
+        _print_json(data)
+        return
+    table = Table(title=f"Memory of agent {data['agent_id']!r}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("type", "items", "content bytes", "tokens"):
+        table.add_column(column, justify="left" if column == "type" else "right", no_wrap=True)
+    for kind, row in data["by_type"].items():
+        table.add_row(kind, f"{row['items']:,}", f"{row['size_bytes']:,}", f"{row['tokens']:,}")
+    table.add_row("all", f"{data['items']:,}", f"{data['size_bytes']:,}", f"{data['tokens']:,}", style="bold")
+    console = _stdout()
+    console.print(table)
+    pending = "unknown (the index cannot be opened)" if data["pending_index"] is None else f"{data['pending_index']:,}"
+    lines = [
+        f"directory: {data['path']}",
+        f"not yet indexed: {pending}",
+        f"pinned: {', '.join(data['pinned_items']) or 'none'}",
+        f"tags: {', '.join(f'{tag} ({n})' for tag, n in data['top_tags'].items()) or 'none'}",
+        f"stored: {data['oldest'] or '-'} … {data['newest'] or '-'}",
+        f"on disk: {data['disk_bytes']:,} bytes (content, records, indexes, conversation)",
+    ]
+    console.print(Text("\n".join(lines)))
+
+
+EXPORT_HELP = ("Every item with its content, one JSON object per line, oldest first, in the form a "
+               "MemorySnapshot holds its items (bytes as base64; metadata.content_encoding says how to read "
+               "the content back).")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    out: str = typer.Argument("-", metavar="FILE", help="The JSONL file to write ('-', the default: stdout)."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Write every item with its content as JSONL, restorable with `import`. The file is written
+    atomically (complete or not at all)."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        memory = _open(ctx)
+        records = memory.records()
+        lines = (json.dumps(memory.get(record.id).model_dump_json_safe(), ensure_ascii=False) + "\n"
+                 for record in records)
+        if out == "-":
+            for line in lines:
+                typer.echo(line, nl=False)
+            return
+        target = Path(out)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as handle:
+                handle.writelines(lines)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _stderr().print(f"Exported {len(records):,} item(s) to {target}.")
+
+
+def _read_export(source: str) -> list[MemoryItem]:
+    """The items of an ``export`` file (JSONL) or of a ``MemorySnapshot.save`` file (one JSON
+    object with ``items``); ``-`` reads stdin.
+
+    Raises:
+        CliError: if the file cannot be read or a line is not an exported item (naming the line).
+    """
+    data = typer.get_binary_stream("stdin").read() if source == "-" else Path(source).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{source}: not UTF-8 text ({exc})") from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if len(lines) == 1 and lines[0][1].lstrip().startswith("{") and '"items"' in lines[0][1]:
+        try:
+            return list(MemorySnapshot.model_validate_json(lines[0][1]).items)
+        except ValidationError:
+            pass  # not a snapshot: read it as one exported item
+    items = []
+    for line_no, line in lines:
+        try:
+            items.append(MemoryItem.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise CliError(f"{source}:{line_no}: not an exported item ({where + ': ' if where else ''}{first['msg']}); "
+                           "nothing was imported") from None
+    return items
+
+
+@app.command("import")
+def import_items(
+    ctx: typer.Context,
+    source: str = typer.Argument(..., metavar="FILE", help="A file `export` wrote (or MemorySnapshot.save); "
+                                 "'-' for stdin."),
+    replace: bool = typer.Option(False, "--replace", help="Make the memory hold exactly the file's items "
+                                 "(its present items are removed). Default: add them beside the present ones."),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Restore exported items: ids, metadata and content as they were (each content checked
+    against its sha256), then index them. All or nothing: an id already in the memory (without
+    --replace) or a bad line imports nothing."""
+    _use(ctx, memory_dir, agent_id, agent)
+    with _reported_errors():
+        imported = _read_export(source)
+        memory = _open(ctx)
+        kept: list[MemoryItem] = []
+        if not replace:
+            present = [record.id for record in memory.own_records()]  # oldest first, as restore keeps them
+            clash = sorted({item.id for item in imported} & set(present))
+            if clash:
+                _fail(f"{len(clash)} of the items are in the memory already ({', '.join(clash[:3])}"
+                      f"{', …' if len(clash) > 3 else ''}); nothing was imported. Use --replace to make the memory "
+                      "hold exactly the file's items, or import into another --agent-id.")
+            kept = [memory.get(item_id) for item_id in present]
+        with _stderr().status(f"Importing and indexing {len(imported):,} item(s)…"):
+            memory.restore(MemorySnapshot(agent_id=memory.agent_id, items=(*kept, *imported)))
+        typer.echo(f"Imported {len(imported):,} item(s); the memory holds {len(memory.own_records()):,}.")
+
+
 @app.command("rebuild-index")
-def rebuild_index(ctx: typer.Context) -> None:
+def rebuild_index(
+    ctx: typer.Context,
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
     """Drop the vector index and rebuild it from items.jsonl; print how many items were indexed."""
+    _use(ctx, memory_dir, agent_id, agent)
     with _reported_errors():
         memory = _open(ctx)
         with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
@@ -529,21 +906,23 @@ def rebuild_index(ctx: typer.Context) -> None:
 @app.command("serve-mcp")
 def serve_mcp(
     ctx: typer.Context,
-    memory_dir: Path | None = typer.Option(
-        None, "--memory-dir",
-        help="Base directory of the memory. Default: the global --memory-dir, else $AGENT_MEMORY_DIR, else ./memory.",
+    allow_read: Path | None = typer.Option(
+        None, "--allow-read", metavar="DIR", exists=True, file_okay=False, dir_okay=True, resolve_path=True,
+        help="A directory whose files store_memory may store by path (symlinks are resolved; nothing outside it "
+        "is read). Default: none; the tools read no files (text comes as content, in parts when long).",
     ),
-    agent_id: str | None = typer.Option(
-        None, "--agent-id", help=f"Agent whose memory to serve. Default: the global --agent, else {DEFAULT_AGENT_ID!r}."
-    ),
+    memory_dir: MemoryDirOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
 ) -> None:
     """Serve the memory tools (store, retrieve, query, compact, forget, pin) over MCP on stdin/stdout,
     for Claude Desktop, Claude Code, Cursor or an agent's MCP client. Logs go to stderr."""
     from agent_memory.mcp_server import serve_mcp as serve
 
+    _use(ctx, memory_dir, agent_id, agent)
     options: _Globals = ctx.obj
     with _reported_errors():
-        serve(memory_dir if memory_dir is not None else options.memory_dir, agent_id or options.agent)
+        serve(options.memory_dir, options.agent_id, allow_read=allow_read)
 
 
 

@@ -19,6 +19,8 @@ with ``raise ... from exc`` so callers catch one root::
     │                               (bad regex, JSON path on text, page past the end)
     ├── StoreError                  reading or writing the JSONL / content files failed
     │   ├── CorruptRecordError      a record that cannot be parsed (other than a torn last line)
+    │   ├── UnsupportedRecordError  an item record this version cannot read (a newer schema
+    │   │                           version, an unknown field or type); kept as it is, refused
     │   └── LockTimeoutError (TimeoutError)  another process held a file lock too long
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
     │   ├── EmbeddingError          the embedding model could not be loaded or run
@@ -79,6 +81,7 @@ __all__ = [
     "MemoryClosedError",
     "StoreError",
     "TransformError",
+    "UnsupportedRecordError",
     "VectorIndexError",
     "map_exceptions",
     "quoted",
@@ -220,6 +223,30 @@ class CorruptRecordError(StoreError):
         super().__init__(message)
         self.path = path
         self.line_no = line_no
+
+
+class UnsupportedRecordError(StoreError):
+    """An item's record in ``items.jsonl`` is one this version cannot read: it carries a newer
+    ``schema_version`` than :data:`~agent_memory.models.items.ITEM_SCHEMA_VERSION`, or it is a
+    JSON object with a well-formed memory id that does not validate (an unknown field or type:
+    written by a newer version, or edited by hand). The record is kept exactly where it is (no
+    reader moves or rewrites it; forget, rewrite, clear and restore keep it byte for byte) and
+    every other item stays readable; reading, changing or copying this item raises this error.
+    Open the memory with the version that wrote it to use the item.
+
+    Args:
+        message: what is wrong.
+        item_id: the item whose record cannot be read, keyword-only.
+        path: the JSONL file, keyword-only.
+        schema_version: the record's ``schema_version`` when it has a whole number there, else
+            ``None``, keyword-only.
+    """
+
+    def __init__(self, message: str, *, item_id: str, path: str, schema_version: int | None = None) -> None:
+        super().__init__(message)
+        self.item_id = item_id
+        self.path = path
+        self.schema_version = schema_version
 
 
 class LockTimeoutError(StoreError, TimeoutError):

@@ -74,15 +74,23 @@ class MemoryFork(BaseModel):
                    item_ids=frozenset(record.id for record in memory.records()))
 
     def save(self, path: str | Path) -> Path:
-        """Write the fork as JSON, atomically; returns the path.
+        """Write the fork as JSON, atomically; returns the path (normally ``<child's agent
+        directory>/fork.json``, :data:`FORK_FILE`).
 
         Raises:
+            InvalidArgumentError: if ``path`` is in the parent's own agent directory (the parent's
+                memory would then be a fork of itself and could not be opened); nothing is written.
             StoreError: if the file cannot be written (an existing file is then unchanged).
         """
         with map_exceptions("MemoryFork.save"):
+            target = Path(path)
+            parent_dir = Path(self.parent_memory_dir) / "agents" / validate_agent_id(self.parent_agent_id)
+            if target.parent.resolve() == parent_dir.resolve():
+                raise InvalidArgumentError(
+                    f"a fork of {self.parent_agent_id!r} cannot be saved in that agent's own directory ({target}): "
+                    "a sub-agent's fork goes in the sub-agent's directory")
             payload = self.model_dump(mode="json")
             payload["item_ids"] = sorted(self.item_ids)
-            target = Path(path)
             atomic_write_bytes(target, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
             return target
 

@@ -81,7 +81,11 @@ def _visible_text(html: str) -> str:
         tree = lxml.html.fromstring(html)
     except Exception:  # noqa: BLE001
         return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
-    for bad in tree.xpath("//script|//style|//noscript|//nav|//footer|//header"):
-        bad.drop_tree()
+    # lxml.html gives HtmlElement nodes (HtmlMixin); lxml-stubs types them as plain _Element
+    assert isinstance(tree, lxml.html.HtmlMixin)
+    found = tree.xpath("//script|//style|//noscript|//nav|//footer|//header")
+    for bad in found if isinstance(found, list) else ():
+        if isinstance(bad, lxml.html.HtmlMixin):
+            bad.drop_tree()
     lines = (line.strip() for line in tree.text_content().splitlines())
     return "\n".join(line for line in lines if line)

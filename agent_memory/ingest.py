@@ -15,6 +15,7 @@ import mimetypes
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, get_args
 
@@ -157,6 +158,11 @@ def jsonl_line(path: Path, line_no: int, line: str) -> Payload:
     return Payload(obj["content"], "custom", str(path), None, obj.get("media_type"), own, tuple(tags), extra)
 
 
+def _ready(payload: Payload) -> Callable[[], Payload]:
+    """A ``read`` of a payload already read."""
+    return lambda: payload
+
+
 def jsonl_sources(path: Path) -> list[Source]:
     """Every non-blank line of a JSONL file, checked before anything is stored."""
     sources = []
@@ -164,7 +170,7 @@ def jsonl_sources(path: Path) -> list[Source]:
         for line_no, line in enumerate(handle, start=1):
             if line.strip():
                 payload = jsonl_line(path, line_no, line)
-                sources.append(Source(f"{path}:{line_no}", lambda p=payload: p))
+                sources.append(Source(f"{path}:{line_no}", _ready(payload)))
     return sources
 
 
@@ -178,7 +184,7 @@ def plan_sources(paths: list[str], *, stdin: Callable[[], bytes], warn: Callable
                 _fail("'-' (standard input) can be given once")
             stdin_read = True
             data = stdin()
-            sources.append(Source("<stdin>", lambda d=data: read_stdin(d)))
+            sources.append(Source("<stdin>", partial(read_stdin, data)))
             continue
         path = Path(arg)
         if path.is_dir():
@@ -193,7 +199,7 @@ def plan_sources(paths: list[str], *, stdin: Callable[[], bytes], warn: Callable
             if file.suffix.lower() == ".jsonl":
                 sources.extend(jsonl_sources(file))
             else:
-                sources.append(Source(str(file), lambda f=file: read_file(f, warn=warn)))
+                sources.append(Source(str(file), partial(read_file, file, warn=warn)))
     return sources
 
 

@@ -11,7 +11,8 @@ The server opens one agent's memory (:class:`~agent_memory.memory.AgentMemory` u
 :class:`~agent_memory.kernel.manager.MemoryManager` on the same agent, ``compact_memory``,
 ``forget_memory`` and ``pin_memory``. Each MCP tool carries its action's own name, description and
 JSON schema, and every call goes through the toolkit's ``dispatch``: an MCP client's model gets
-exactly the validation, answers and error messages an in-process agent gets.
+exactly the validation, answers and error messages an in-process agent gets from
+``MemoryToolkit(memory, manager=..., uploads=True)``.
 
 - **Answers.** A call that did what it was asked gives the action's text (``content``, one text
   block) and its structured ``data`` (``structured_content``). A mistake of the model (a bad id, a
@@ -27,25 +28,54 @@ exactly the validation, answers and error messages an in-process agent gets.
   action holding a manager) run one at a time across processes, under ``kernel.lock`` in the
   agent's directory, on a manager freshly read from disk: a server never writes back state another
   server changed since it started.
+- **Large text.** ``store_memory`` takes at most 8,000 characters a call; longer text comes in
+  parts (an upload: ``more=true``, then the ``upload`` handle each answer gives; kept on disk
+  under ``<agent_dir>/uploads/`` until the last part, so a restart loses nothing; see
+  :mod:`actions.store`). With ``allow_read`` (``serve-mcp --allow-read DIR``) it also stores a
+  file under that directory by ``path`` (symlinks resolved, anything outside refused); without
+  it the tool reads no files and its schema has no ``path``.
 - **stdout is the MCP channel.** While serving, the SDK points file descriptor 1 at stderr, so a
   stray print of any library cannot corrupt the protocol; logs go to stderr.
+- **Malformed messages are answered** (JSON-RPC 2.0 §5.1): a line that is not JSON gets a
+  ``-32700`` parse error, a JSON line that is not a JSON-RPC message a ``-32600`` invalid
+  request, with the message's ``id`` when it has a usable one, else ``"id": null``; blank lines
+  are skipped. (The SDK's stdio transport alone drops such lines without an answer, so a client
+  waiting on that id would wait for ever.)
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import threading
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from filelock import FileLock, Timeout
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
 from agent_memory import __version__
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import AgentMemoryError, LockTimeoutError
+from agent_memory.errors import AgentMemoryError, ConfigurationError, LockTimeoutError
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
@@ -55,6 +85,7 @@ if TYPE_CHECKING:
     import os
 
     from mcp.server.mcpserver.context import Context
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
     "KERNEL_LOCK_FILE",
@@ -62,6 +93,9 @@ __all__ = [
     "SERVER_NAME",
     "MemoryMCPServer",
     "build_server",
+    "holding",
+    "jsonrpc_refusal",
+    "kernel_lock",
     "serve_mcp",
 ]
 
@@ -100,6 +134,33 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
 """Behaviour hints per capability (clients use them to decide what needs the user's approval)."""
 
 
+def kernel_lock(memory: AgentMemory) -> FileLock:
+    """The lock (:data:`KERNEL_LOCK_FILE` in the agent's directory) a process holds while it
+    changes the agent's conversation kernel (compact, forget, pin): MCP servers and the
+    ``agent-memory forget / pin / unpin`` commands take it, so each works on state read from
+    disk after the previous one wrote. Acquire it with :func:`holding`."""
+    return FileLock(str(memory.agent_dir / KERNEL_LOCK_FILE), timeout=KERNEL_LOCK_TIMEOUT_S)
+
+
+@contextmanager
+def holding(lock: FileLock) -> Iterator[None]:
+    """Hold ``lock`` (creating its directory if needed) for the ``with`` block.
+
+    Raises:
+        LockTimeoutError: if another process held it longer than its timeout
+            (:data:`KERNEL_LOCK_TIMEOUT_S` for :func:`kernel_lock`).
+    """
+    Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise LockTimeoutError(f"timed out after {lock.timeout:g} s waiting for {lock.lock_file}") from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class MemoryMCPServer(MCPServer):
     """An MCP server offering the memory tools of one agent's memory.
 
@@ -110,26 +171,38 @@ class MemoryMCPServer(MCPServer):
         memory: the agent's memory every call runs on (the server does not close it unless
             :meth:`close` is called).
         name: the server's name in the MCP handshake.
+        allow_read: a directory whose files ``store_memory`` may store by ``path`` (the
+            toolkit's ``read_dir``); ``None``: the tools read no files.
 
     Raises:
-        ConfigurationError: if no memory toolkit is installed (the ``actions`` package).
+        ConfigurationError: if no memory toolkit is installed (the ``actions`` package), or
+            ``allow_read`` is not an existing directory.
         StoreError: if the agent's conversation state cannot be read.
     """
 
-    def __init__(self, memory: AgentMemory, *, name: str = SERVER_NAME) -> None:
+    def __init__(self, memory: AgentMemory, *, name: str = SERVER_NAME,
+                 allow_read: str | os.PathLike[str] | None = None) -> None:
         super().__init__(name=name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
         self.memory = memory
+        self.allow_read = allow_read
         self.manager = MemoryManager(memory)
         self.toolkit: MemoryTools = self._load_toolkit(self.manager)
         self._tools = [self._tool(definition) for definition in self.toolkit.anthropic_tools(None)]
         self._kernel_mutex = threading.Lock()
-        self._kernel_lock = FileLock(str(memory.agent_dir / KERNEL_LOCK_FILE), timeout=KERNEL_LOCK_TIMEOUT_S)
+        self._kernel_lock = kernel_lock(memory)
 
     def __repr__(self) -> str:
         return f"MemoryMCPServer({self.memory!r}, tools={[tool.name for tool in self._tools]})"
 
     def _load_toolkit(self, manager: MemoryManager) -> MemoryTools:
-        return load_toolkit(self.memory, manager=manager, offer=ToolOffer(mode="all"))
+        # A client's own tool results are not in memory: store_memory takes long text in parts.
+        options: dict[str, Any] = {"offer": ToolOffer(mode="all"), "uploads": True}
+        if self.allow_read is not None:
+            options["read_dir"] = self.allow_read
+        try:
+            return load_toolkit(self.memory, manager=manager, **options)
+        except (TypeError, ValueError) as exc:  # a toolkit without uploads or without a store action
+            raise ConfigurationError(f"the memory toolkit cannot serve MCP ({', '.join(options)}): {exc}") from exc
 
     def _action(self, name: str) -> Any:
         """The toolkit's action called ``name`` (``None`` if unknown, or the toolkit cannot say)."""
@@ -199,22 +272,121 @@ class MemoryMCPServer(MCPServer):
         known = callable(getattr(self.toolkit, "get", None))
         if known and getattr(action, "manager", None) is None:
             return self.toolkit.dispatch(name, arguments)
-        self.memory.agent_dir.mkdir(parents=True, exist_ok=True)
-        with self._kernel_mutex:
-            try:
-                self._kernel_lock.acquire()
-            except Timeout as exc:
-                raise LockTimeoutError(
-                    f"timed out after {KERNEL_LOCK_TIMEOUT_S:g} s waiting for {self._kernel_lock.lock_file}"
-                ) from exc
-            try:
-                return self._load_toolkit(MemoryManager(self.memory)).dispatch(name, arguments)
-            finally:
-                self._kernel_lock.release()
+        with self._kernel_mutex, holding(self._kernel_lock):
+            return self._load_toolkit(MemoryManager(self.memory)).dispatch(name, arguments)
+
+    # -- stdio -----------------------------------------------------------------------------------
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin/stdout (the SDK's stdio transport) until stdin closes, answering
+        every malformed line (:func:`jsonrpc_refusal`) instead of dropping it.
+
+        Each line is checked before the SDK reads it; the SDK turns a bad line into an error item
+        on its read stream, and the server answers that item with the line's refusal, in order.
+        This is ``MCPServer.run_stdio_async`` with stdin handed to the transport (so it reads file
+        descriptor 0 in place rather than diverting it; stdout is diverted as before), on the
+        same ``_lowlevel_server`` the SDK's method uses (``tests/test_mcp_server.py`` pins it).
+        """
+        refusals: deque[JSONRPCError] = deque()
+        stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        lines = _CheckedLines(anyio.wrap_file(stdin), refusals)
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            server = self._lowlevel_server
+            await server.run(_AnsweringReadStream(read_stream, write_stream, refusals), write_stream,
+                             server.create_initialization_options())
 
     def close(self) -> None:
         """Release the memory (its index clients and connections). Idempotent."""
         self.memory.close()
+
+
+def jsonrpc_refusal(line: str) -> JSONRPCError | None:
+    """The JSON-RPC 2.0 error answering one line of the stdio stream, or ``None`` for a valid
+    message: ``-32700`` (parse error, ``id`` null) if the line is not JSON, ``-32600`` (invalid
+    request) if it is JSON but not a JSON-RPC message, with its ``id`` when that is a string or
+    an integer, else null."""
+    try:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)  # exactly as the SDK reads it
+        return None
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        if problem["type"] == "json_invalid":
+            return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+                code=PARSE_ERROR, message=f"Parse error: the message is not JSON ({problem['msg']})"))
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        message = None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+        code=INVALID_REQUEST,
+        message="Invalid Request: not a JSON-RPC 2.0 request, notification or response "
+        '(an object with "jsonrpc": "2.0" and a string "method", or a "result" or "error")',
+    ))
+
+
+class _CheckedLines:
+    """The lines of stdin, each checked before the SDK's transport reads it: a malformed one
+    queues its answer (:func:`jsonrpc_refusal`) in ``refusals``; blank lines are skipped."""
+
+    def __init__(self, lines: AsyncIterable[str], refusals: deque[JSONRPCError]) -> None:
+        self._lines = lines
+        self._refusals = refusals
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            if not line.strip():
+                continue
+            refusal = jsonrpc_refusal(line)
+            if refusal is not None:
+                self._refusals.append(refusal)
+            yield line
+
+
+class _AnsweringReadStream:
+    """The SDK transport's read stream, for the server loop: each error item (a line the SDK
+    could not read) is answered with the next queued refusal instead of reaching the loop,
+    which would drop it."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
+                 refusals: deque[JSONRPCError]) -> None:
+        self._inner = inner
+        self._write = write
+        self._refusals = refusals
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item (the SDK's context-carrying stream), if any."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            if self._refusals:
+                await self._write.send(SessionMessage(self._refusals.popleft()))
+            else:  # a line our check passed and the SDK did not: nothing to answer it with
+                logger.warning("unreadable message from the client: %s", shorten(str(item), MAX_FAULT_CHARS))
+
+    def __aiter__(self) -> _AnsweringReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnsweringReadStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def _answer(result: MemoryToolResult) -> CallToolResult:
@@ -237,6 +409,7 @@ def build_server(
     *,
     config: MemoryConfig | None = None,
     name: str = SERVER_NAME,
+    allow_read: str | os.PathLike[str] | None = None,
 ) -> MemoryMCPServer:
     """An MCP server for the memory of ``agent_id`` under ``memory_dir`` (not started).
 
@@ -247,18 +420,21 @@ def build_server(
         config: the memory's settings (``retrieve_max_tokens`` caps every retrieve answer, in
             tokens); ``None``: ``MemoryConfig()``.
         name: the server's name in the MCP handshake.
+        allow_read: a directory whose files ``store_memory`` may store by ``path``; ``None``:
+            the tools read no files.
 
     Returns:
         The server; ``server.run("stdio")`` serves it, ``server.close()`` releases the memory.
 
     Raises:
         InvalidIdError: if ``agent_id`` is not a safe directory name.
-        ConfigurationError: if ``memory_dir`` is unusable, or no memory toolkit is installed.
+        ConfigurationError: if ``memory_dir`` is unusable, ``allow_read`` is not a directory, or
+            no memory toolkit is installed.
         StoreError: if the agent's conversation state cannot be read.
     """
     memory = AgentMemory(agent_id, memory_dir, config=config)
     try:
-        return MemoryMCPServer(memory, name=name)
+        return MemoryMCPServer(memory, name=name, allow_read=allow_read)
     except BaseException:
         memory.close()
         raise
@@ -269,12 +445,13 @@ def serve_mcp(
     agent_id: str = DEFAULT_AGENT_ID,
     *,
     config: MemoryConfig | None = None,
+    allow_read: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve the memory tools over stdio until the client closes stdin, then release the memory.
 
     Arguments and errors as :func:`build_server`. Nothing but MCP messages reaches stdout.
     """
-    server = build_server(memory_dir, agent_id, config=config)
+    server = build_server(memory_dir, agent_id, config=config, allow_read=allow_read)
     try:
         server.run("stdio")
     finally:

@@ -11,6 +11,13 @@ Every public method converts errors at the boundary (:func:`agent_memory.errors.
 callers see :class:`~agent_memory.errors.AgentMemoryError` subclasses only. Failures that are
 not the caller's (indexing after a successful store, a damaged line of ``items.jsonl``, a
 missing content blob) are reported to observers (:mod:`agent_memory.observers`), not raised.
+
+A record of a newer version in ``items.jsonl`` is kept as it is (never moved or rewritten),
+reported (:class:`~agent_memory.observers.RecordUnsupported`) and refused when its item is read
+(:class:`~agent_memory.errors.UnsupportedRecordError`); every other item stays readable. A
+memory directory that cannot be written (a read-only mount, a snapshot shipped to another
+machine) opens, and ``get``, ``retrieve``, ``query``, ``records`` work without writing to it
+(:mod:`agent_memory.index.upkeep`); writes raise :class:`~agent_memory.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -44,11 +51,19 @@ from agent_memory.models.items import (
     QueryHit,
     RetrieveResult,
 )
-from agent_memory.observers import IndexFailed, MemoryObserver, ObserverList, RecordQuarantined, Retrieved, logger
+from agent_memory.observers import (
+    IndexFailed,
+    MemoryObserver,
+    ObserverList,
+    RecordQuarantined,
+    RecordUnsupported,
+    Retrieved,
+    logger,
+)
 from agent_memory.presentation.plugins import PluginRegistry
-from agent_memory.store.items import ItemStore
+from agent_memory.store.items import ItemStore, UnreadableRecord
 from agent_memory.store.jsonl import CorruptLine
-from agent_memory.store.prepare import prepare_item, snapshot_pairs
+from agent_memory.store.prepare import prepare_item, snapshot_pairs, str_list
 from agent_memory.tokens import TiktokenCounter, TokenCounter
 from agent_memory.transforms import MIN_MAX_TOKENS, apply_transform, extractive_summary, parse_transform
 
@@ -134,7 +149,7 @@ class AgentMemory:
         if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
             raise InvalidArgumentError(f"observers must be a list of observers, not {type(observers).__name__}")
         self._observers = ObserverList(observers)
-        self._store = ItemStore(self.agent_dir, on_quarantine=self._quarantined)
+        self._store = ItemStore(self.agent_dir, on_quarantine=self._quarantined, on_unreadable=self._unreadable)
         self._upkeep = IndexUpkeep(
             agent_id=self.agent_id, agent_dir=self.agent_dir, config=self.config, tokens=self.tokens,
             store=self._store, index=index, emit=self._observers.emit,
@@ -192,6 +207,23 @@ class AgentMemory:
             )
         )
 
+    def _unreadable(self, record: UnreadableRecord) -> None:
+        self._observers.emit(
+            RecordUnsupported(
+                agent_id=self.agent_id, path=str(self._store.jsonl.path), item_id=record.id,
+                schema_version=record.schema_version, reason=record.reason,
+            )
+        )
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the memory directory cannot be written (a read-only mount, no write permission;
+        decided when first asked). A read-only memory reads without writing anything into its
+        directory: the Chroma index from a private temporary copy, the keyword index through
+        SQLite's read-only URI, no catch-up indexing (items the index lacks are reported as
+        :class:`~agent_memory.observers.IndexReadOnly` and still read by ``get`` / ``retrieve``)."""
+        return self._upkeep.read_only
+
     # -- the indexes -----------------------------------------------------------------------------
     @property
     def index(self) -> VectorIndex:
@@ -222,13 +254,17 @@ class AgentMemory:
         extra: dict[str, Any] | None = None,
         timestamp: datetime | None = None,
         item_id: str | None = None,
+        allow_empty: bool = False,
     ) -> str:
         """Store a full result and return its new memory id (``mem_`` + 12 hex digits).
 
         Args:
             content: ``str``, ``bytes``, or JSON-able data (dicts, lists, numbers; kept as JSON,
                 at most ``limits.MAX_JSON_DEPTH`` deep), or a :class:`MemoryItem` (its type and
-                metadata are used; its id is replaced).
+                metadata are used; its id is replaced). Text and bytes are kept exactly; JSON
+                data keeps its values and key order (see :meth:`get` for what JSON cannot keep).
+                Blank content (``""`` or only whitespace, ``b""``, ``None``) is refused unless
+                ``allow_empty``; ``{}`` and ``[]`` are data and are stored.
             type: kind of content (chooses citation plugins; a query filter).
             source: where it came from: a tool name, a URL (``limits.MAX_SOURCE_CHARS``).
             tags: labels for filtering (lower-cased; ``limits.MAX_TAGS`` of at most
@@ -241,6 +277,8 @@ class AgentMemory:
             item_id: the id to give the item (a deterministic one, such as a compacted turn's,
                 :func:`~agent_memory.ids.derived_memory_id`); ``None``: a new random id. It must
                 be free (``InvalidArgumentError`` otherwise).
+            allow_empty: store blank content anyway (a tool that answered nothing: the kernel
+                stores such tool results this way); ``False`` (default) refuses it.
 
         Returns:
             The new id. Once the item is written this never raises: if indexing then fails, the
@@ -249,7 +287,8 @@ class AgentMemory:
 
         Raises:
             InvalidArgumentError: (a ``TypeError`` and ``ValueError``) if an argument is of the
-                wrong type, over its bound, or not valid Unicode; nothing is written.
+                wrong type, over its bound, or not valid Unicode, or the content is blank (without
+                ``allow_empty``); nothing is written.
             InvalidIdError: if a ``related_to`` id is malformed.
             ItemNotFoundError: if a ``related_to`` id does not exist.
             StoreError: if writing fails (nothing is half-written: the item is absent);
@@ -260,6 +299,7 @@ class AgentMemory:
         item = prepare_item(
             self._store, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
             title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
+            allow_empty=allow_empty,
         )
         self._store.add(item.record, item.data)
         if self.config.index_on_store:
@@ -271,7 +311,8 @@ class AgentMemory:
         """Store many results at once; returns their new ids in order.
 
         Each entry is a :class:`MemoryItem` or a dict of :meth:`store`'s arguments
-        (``{"content": ..., "type": ..., "title": ...}``). Blobs are written first, then all
+        (``{"content": ..., "type": ..., "title": ...}``; blank content is refused as by
+        :meth:`store`, unless the entry says ``"allow_empty": True``). Blobs are written first, then all
         records in one locked append, then the index embeds every chunk in batches: several
         times faster than calling :meth:`store` in a loop. Raises as :meth:`store`; if an entry is
         invalid, nothing of the batch is stored; indexing failures are reported, not raised.
@@ -298,11 +339,17 @@ class AgentMemory:
     # -- read ------------------------------------------------------------------------------------
     @_public
     def get(self, item_id: str) -> MemoryItem:
-        """The whole item, content as stored (byte-identical for bytes, equal for text/JSON).
+        """The whole item, its content exactly as stored: text and bytes identical; JSON data with
+        the same values, nesting and key order. Only what JSON itself cannot hold is normalised:
+        tuples come back as lists, and non-string dict keys as their JSON strings (``{1: "a"}`` →
+        ``{"1": "a"}``). (Items stored by versions before this one had their keys sorted when
+        stored; they read back in that order.)
 
         Raises:
             InvalidIdError: if the id is malformed.
             ItemNotFoundError: if no item has this id.
+            UnsupportedRecordError: if its record was written by a newer version (or by hand) in a
+                form this version cannot read; the record is kept unchanged.
             StoreError: if its content blob is missing or damaged (only this item fails).
         """
         return self._load_item(validate_memory_id(item_id))
@@ -339,7 +386,8 @@ class AgentMemory:
 
     @_public
     def records(self) -> list[ItemRecord]:
-        """Every item record (no content), oldest first (a fork: the parent's snapshot, then its own)."""
+        """Every item record (no content), oldest first (a fork: the parent's snapshot, then its own).
+        Records of a newer version this version cannot read are left out (and reported)."""
         own = self._store.records()
         return own if self._base is None else [*self._base.records(), *own]
 
@@ -366,6 +414,7 @@ class AgentMemory:
 
         Raises:
             InvalidIdError, ItemNotFoundError: for a bad or unknown id.
+            UnsupportedRecordError: if the item's record was written by a newer version.
             InvalidArgumentError: if ``max_tokens``, ``page`` or ``raw`` is of the wrong type or
                 out of range.
             TransformError: if the transform is invalid or does not apply (bad or too slow regex,
@@ -415,42 +464,75 @@ class AgentMemory:
 
     # -- query -----------------------------------------------------------------------------------
     @_public
-    def query(self, criteria: MemoryCriteria | None = None, /, **filters: Any) -> list[QueryHit]:
+    def query(
+        self,
+        criteria: MemoryCriteria | None = None,
+        /,
+        *,
+        text: str | None = None,
+        type: MemoryType | None = None,  # noqa: A002 - the seed's field name
+        source: str | None = None,
+        tags: Iterable[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[QueryHit]:
         """Items matching ``criteria`` (or the same fields as keywords), best first.
 
         With ``text``: each item is ranked by its best chunk in the dense (cosine) ranking and,
         with ``config.hybrid_search``, in the BM25 keyword ranking; the two rankings are fused by
         reciprocal rank fusion (``QueryHit.score``; ``QueryHit.similarity`` keeps the cosine).
-        Without ``text``: the newest items first. Filters run inside the indexes. The query text
-        is embedded once per query. Items the index refuses are skipped (and reported).
+        Without ``text`` (``None``): a listing, the newest items first. Filters run inside the
+        indexes. The query text is embedded once per query. Items the index refuses are skipped
+        (and reported).
+
+        Args:
+            criteria: all the filters as one :class:`MemoryCriteria`; ``None``: from the keywords.
+            text: what to look for, in words (at most ``limits.MAX_QUERY_CHARS``); ``None``: list
+                newest first. An empty or whitespace-only text is refused, not taken as a listing.
+            type: only items of this type; ``None``: any type.
+            source: only items whose source is exactly this; ``None``: any source.
+            tags: only items carrying every one of these tags (case-insensitive); ``None``: no
+                tag filter.
+            since, until: only items stored at or after / at or before this time (naive = UTC);
+                ``None``: no bound.
+            limit: most items returned (1 to ``MAX_QUERY_LIMIT``, 100); ``None``:
+                ``DEFAULT_QUERY_LIMIT`` (5).
+
+        With ``criteria``, each keyword that is not ``None`` replaces that field of it.
 
         Raises:
-            InvalidArgumentError: if ``criteria`` is not a :class:`MemoryCriteria` or a filter is
-                invalid (see the bounds on :class:`MemoryCriteria`).
+            InvalidArgumentError: if ``criteria`` is not a :class:`MemoryCriteria`, a keyword is
+                unknown, or a filter is invalid (see the bounds on :class:`MemoryCriteria`), or
+                ``text`` is blank.
             VectorIndexError: if the index fails as a whole (``rebuild_index`` repairs a damaged
                 one; a damaged keyword index file is recreated from the store without it);
                 ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
         """
+        given = {"text": text, "type": type, "source": source, "since": since, "until": until, "limit": limit}
+        filters: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+        if tags is not None:
+            filters["tags"] = str_list("tags", tags)
         if criteria is None:
-            criteria = MemoryCriteria(**filters)
+            wanted = MemoryCriteria(**filters)
         elif not isinstance(criteria, MemoryCriteria):
-            raise InvalidArgumentError(f"criteria must be a MemoryCriteria, not {type(criteria).__name__}")
-        elif filters:
-            criteria = MemoryCriteria(**{**dict(criteria), **filters})
+            raise InvalidArgumentError(f"criteria must be a MemoryCriteria, not {criteria.__class__.__name__}")
+        else:
+            wanted = MemoryCriteria(**{**dict(criteria), **filters}) if filters else criteria
 
         def find() -> list[QueryHit]:
             self._upkeep.flush()
-            if criteria.text is None:
-                return newest(criteria, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
+            if wanted.text is None:
+                return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
             return search(
-                criteria, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
+                wanted, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
             )
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
-            hits = merge_hits(hits, self._base.query(criteria), criteria.limit, by_score=criteria.text is not None)
+            hits = merge_hits(hits, self._base.query(wanted), wanted.limit, by_score=wanted.text is not None)
         self._observers.emit(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
-                                       tokens=0, query=criteria.text[:200] if criteria.text else None))
+                                       tokens=0, query=wanted.text[:200] if wanted.text else None))
         return hits
 
     # -- the index -------------------------------------------------------------------------------
@@ -500,6 +582,8 @@ class AgentMemory:
 
         Raises:
             InvalidIdError: if the id is malformed.
+            UnsupportedRecordError: if the item's record was written by a newer version (this
+                version does not know what else belongs to it; nothing is changed).
             StoreError: if the rewrite fails (the item is then intact).
         """
         item_id = validate_memory_id(item_id)
@@ -526,7 +610,9 @@ class AgentMemory:
         Raises:
             InvalidIdError, ItemNotFoundError: for a bad or unknown id.
             IsolationError: if the item belongs to a parent's memory (a fork cannot change it).
-            InvalidArgumentError: if ``content`` cannot be stored (as :meth:`store`).
+            UnsupportedRecordError: if the item's record was written by a newer version.
+            InvalidArgumentError: if ``content`` cannot be stored (as :meth:`store`; blank
+                content is refused).
             VectorIndexError: if the index fails before the store is touched (nothing changed).
             StoreError: if the rewrite fails (the old item is then intact, and indexed by the next
                 query).
@@ -549,7 +635,8 @@ class AgentMemory:
 
     @_public
     def clear(self) -> None:
-        """Remove every item, its content and its index entries.
+        """Remove every item, its content and its index entries. Records of a newer version that
+        this version cannot read are kept, byte for byte, with their content blobs.
 
         Raises:
             StoreError: if the rewrite fails (the old items are then intact).
@@ -575,15 +662,20 @@ class AgentMemory:
 
         Raises:
             StoreError: if an item's content blob is missing or damaged (the message names the
-                item): a snapshot is a faithful copy or none.
+                item): a snapshot is a faithful copy or none. ``UnsupportedRecordError`` if a
+                record was written by a newer version (it cannot be copied faithfully).
         """
+        unreadable = self._store.unreadable()
+        if unreadable:
+            raise self._store.unsupported(unreadable[0])
         items = tuple(self._load_item(record.id) for record in self.records())
         return MemorySnapshot(agent_id=self.agent_id, items=items)
 
     @_public
     def restore(self, snapshot: MemorySnapshot) -> None:
         """Make this memory hold exactly the snapshot's items (ids, metadata, content), then
-        re-index them. The previous items are replaced atomically.
+        re-index them. The previous items are replaced atomically; records of a newer version
+        that this version cannot read are kept unchanged.
 
         Vectors are recomputed, not copied: queries give the same hits in the same order up to
         near-ties, with similarities within ``SCORE_TOLERANCE`` (see :meth:`rebuild_index`).
@@ -593,6 +685,8 @@ class AgentMemory:
             InvalidArgumentError: if ``snapshot`` is not a :class:`MemorySnapshot`, two items share
                 an id, or an item's content cannot be stored.
             InvalidIdError: if an item id is malformed.
+            UnsupportedRecordError: if a snapshot item has the id of a record of a newer version
+                (nothing is written).
             StoreError: if a snapshot item's content does not match its recorded sha256, or
                 writing fails (the previous items are then intact).
         """

@@ -32,11 +32,13 @@ __all__ = [
     "EventApplied",
     "EventRecorder",
     "IndexFailed",
+    "IndexReadOnly",
     "IndexRecreated",
     "MemoryEvent",
     "MemoryObserver",
     "ObserverList",
     "RecordQuarantined",
+    "RecordUnsupported",
     "Retrieved",
     "TraceIngested",
     "Truncated",
@@ -104,6 +106,23 @@ class RecordQuarantined(MemoryEvent):
     failed and the line is only skipped when reading."""
 
 
+class RecordUnsupported(MemoryEvent):
+    """A record of ``items.jsonl`` is one this version cannot read (a newer ``schema_version``, an
+    unknown field or type: written by a newer version, or by hand). It is kept where it is,
+    unchanged; reading its item raises :class:`~agent_memory.errors.UnsupportedRecordError`, and
+    every other item stays readable. Reported once per process and memory."""
+
+    kind: Literal["record_unsupported"] = "record_unsupported"
+    path: str
+    """The JSONL file the record is in."""
+    item_id: str
+    """The memory id the record carries."""
+    schema_version: int | None
+    """Its ``schema_version`` when it has one (``None``: version 1, the field absent)."""
+    reason: str
+    """Why it cannot be read (short, without the record's content)."""
+
+
 class ContentMissing(MemoryEvent):
     """An item's content blob is missing or damaged: that item cannot be read or indexed; every
     other item works."""
@@ -123,6 +142,26 @@ class IndexRecreated(MemoryEvent):
     """The index file that was recreated."""
     reason: str
     """What was wrong with it."""
+
+
+class IndexReadOnly(MemoryEvent):
+    """The memory directory is read-only (a read-only mount, a snapshot without write permission):
+    the indexes are read without writing, and what would need a write is skipped. Reported when
+    the index is opened (what was done to read it), and when a query finds stored items the index
+    lacks (``unindexed_ids``): they cannot be indexed here, so text queries and listings miss
+    them, while ``get``, ``retrieve`` and ``records`` still read them."""
+
+    kind: Literal["index_read_only"] = "index_read_only"
+    log_level: ClassVar[int] = logging.INFO
+    path: str
+    """The read-only index directory (``<agent_dir>/index``)."""
+    detail: str
+    """What the memory does instead of writing (a private copy of the vector index, the keyword
+    index opened read-only, indexing skipped)."""
+    unindexed_ids: tuple[str, ...] = ()
+    """Stored items the index lacks and that cannot be indexed (at most 100 listed)."""
+    unindexed_count: int = 0
+    """How many stored items the index lacks."""
 
 
 class TraceIngested(MemoryEvent):

@@ -51,7 +51,8 @@ def result_store_arguments(
     title: str | None = None,
 ) -> dict[str, Any]:
     """The arguments of ``AgentMemory.store`` for one tool result: what the caller knows, the
-    rest sniffed (:func:`classify_result`) or derived from the call."""
+    rest sniffed (:func:`classify_result`) or derived from the call. A tool that answered nothing
+    (``""``) is a result too: ``allow_empty`` is set."""
     if type is None or media_type is None:
         kind, media = classify_result(content)
         type, media_type = type or kind, media_type or media
@@ -64,4 +65,5 @@ def result_store_arguments(
         "media_type": media_type,
         "source": shorten(source or name, MAX_SOURCE_CHARS),
         "title": shorten(title, MAX_TITLE_CHARS) if title else title,
+        "allow_empty": True,
     }

@@ -183,7 +183,8 @@ class ScriptedReply:
             it; a Responses ``reasoning`` item's summary; an Anthropic ``thinking`` block);
             ``None``: none.
         usage: the token counts to report; ``None``: whitespace-separated words of the prompt's
-            texts and of ``content`` (not tokens).
+            texts and of ``content`` (not tokens), plus a quarter of the characters of the tool
+            definitions' JSON (a server that shows the tools counts them).
         report_usage: ``False`` leaves ``usage`` out of the answer entirely.
         finish_reason: the provider's own value, verbatim (chat ``finish_reason``, Anthropic
             ``stop_reason``; for Responses the ``incomplete_details.reason`` of an ``incomplete``
@@ -227,6 +228,14 @@ def _words(value: Any) -> int:
     return 0
 
 
+def _tool_tokens(body: dict[str, Any]) -> int:
+    """Tokens the tool definitions of a request add to its default prompt size, about one per 4
+    characters of their JSON: a real server counts them (one that does not is scripted with a
+    small ``ScriptedUsage``)."""
+    tools = body.get("tools")
+    return len(json.dumps(tools)) // 4 if tools else 0
+
+
 def _usage(reply: ScriptedReply, prompt_words: int) -> ScriptedUsage:
     return reply.usage or ScriptedUsage(prompt_tokens=prompt_words, completion_tokens=len(reply.content.split()))
 
@@ -249,7 +258,7 @@ def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str
     }
     if reply.report_usage:
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-        usage = _usage(reply, prompt_words)
+        usage = _usage(reply, prompt_words + _tool_tokens(body))
         answer["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
         if usage.cached_tokens is not None:
@@ -275,7 +284,7 @@ def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dic
         "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None,
     }
     if reply.report_usage:
-        usage = _usage(reply, _words([body.get("instructions"), body.get("input")]))
+        usage = _usage(reply, _words([body.get("instructions"), body.get("input")]) + _tool_tokens(body))
         answer["usage"] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
                            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
                            "output_tokens_details": {"reasoning_tokens": 0}}
@@ -303,7 +312,7 @@ def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dic
         "stop_sequence": None,
     }
     if reply.report_usage:
-        usage = _usage(reply, _words([body.get("system"), body.get("messages")]))
+        usage = _usage(reply, _words([body.get("system"), body.get("messages")]) + _tool_tokens(body))
         cached, written = usage.cached_tokens, usage.cache_write_tokens
         answer["usage"] = {"input_tokens": usage.prompt_tokens - (cached or 0) - (written or 0),
                            "output_tokens": usage.completion_tokens}
@@ -357,7 +366,7 @@ class FakeLLMServer:
         """JSON bodies of every request to an answering route, oldest first."""
         self.received: list[RecordedRequest] = []
         """The same requests with their paths and headers, oldest first."""
-        self._replies: deque[ScriptedReply] = deque()
+        self._replies: deque[ScriptedReply | Callable[[dict[str, Any]], ScriptedReply]] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -105,7 +105,7 @@ def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None) ->
         except RecursionError as exc:
             raise TransformError("invalid transform: nested too deeply") from exc
     if isinstance(transform, BaseModel) and isinstance(transform, _TRANSFORM_TYPES):
-        return transform  # type: ignore[return-value]
+        return transform
     raise TransformError(
         f"invalid transform {quoted(transform)}: give a transform model, a dict like "
         '{"type": "first_n", "n": 20}, a type name like "summary", or None'
@@ -528,11 +528,11 @@ def _pattern_lines(pattern: regex.Pattern[str], lines: list[str]) -> set[int]:
             ) from None
         if match is None:
             break
-        line = bisect.bisect_right(starts, match.start()) - 1
-        found.add(line)
-        if line + 1 >= len(starts):
+        hit = bisect.bisect_right(starts, match.start()) - 1
+        found.add(hit)
+        if hit + 1 >= len(starts):
             break
-        pos = starts[line + 1]
+        pos = starts[hit + 1]
     return found
 
 

@@ -87,14 +87,17 @@ def parse_table(data: Any) -> Table | None:
         return None
     if not isinstance(data, list) or not data or not all(isinstance(r, dict) and r for r in data):
         return None
-    flat = [_flat(r) for r in data]
-    if any(r is None for r in flat):
-        return None
-    columns: dict[str, None] = {}
+    flat: list[dict[str, Any]] = []
+    for r in data:
+        row = _flat(r)
+        if row is None:
+            return None
+        flat.append(row)
+    seen: dict[str, None] = {}  # the keys of every row, in first-seen order
     for row in flat:
-        columns.update(dict.fromkeys(row))  # type: ignore[union-attr]
-    names = tuple(columns)
-    return Table(names, tuple(tuple(r.get(c) for c in names) for r in flat))  # type: ignore[union-attr]
+        seen.update(dict.fromkeys(row))
+    names = tuple(seen)
+    return Table(names, tuple(tuple(r.get(c) for c in names) for r in flat))
 
 
 def _number(cell: str) -> Any:

@@ -29,9 +29,9 @@ def describe(value: Any, *, depth: int = 0, max_chars: int = 50) -> str:
         scalars = all(not isinstance(v, dict | list) for v in value.values())
         if scalars and len(value) <= INLINE_KEYS and depth < 2:
             return "{" + ", ".join(f"{k}: {short(v, 24)}" for k, v in value.items()) + "}"
-        keys = list(value)
-        shown = ", ".join(str(k) for k in keys[:4]) + (", …" if len(keys) > 4 else "")
-        return f"{{{len(keys)} keys: {shown}}}"
+        names = list(value)
+        shown = ", ".join(str(k) for k in names[:4]) + (", …" if len(names) > 4 else "")
+        return f"{{{len(names)} keys: {shown}}}"
     if isinstance(value, list):
         if not value:
             return "[]"

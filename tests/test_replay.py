@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ from agent_memory.replay import (
     with_agent_tools,
     write_report,
 )
-from agent_memory.replay.engine import memory_tool_sizes
+from agent_memory.pricing import PriceModel
+from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
+from agent_memory.replay.report import figure
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
 from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
 from agent_memory.tokens import default_token_counter
@@ -120,6 +123,9 @@ def test_engine_naive_and_masking_match_hand_count(traces: Path, registry: Plugi
     assert result.curves[MASKING].prompt_tokens == masked
     # Naive prompts always extend the previous one: the cache-reusable prefix is the previous prompt.
     assert result.curves[NAIVE].prefix_tokens[1:] == result.curves[NAIVE].prompt_tokens[:-1]
+    # Each call's output: the assistant message after it, without the 4 framing tokens.
+    answers = [m for m in raw if m["role"] == "assistant"]
+    assert result.output_tokens == [_hand_naive([m, {"role": "assistant"}])[-1] - 4 for m in answers]
 
 
 def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
@@ -232,6 +238,18 @@ def test_memory_tools_fit_the_budget() -> None:
     assert sizes["single_all"] < sizes["all_three"]
 
 
+def test_the_readme_tool_table_states_the_measured_sizes() -> None:
+    sizes = memory_tool_sizes()
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    stated = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| (.+?) \| (\d+) \|", readme, re.M)}
+    assert stated["`retrieve_memory`"] == sizes["retrieve_memory"]
+    assert stated["`query_memory`"] == sizes["query_memory"]
+    assert stated["`store_memory`"] == sizes["store_memory"]
+    assert stated["all three"] == sizes["all_three"]
+    single = next(value for key, value in stated.items() if key.startswith("one `memory` tool"))
+    assert single == sizes["single_all"]
+
+
 # -- report and CLI ------------------------------------------------------------------------------
 def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
     # the two longest runs: citing pays there (on short ones agent-memory rightly costs nothing)
@@ -252,6 +270,89 @@ def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) ->
     assert "| source |" in paths["md"].read_text(encoding="utf-8")
 
 
+def _curve(prompts: list[int], prefixes: list[int]) -> StrategyCurve:
+    return StrategyCurve(prompt_tokens=prompts, message_tokens=prompts, tool_tokens=[0] * len(prompts),
+                         prefix_tokens=prefixes)
+
+
+def _constructed_results() -> list[RunResult]:
+    """Two runs of one source: naive keeps appending; full_once rewrites the second prompt from
+    token 1,200 (a citation swap) and sends fewer tokens."""
+    curves = {
+        NAIVE: _curve([2000, 3000], [0, 2000]),
+        MASKING: _curve([2000, 2800], [0, 1500]),
+        "full_once": _curve([2000, 2500], [0, 1200]),
+    }
+    return [RunResult(source="src", run_id=f"r{n}", calls=2, results=1, result_tokens=[900], curves=curves,
+                      citation_tokens=[40], roundtrip_ok=1, output_tokens=[100, 50]) for n in range(2)]
+
+
+def test_report_prices_every_call_with_prompt_caching() -> None:
+    sonnet = PriceModel.lookup("claude-sonnet-4-6", provider="anthropic")
+    report = summarize(_constructed_results(), price_models=[sonnet])
+    data = report.to_json()
+    rate = {part: float(value) / 1e6 for part, value in sonnet.rates_usd_per_mtok().items()}
+    # naive: call 1 writes 2,000; call 2 reads 2,000 and writes 1,000; output 150. Two runs.
+    naive = 2 * (3000 * rate["cache_write"] + 2000 * rate["cache_read"] + 150 * rate["output"])
+    # full_once: call 2 reads only the 1,200 tokens before the swap and writes 1,300.
+    full_once = 2 * (3300 * rate["cache_write"] + 1200 * rate["cache_read"] + 150 * rate["output"])
+    source = data["sources"][0]
+    cost = source["strategies"]["full_once"]["cost"]["claude-sonnet-4-6"]
+    assert cost["total_usd"] == pytest.approx(full_once, rel=1e-6)
+    assert cost["cache_write_usd"] == pytest.approx(2 * 3300 * rate["cache_write"], rel=1e-6)
+    assert source["strategies"][NAIVE]["cost"]["claude-sonnet-4-6"]["total_usd"] == pytest.approx(naive, rel=1e-6)
+    assert cost["change"] == pytest.approx(full_once / naive - 1, abs=1e-3)
+    # Fewer tokens, more money: the swap breaks the cache.
+    assert source["strategies"]["full_once"]["reduction"] < 0 < cost["change"]
+    assert source["output_tokens"] == 300
+    assert data["price_models"][0]["caching"] == {"kind": "explicit", "min_tokens": 1024, "step_tokens": 1}
+    assert data["prices"]["genai_prices"] and data["default"] == "full_once"
+    # cost.png's series: each call's cost, runs one after another.
+    assert report.cost_curves["src"]["full_once"][1] == pytest.approx(
+        1300 * rate["cache_write"] + 1200 * rate["cache_read"] + 50 * rate["output"], rel=1e-6)
+
+
+def _tables(markdown_text: str) -> list[list[str]]:
+    """Each markdown table's header cells, in order."""
+    lines = markdown_text.splitlines()
+    return [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for n, line in enumerate(lines) if line.startswith("| ") and n + 1 < len(lines)
+            and lines[n + 1].startswith("| ---") and not (n > 0 and lines[n - 1].startswith("|"))]
+
+
+def test_report_leads_with_one_short_table_of_tokens_and_cost(tmp_path: Path) -> None:
+    report = summarize(_constructed_results())
+    text = (write_report(report, tmp_path)["md"]).read_text(encoding="utf-8")
+    tables = _tables(text)
+    headline = tables[0]
+    assert headline == ["source", "naive tokens", "full_once tokens", "tokens saved",
+                        "cost claude-sonnet-4-6", "cost gpt-4o", "cost gpt-5"]
+    assert text.index("| source | naive tokens") < text.index("## Details")
+    assert max(len(t) for t in tables) <= 9  # no 14-column table any more
+    row = next(line for line in text.splitlines() if line.startswith("| src |"))
+    assert row.count("→") == 3 and "| 10.0% |" in row  # 10,000 → 9,000 tokens
+    assert "Left out: cache expiry" in text and "4 breakpoints" in text
+    assert (tmp_path / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("kind", ["tokens", "cost"])
+def test_plots_are_log_scale_with_the_default_marked(kind: str) -> None:
+    import matplotlib.pyplot as plt
+
+    report = summarize(_constructed_results())
+    fig = figure(report, kind)
+    try:
+        axes = [ax for ax in fig.axes if ax.get_visible()]
+        assert axes and all(ax.get_yscale() == "log" for ax in axes)
+        lines = {line.get_label(): line for line in axes[0].get_lines()}
+        default = next(label for label in lines if label.startswith("full_once (default)"))
+        others = [line for label, line in lines.items() if label != default]
+        assert all(lines[default].get_linewidth() > line.get_linewidth() for line in others)
+        assert "−" in default or "+" in default  # the legend gives the change against naive
+    finally:
+        plt.close(fig)
+
+
 def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = CliRunner().invoke(
@@ -268,7 +369,14 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
     assert data["strategies"] == [NAIVE, MASKING, "full_once", "keep_last_3"]
     assert "retrieve_memory" in result.output and "all three" in result.output
     assert data["total"]["runs"] == 4  # the scripted page session is left out of the total
-    assert (out / "tokens.png").is_file() and (out / "report.md").is_file()
+    assert (out / "tokens.png").is_file() and (out / "report.md").is_file() and (out / "cost.png").is_file()
+    assert [m["label"] for m in data["price_models"]] == ["claude-sonnet-4-6", "gpt-4o", "gpt-5"]
+    for source in data["sources"]:
+        for strategy in data["strategies"]:
+            assert set(source["strategies"][strategy]["cost"]) == {"claude-sonnet-4-6", "gpt-4o", "gpt-5"}
+        assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["change"] == 0.0
+        assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["total_usd"] > 0
+    assert "cost gpt-4o" in result.output
 
 
 def test_cli_replay_usage_errors(tmp_path: Path) -> None:
@@ -279,3 +387,5 @@ def test_cli_replay_usage_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "unknown policy" in bad.output
     tools = runner.invoke(app, ["replay", str(tmp_path), "--agent-tools", "tau_bench"])
     assert tools.exit_code == 1 and "SOURCE=FILE" in tools.output
+    price = runner.invoke(app, ["replay", str(tmp_path), "--price-model", "openai:no-such-model"])
+    assert price.exit_code == 1 and "no price for model" in price.output

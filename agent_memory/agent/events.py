@@ -181,7 +181,7 @@ class EventProcessor:
         keep_applied: int | None = DEFAULT_KEEP_APPLIED_EVENTS,
     ) -> None:
         self.manager = manager
-        self.execution_mode = mode  # type: ignore[assignment]  # validated by the setter
+        self.execution_mode = mode  # validated by the setter
         self.queue = queue if queue is not None else EventQueue(manager.trace_dir)
         self.step_lock = StepLock(self.queue)
         self.tools = list(tools)

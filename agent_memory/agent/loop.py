@@ -118,11 +118,14 @@ class MemoryAgent:
             (sub-agents sharing a memory get their own).
         observers: hear ingest, compaction, truncation, retrieval and applied events.
         name: the agent's name in results and events; ``None``: the memory's agent id (or the
-            trace directory's name).
+            trace directory's name). With ``trace_dir`` it is also the conversation's agent id
+            (``MemoryManager(agent_id=...)``, which scopes the ids of its compacted turns in a
+            shared memory), so it must then be a valid agent id.
 
     Raises:
         ConfigurationError: if ``use_compaction_llm`` is set without ``compaction_llm``, or a
             tool's name is taken twice.
+        InvalidIdError: if ``trace_dir`` is given and the agent's name is not a valid agent id.
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class MemoryAgent:
             system_prompt=system_prompt,
             limits=limits if limits is not None else model_limits(getattr(model, "model", None)),
             summarizer=self._summarizer(), tail_turns=self.config.tail_turns, observers=observers,
+            agent_id=self.agent_id if trace_dir is not None else None,  # a sub-agent's own conversation
         )
         self.toolkit: MemoryTools | None = None
         if self.config.enable_memory:

@@ -16,18 +16,30 @@ The child's conversation lives in its own trace files (``<memory_dir>/agents/<ch
 when it shares the parent's memory. An isolated child's fork is a file (``fork.json`` in its
 directory): any process that opens ``AgentMemory(child_id, memory_dir)`` gets the same isolated
 view, so a child can run in another process.
+
+**A child's id is new.** It is checked (:func:`~agent_memory.ids.validate_agent_id`) before any
+path is built from it, and its directory is claimed with one atomic ``mkdir`` (never
+``exist_ok``) before anything is written, in every memory mode: an id whose directory exists (any
+agent's, the parent's included), the parent's own id, or the id of an agent in use beside it (its
+memory's agent, its earlier children, the parent of its fork) is refused with
+:class:`~agent_memory.errors.InvalidArgumentError`, and nothing is written. Two spawns racing
+for one id cannot both take it: one ``mkdir`` fails. A generated id (``<parent>.subNN``,
+:func:`~agent_memory.ids.sub_agent_id`) moves on to the next free number instead.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.agent.config import MemoryMode
-from agent_memory.errors import InvalidArgumentError, LLMError
+from agent_memory.errors import AgentMemoryError, InvalidArgumentError, LLMError, StoreError
 from agent_memory.fork import FORK_FILE, MemoryFork
+from agent_memory.ids import sub_agent_id, validate_agent_id
 from agent_memory.kernel.transcript import render_turns
 from agent_memory.limits import shorten
 from agent_memory.memory import AgentMemory
@@ -35,13 +47,25 @@ from agent_memory.memory import AgentMemory
 if TYPE_CHECKING:
     from agent_memory.agent.loop import MemoryAgent
 
-__all__ = ["MAX_SPAWN_TASK_CHARS", "SPAWN_TOOL_NAME", "SpawnArguments", "SubAgentResult", "merge", "spawn"]
+__all__ = [
+    "MAX_CHILD_ID_ATTEMPTS",
+    "MAX_SPAWN_TASK_CHARS",
+    "SPAWN_TOOL_NAME",
+    "SpawnArguments",
+    "SubAgentResult",
+    "merge",
+    "spawn",
+]
 
 SPAWN_TOOL_NAME = "spawn_agent"
 """The model-facing tool that spawns a sub-agent (offered with ``AgentConfig(allow_sub_agents=True)``)."""
 
 MAX_SPAWN_TASK_CHARS = 4_000
 """Longest task a model may hand a sub-agent, in characters."""
+
+MAX_CHILD_ID_ATTEMPTS = 1_000
+"""Generated child ids (``<parent>.subNN``) tried at most before a spawn gives up: each taken one
+is an existing directory."""
 
 
 class SubAgentResult(BaseModel):
@@ -88,12 +112,63 @@ def spawn_tool_schema() -> dict[str, Any]:
     }}
 
 
-def _child_id(parent: MemoryAgent) -> str:
-    existing = {result.agent_id for result in parent.children}
-    n = len(parent.children) + 1
-    while f"{parent.agent_id}.sub{n:02d}" in existing or (parent.memory.memory_dir / "agents" / f"{parent.agent_id}.sub{n:02d}").exists():
-        n += 1
-    return f"{parent.agent_id}.sub{n:02d}"
+def _ids_in_use(parent: MemoryAgent) -> set[str]:
+    """Agent ids a child may not take even when they have no directory (yet): the parent's own
+    names, its earlier children, the agent its memory is a fork of."""
+    used = {parent.agent_id, parent.memory.agent_id, parent.manager.agent_id}
+    used.update(result.agent_id for result in parent.children)
+    fork = parent.memory.fork
+    if fork is not None:
+        used.add(fork.parent_agent_id)
+    return used
+
+
+def _claim_dir(agents_dir: Path, child_id: str) -> Path | None:
+    """Create ``agents_dir/child_id`` atomically (one ``mkdir``, never ``exist_ok``); ``None`` if
+    something of that name exists (another agent's, or a racing spawn's).
+
+    Raises:
+        StoreError: if the directory cannot be created for another reason.
+    """
+    path = agents_dir / child_id
+    try:
+        agents_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the agents directory {agents_dir}: {exc}") from exc
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot create the sub-agent's directory {path}: {exc}") from exc
+    return path
+
+
+def _claim_child(parent: MemoryAgent, agent_id: str | None) -> tuple[str, Path]:
+    """A new id for the child and its directory, created by this call (see the module docstring).
+
+    Raises:
+        InvalidIdError: if ``agent_id`` is malformed.
+        InvalidArgumentError: if ``agent_id`` is taken.
+        StoreError: if no directory can be created.
+    """
+    agents_dir = parent.memory.memory_dir / "agents"
+    in_use = _ids_in_use(parent)
+    if agent_id is not None:
+        child_id = validate_agent_id(agent_id)  # before any path is built from it
+        path = _claim_dir(agents_dir, child_id) if child_id not in in_use else None
+        if path is None:
+            raise InvalidArgumentError(
+                f"agent id {child_id!r} is taken (the parent, an agent in use or an existing directory in "
+                f"{agents_dir}): a sub-agent needs a new id; pass another, or none for a generated one")
+        return child_id, path
+    first = len(parent.children) + 1
+    for n in range(first, first + MAX_CHILD_ID_ATTEMPTS):
+        child_id = sub_agent_id(parent.agent_id, n)
+        path = _claim_dir(agents_dir, child_id) if child_id not in in_use else None
+        if path is not None:
+            return child_id, path
+    raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {agents_dir}")
 
 
 def spawn(
@@ -122,11 +197,15 @@ def spawn(
         system_prompt: the child's instructions; ``None``: the parent's.
         max_steps: the child's step limit; ``None``: the parent's ``config.max_steps``.
         model: the child's chat model; ``None``: the parent's.
-        agent_id: the child's id; ``None``: ``<parent>.subNN``.
+        agent_id: the child's id, a new one (see the module docstring); ``None``: ``<parent>.subNN``,
+            the first number free (:func:`~agent_memory.ids.sub_agent_id`).
 
     Raises:
-        InvalidArgumentError: for an unknown memory mode or tool name, or a negative history.
+        InvalidArgumentError: for an unknown memory mode or tool name, a negative history, or an
+            ``agent_id`` that is taken (nothing is written then).
+        InvalidIdError: for a malformed ``agent_id`` (nothing is written).
         LLMError: if the child's LLM calls fail.
+        AgentMemoryError: any other failure of the child's run (its directory keeps what it did).
     """
     from agent_memory.agent.loop import MemoryAgent
 
@@ -139,40 +218,49 @@ def spawn(
     unknown = [name for name in names if name not in parent.tools]
     if unknown:
         raise InvalidArgumentError(f"the parent has no tools {unknown}; it has {list(parent.tools)}")
-    child_id = agent_id or _child_id(parent)
     base = parent.memory
-    child_dir = base.memory_dir / "agents" / child_id
-    before: set[str] = set()
-    if mode == "shared":
-        child_memory, trace_dir = base, child_dir
-        before = {record.id for record in base.records()}
-    else:
-        if mode == "isolated":
-            child_dir.mkdir(parents=True, exist_ok=True)
-            MemoryFork.of(base).save(child_dir / FORK_FILE)
-        child_memory, trace_dir = AgentMemory(child_id, base.memory_dir, config=base.config), None
     text = task
     if history_turns:
         turn_ids = parent.manager.store.active_turn_ids()[-history_turns:]
         history = render_turns(parent.manager.store.list_raw(turn_ids))
         text = f"Context from the agent that gave you this task (its last turns):\n{history}\n\nYour task: {task}"
-    child = MemoryAgent(
-        model or parent.model, tools=[parent.tools[name] for name in names],
-        system_prompt=system_prompt if system_prompt is not None else parent.system_prompt,
-        memory=child_memory, config=parent.config.model_copy(update={"allow_sub_agents": False}),
-        limits=parent.manager.budget.limits, trace_dir=trace_dir, name=child_id,
-    )
+    child_id, child_dir = _claim_child(parent, agent_id)  # the first write: nothing is written before it
+    own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
-        for fact in pinned_facts:
-            child.manager.pin_fact(fact)
+        if mode == "isolated":
+            MemoryFork.of(base).save(child_dir / FORK_FILE)
+        if mode != "shared":
+            own_memory = AgentMemory(child_id, base.memory_dir, config=base.config)
+        child = MemoryAgent(
+            model or parent.model, tools=[parent.tools[name] for name in names],
+            system_prompt=system_prompt if system_prompt is not None else parent.system_prompt,
+            memory=own_memory if own_memory is not None else base,
+            config=parent.config.model_copy(update={"allow_sub_agents": False}),
+            limits=parent.manager.budget.limits, compaction_llm=parent.compaction_llm,
+            trace_dir=child_dir if own_memory is None else None, name=child_id,
+        )
+        try:
+            for fact in pinned_facts:
+                child.manager.pin_fact(fact)
+        except BaseException:
+            child.close()
+            raise
+    except BaseException:
+        if own_memory is not None:
+            own_memory.close()
+        shutil.rmtree(child_dir, ignore_errors=True)  # the directory this call made: the id is free again
+        raise
+    before = {record.id for record in base.records()} if own_memory is None else set()
+    try:
         run = child.run(text, max_steps=max_steps)
-        if mode == "shared":
+        if own_memory is None:
             stored = tuple(record.id for record in base.records() if record.id not in before)
         else:
-            stored = tuple(record.id for record in child_memory.own_records())
+            stored = tuple(record.id for record in own_memory.own_records())
     finally:
-        if mode != "shared":
-            child_memory.close()
+        child.close()
+        if own_memory is not None:
+            own_memory.close()
     return SubAgentResult(agent_id=child_id, task=task, memory_mode=mode, answer=run.answer, stopped=run.stopped,
                           steps=len(run.steps), prompt_tokens=tuple(run.prompt_tokens), item_ids=stored)
 
@@ -217,7 +305,11 @@ def merge(parent: MemoryAgent, result: SubAgentResult, item_ids: Iterable[str] |
 
 
 def run_spawn_call(parent: MemoryAgent, arguments: Any) -> tuple[str, bool]:
-    """Run a model's ``spawn_agent`` call: the text to send back and whether it succeeded."""
+    """Run a model's ``spawn_agent`` call: the text to send back and whether it succeeded.
+
+    Never raises for what a model's call can cause: wrong arguments, a child whose LLM fails, or
+    any other :class:`~agent_memory.errors.AgentMemoryError` of the spawn or the merge (a child
+    directory that cannot be made, a memory that fails) become the text the model reads."""
     try:
         args = SpawnArguments.model_validate_json(arguments) if isinstance(arguments, str) else \
             SpawnArguments.model_validate(arguments or {})
@@ -228,9 +320,16 @@ def run_spawn_call(parent: MemoryAgent, arguments: Any) -> tuple[str, bool]:
         result = parent.spawn(args.task, memory=args.memory)
     except LLMError as exc:
         return f"the sub-agent failed: {shorten(str(exc), 300)}", False
-    merged = parent.merge(result) if args.memory != "shared" else []
+    except AgentMemoryError as exc:  # a model's call never raises out of the loop
+        return (f"the sub-agent could not run ({type(exc).__name__}: {shorten(str(exc), 300)}). Do the task "
+                "yourself, or try again with a smaller task."), False
     answer = result.answer if result.answer is not None else "(no answer: it reached its step limit)"
     text = f"Sub-agent {result.agent_id} ({args.memory} memory, {result.steps} steps) answered: {answer}"
+    try:
+        merged = parent.merge(result) if args.memory != "shared" else []
+    except AgentMemoryError as exc:
+        return (f"{text}\nWhat it stored could not be copied into your memory "
+                f"({type(exc).__name__}: {shorten(str(exc), 300)})."), False
     if merged:
         text += f"\nWhat it stored is now in your memory: {', '.join(merged)}."
     elif result.item_ids and args.memory == "shared":

@@ -108,7 +108,7 @@ class FunctionTool:
         self.store_result = store_result
         self.result_type = result_type
         self.is_async = inspect.iscoroutinefunction(fn)
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)  # keep Annotated[..., Field(max_length=...)]
         fields: dict[str, Any] = {}
         for param in inspect.signature(fn).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -117,7 +117,7 @@ class FunctionTool:
                 raise ConfigurationError(f"tool {self.name}: parameter {param.name!r} needs a type annotation")
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hints[param.name], Field(default, description=param_docs.get(param.name)))
-        self.Arguments: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self.Arguments: type[BaseModel] = create_model(
             f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 
     def __repr__(self) -> str:

@@ -22,6 +22,13 @@ over-fetches the unfiltered HNSW index as ids and keeps the chunks that pass, an
 filtered search only when too few pass (or without ``passing``): exact either way, and at 100k
 chunks several times faster.
 
+A read-only database (a memory on a read-only mount, or without write permission) is read
+from a private copy: chromadb 1.5's ``PersistentClient`` writes to its SQLite file when it opens
+(it fails with "attempt to write a readonly database") and has no read-only mode, so
+``ChromaVectorIndex(..., read_only=True)`` copies the database directory to a temporary directory
+and opens that; the copy is deleted by :meth:`ChromaVectorIndex.close` (or when the object is
+collected, or at exit). The original is never written.
+
 A query text is embedded once by this module (and kept in a small per-index cache of recent
 query vectors), then searched with ``query_embeddings``: widening a search, or asking the same
 question again, does not embed again.
@@ -32,7 +39,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import shutil
+import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -223,16 +233,26 @@ class ChromaVectorIndex:
         config: ``chroma_mode`` chooses embedded or server; embedding settings.
         path: directory of the embedded database (``memory/agents/<id>/index/chroma``); unused
             for a server.
+        read_only: the embedded database at ``path`` must not be written (a read-only mount): it
+            is copied to a private temporary directory (``copy_path``) and the copy is opened; a
+            missing database gives an empty index there. Writes then change the copy only. Unused
+            for a server.
 
     Raises:
-        ConfigurationError: if the Chroma server cannot be reached or the database cannot open.
+        ConfigurationError: if the Chroma server cannot be reached or the database cannot open
+            (or, read-only, cannot be copied: no space in the temporary directory).
     """
 
-    def __init__(self, agent_id: str, config: MemoryConfig, *, path: Path | None = None) -> None:
+    def __init__(
+        self, agent_id: str, config: MemoryConfig, *, path: Path | None = None, read_only: bool = False
+    ) -> None:
         self.agent_id = agent_id
         self.config = config
         self.name = collection_name(agent_id)
         self.path = path
+        self.copy_path: Path | None = None
+        """The private copy opened in place of a read-only database, or ``None``."""
+        self._remove_copy: weakref.finalize[Any, Any] | None = None
         model_path = str(config.embedding_model_path) if config.embedding_model_path else None
         self.embedding_function = AgentMemoryEmbeddingFunction(
             model_path, config.embedding_batch_size, query_threads=config.query_embedding_threads
@@ -254,6 +274,8 @@ class ChromaVectorIndex:
             else:
                 if path is None:
                     raise ConfigurationError("an embedded Chroma index needs a path")
+                if read_only:
+                    path = self._private_copy(path)
                 path.mkdir(parents=True, exist_ok=True)
                 self._write_lock = FileLock(str(path / "write.lock"), timeout=600)
                 _EmbeddedClients.acquire(path)
@@ -265,15 +287,32 @@ class ChromaVectorIndex:
                 _EmbeddedClients.release(path)
             elif self._client is not None:
                 self._client.close()
+            if self._remove_copy is not None:
+                self._remove_copy()
             if isinstance(exc, ConfigurationError):
                 raise
             where = f"{config.chroma_host}:{config.chroma_port}" if config.chroma_mode == "server" else str(path)
             raise ConfigurationError(f"cannot open the Chroma index at {where}: {exc}") from exc
 
+    def _private_copy(self, source: Path) -> Path:
+        """Copy the read-only database at ``source`` into a new temporary directory (deleted by
+        :meth:`close`) and return the copy's path."""
+        root = Path(tempfile.mkdtemp(prefix="agent-memory-readonly-index-"))
+        self._remove_copy = weakref.finalize(self, shutil.rmtree, root, True)
+        target = root / "chroma"
+        if source.is_dir():
+            # contents only: the source's read-only permission bits would make the copy unwritable
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.lock"), copy_function=shutil.copyfile)
+            for copied in (target, *target.rglob("*")):
+                copied.chmod(0o700 if copied.is_dir() else 0o600)
+        self.path = self.copy_path = target
+        return target
+
     def close(self) -> None:
         """Release the chromadb client (idempotent). Embedded: the process-shared client of the
         path is closed when no other open index object uses it. Server: the HTTP client closes.
-        The object must not be used afterwards."""
+        A private copy of a read-only database is deleted. The object must not be used
+        afterwards."""
         with self._queries_lock:
             if self._closed:
                 return
@@ -285,6 +324,8 @@ class ChromaVectorIndex:
         elif self._client is not None:
             self._client.close()
         self._client = None
+        if self._remove_copy is not None:
+            self._remove_copy()
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a query text (from the cache when it was asked recently).
@@ -458,7 +499,7 @@ class ChromaVectorIndex:
         return [float(x) for x in found[0]] if found is not None and len(found) else None
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
-        heads = self._metadatas(_where(criteria, heads_only=True))
+        heads = self._metadatas(_where(criteria, heads_only=True) or {"chunk_index": 0})
         return [(str(m["item_id"]), float(m["timestamp_s"])) for m in heads]
 
     def item_ids(self) -> set[str]:

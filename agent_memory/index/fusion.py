@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import regex
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import ItemNotFoundError
+from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
 from agent_memory.index.lexical import LexicalIndex
 from agent_memory.index.vector import ChunkHit, VectorIndex
 from agent_memory.limits import MAX_QUERY_CHARS
@@ -113,7 +113,7 @@ def newest(
     With the keyword index (``hybrid_search``, the default) SQLite filters, orders and limits:
     O(limit). Without it the vector index lists every matching item and they are sorted here:
     O(items). Items the index knows but ``get_record`` does not (a store cleared or an item
-    forgotten meanwhile) are skipped, fetching more until ``limit`` are found or the index is spent."""
+    forgotten meanwhile, a record of a newer version) are skipped, fetching more until ``limit`` are found or the index is spent."""
     fetch = criteria.limit
     while True:
         if lexical is not None:
@@ -124,7 +124,7 @@ def newest(
         for item_id, _ in listed:
             try:
                 hits.append(QueryHit(item=get_record(item_id)))
-            except ItemNotFoundError:
+            except (ItemNotFoundError, UnsupportedRecordError):
                 continue
             if len(hits) >= criteria.limit:
                 return hits
@@ -150,7 +150,8 @@ def search(
     that second document too; the two rankings are merged by :func:`round_robin`. Then ``score``
     is ``1 / (rrf_k + merged rank)`` and ``similarity`` the cosine to the query that found the
     item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up. Items the
-    index knows but ``get_record`` does not (a store cleared or restored meanwhile) are skipped.
+    index knows but ``get_record`` does not (a store cleared or restored meanwhile, a record of a
+    newer version) are skipped.
     """
     assert criteria.text is not None
     first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config)
@@ -178,7 +179,7 @@ def search(
     for item_id, score in merged:
         try:
             record = get_record(item_id)
-        except ItemNotFoundError:
+        except (ItemNotFoundError, UnsupportedRecordError):
             continue
         ranking = found_by[item_id]
         dense_hit, shown = ranking.dense.get(item_id), ranking.chunk(item_id)
@@ -253,8 +254,9 @@ def rank(
         if len(dense_best.keys() | lexical_best.keys()) >= criteria.limit or exhausted:
             break
         n_chunks *= 2
-    weights = {"rrf_k": config.rrf_k, "lexical_weight": config.lexical_weight}
-    order = fuse(dense_best, lexical_best if lexical else None, **weights)
+    order = fuse(
+        dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight
+    )
     return Ranking(order=order, dense=dense_best, lexical=lexical_best)
 
 

@@ -18,6 +18,11 @@ Each thread has its own connection (SQLite connections are not shared across thr
 connection is remembered so that :meth:`LexicalIndex.close` closes all of them. A file that
 SQLite calls "not a database" or "malformed" is damaged beyond use: :meth:`LexicalIndex.destroy`
 deletes it so that it can be created again and refilled from ``items.jsonl``.
+
+A read-only index (``LexicalIndex(path, read_only=True)``, for a memory on a read-only mount) is
+opened with SQLite's ``mode=ro`` URI, or, where SQLite cannot create the WAL's shared-memory file
+beside it (a read-only directory), ``immutable=1``: nothing is written, and writes raise
+:class:`~agent_memory.errors.KeywordIndexError`.
 """
 
 from __future__ import annotations
@@ -135,21 +140,27 @@ class LexicalIndex:
     """BM25 over the same chunks as the vector index.
 
     Args:
-        path: the SQLite file; its directory is created.
+        path: the SQLite file; its directory is created (not when ``read_only``).
+        read_only: open an existing file without writing anything (see the module docstring).
 
     Raises:
-        KeywordIndexError: if SQLite lacks FTS5 or the file cannot be opened.
+        KeywordIndexError: if SQLite lacks FTS5 or the file cannot be opened (read-only: also
+            if it does not exist).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if read_only and not path.is_file():
+            raise KeywordIndexError(f"there is no keyword index at {path} to read")
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         try:
             with self._connect() as conn:
-                conn.executescript(_SCHEMA)
+                conn.executescript("SELECT count(*) FROM chunk_meta" if read_only else _SCHEMA)
         except sqlite3.Error as exc:
             self.close()
             raise KeywordIndexError(
@@ -165,20 +176,37 @@ class LexicalIndex:
             try:
                 # check_same_thread=False only so that close() may close every thread's connection;
                 # each connection is still used by the one thread that opened it.
-                conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+                if self.read_only:
+                    conn = self._connect_read_only()
+                else:
+                    conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             except sqlite3.Error as exc:
                 raise KeywordIndexError(f"cannot open the keyword index at {self.path}: {exc}") from exc
             with self._all_lock:
                 self._all.append(conn)
             self._local.conn = conn
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                if not self.read_only:
+                    conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SESSION_SCHEMA)
             except sqlite3.Error as exc:
                 raise KeywordIndexError(
                     f"cannot open the keyword index at {self.path}: {exc}{_HINT if is_corruption(exc) else ''}"
                 ) from exc
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes the file: ``mode=ro`` (it reads a ``-wal`` file a
+        writer left), else ``immutable=1`` (SQLite cannot open a WAL database ``mode=ro`` when it
+        cannot create the ``-shm`` file beside it, as in a read-only directory)."""
+        uri = self.path.resolve().as_uri()
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=60, check_same_thread=False)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:

@@ -20,6 +20,13 @@ from scratch, and containing failures:
 - A keyword index file that SQLite calls "not a database" or "malformed" is deleted and built
   again by ``rebuild_index`` (and by ``clear`` / ``restore``), reported as
   :class:`~agent_memory.observers.IndexRecreated`.
+- A memory directory that cannot be written (a read-only mount, a snapshot shipped without write
+  permission; :func:`~agent_memory.store.jsonl.writable_dir` decides when an index is first
+  opened) is read without writing anything into it: the Chroma database is opened from a private
+  temporary copy (chromadb cannot open one read-only), the keyword index with SQLite's read-only
+  URI (none at all when the file is missing: dense search only), no lock file is taken, and the
+  catch-up indexing of items the index lacks is skipped. Each is reported as
+  :class:`~agent_memory.observers.IndexReadOnly`; items the index lacks stay readable by id.
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ from agent_memory.index.text import chunk_header, indexable_text
 from agent_memory.index.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
 from agent_memory.models.items import ItemRecord
-from agent_memory.observers import ContentMissing, IndexFailed, IndexRecreated, MemoryEvent
+from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryEvent
 from agent_memory.store.items import ItemStore
+from agent_memory.store.jsonl import writable_dir
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "IndexUpkeep", "unindexable"]
@@ -55,6 +63,9 @@ seconds, before :class:`~agent_memory.errors.LockTimeoutError`."""
 
 MAX_ERROR_CHARS = 300
 """Characters of an index error kept in an event."""
+
+MAX_REPORTED_IDS = 100
+"""Item ids listed at most in one :class:`IndexReadOnly` event."""
 
 T = TypeVar("T")
 
@@ -100,6 +111,23 @@ class IndexUpkeep:
         the same version has nothing to do (O(1), not a pass over every record)."""
         self._mutex = threading.RLock()
         self._lock = FileLock(str(agent_dir / "index.lock"), timeout=INDEX_LOCK_TIMEOUT_S)
+        self._read_only: bool | None = None
+        self._no_lexical = False
+        """Read-only and there is no keyword index file: dense search only."""
+
+    @property
+    def index_dir(self) -> Path:
+        """``<agent_dir>/index``: the Chroma database and the keyword index file."""
+        return self.agent_dir / "index"
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the memory directory cannot be written (decided once, when first asked: the
+        indexes then open read-only and catch-up indexing is skipped)."""
+        with self._mutex:
+            if self._read_only is None:
+                self._read_only = not writable_dir(self.index_dir)
+            return self._read_only
 
     # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
     @property
@@ -113,8 +141,20 @@ class IndexUpkeep:
             if self._index is None:
                 from agent_memory.index.chroma import ChromaVectorIndex
 
-                self.agent_dir.mkdir(parents=True, exist_ok=True)
-                self._index = ChromaVectorIndex(self.agent_id, self.config, path=self.agent_dir / "index" / "chroma")
+                path = self.index_dir / "chroma"
+                if self.read_only:
+                    index = ChromaVectorIndex(self.agent_id, self.config, path=path, read_only=True)
+                    if index.copy_path is not None:
+                        detail = (
+                            f"vector index read from a private copy in {index.copy_path} (chromadb cannot open "
+                            "a database without writing to it), deleted on close"
+                            + ("" if path.is_dir() else "; there was no vector index to copy: dense search finds nothing")
+                        )
+                        self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
+                    self._index = index
+                else:
+                    self.agent_dir.mkdir(parents=True, exist_ok=True)
+                    self._index = ChromaVectorIndex(self.agent_id, self.config, path=path)
             return self._index
 
     @property
@@ -130,10 +170,12 @@ class IndexUpkeep:
         Raises:
             KeywordIndexError: if it cannot be opened for another reason (locked, disk full).
         """
-        if not self.config.hybrid_search:
+        if not self.config.hybrid_search or self._no_lexical:
             return None
         with self._mutex:
             if self._lexical is None:
+                if self.read_only:
+                    return self._open_lexical_read_only()
                 try:
                     self._lexical = LexicalIndex(self.lexical_path)
                 except KeywordIndexError as exc:
@@ -142,14 +184,28 @@ class IndexUpkeep:
                     return self._recreate_lexical(exc, refill=True)
             return self._lexical
 
+    def _open_lexical_read_only(self) -> LexicalIndex | None:
+        """The keyword index of a read-only memory, opened without writing; ``None`` (and dense
+        search only from then on) when there is no file. Called under ``_mutex``."""
+        if not self.lexical_path.is_file():
+            self._no_lexical = True
+            detail = "there is no keyword index file to read: dense search only"
+            self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
+            return None
+        self._lexical = LexicalIndex(self.lexical_path, read_only=True)
+        detail = f"keyword index {self.lexical_path.name} opened read-only"
+        self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
+        return self._lexical
+
     def repairing(self, call: Callable[[], T]) -> T:
         """``call()``; if the keyword index proves damaged meanwhile (a :class:`KeywordIndexError`
         that ``is_corruption``: SQLite says the file is not a database or is malformed), the
-        index is recreated from the store and ``call()`` runs once more."""
+        index is recreated from the store and ``call()`` runs once more (not in a read-only memory,
+        where the error is raised)."""
         try:
             return call()
         except KeywordIndexError as exc:
-            if not is_corruption(exc):
+            if not is_corruption(exc) or self.read_only:
                 raise
             self._recreate_lexical(exc, refill=True)
             return call()
@@ -201,19 +257,16 @@ class IndexUpkeep:
             chunk_tokens=self.config.chunk_tokens,
             overlap_tokens=self.config.chunk_overlap_tokens,
         )
-        common = {
-            "item_id": record.id,
-            "header_chars": len(header),
-            "type": record.type,
-            "source": record.metadata.source,
-            "timestamp_s": record.metadata.timestamp.timestamp(),
-            "tags": record.metadata.tags,
-        }
+        meta = record.metadata
+        timestamp_s = meta.timestamp.timestamp()
         if not pieces:
-            label = header or f"{record.type} from {record.metadata.source}\n"
-            return [IndexChunk(chunk_index=0, text=label, start_char=0, **{**common, "header_chars": len(label)})]
+            label = header or f"{record.type} from {meta.source}\n"
+            return [IndexChunk(item_id=record.id, chunk_index=0, text=label, header_chars=len(label), start_char=0,
+                               type=record.type, source=meta.source, timestamp_s=timestamp_s, tags=meta.tags)]
         return [
-            IndexChunk(chunk_index=piece.index, text=header + piece.text, start_char=piece.start_char, **common)
+            IndexChunk(item_id=record.id, chunk_index=piece.index, text=header + piece.text, header_chars=len(header),
+                       start_char=piece.start_char, type=record.type, source=meta.source, timestamp_s=timestamp_s,
+                       tags=meta.tags)
             for piece in pieces
         ]
 
@@ -262,6 +315,9 @@ class IndexUpkeep:
         """Index every stored item the indexes lack, except items this process found unindexable.
         Returns how many items were indexed.
 
+        In a read-only memory nothing is indexed: items the indexes lack are reported
+        (:class:`IndexReadOnly`, once per state of the store) and 0 is returned.
+
         Raises:
             VectorIndexError: if the index fails as a whole: it is down, or it refuses every item
                 of a batch (``rebuild_index`` recreates it).
@@ -284,6 +340,18 @@ class IndexUpkeep:
         with self._mutex:
             self._indexed |= present
         todo = [r for r in missing if r.id not in present]
+        if todo and self.read_only:
+            self.emit(
+                IndexReadOnly(
+                    agent_id=self.agent_id, path=str(self.index_dir),
+                    detail=f"{len(todo):,} stored items are not in the index and cannot be indexed in a read-only "
+                    "memory: text queries and listings miss them; get and retrieve read them",
+                    unindexed_ids=tuple(r.id for r in todo[:MAX_REPORTED_IDS]), unindexed_count=len(todo),
+                )
+            )
+            with self._mutex:
+                self._settled = version
+            return 0
         done = 0
         for start in range(0, len(todo), INDEX_BATCH_ITEMS):
             done += self._index_records(todo[start : start + INDEX_BATCH_ITEMS])
@@ -339,8 +407,8 @@ class IndexUpkeep:
             raise VectorIndexError(
                 f"the index refuses every item ({_describe(first)}); AgentMemory.rebuild_index() recreates it"
             ) from first
-        for item_id, exc in failures:
-            self._refuse(item_id, _describe(exc))
+        for item_id, failure in failures:
+            self._refuse(item_id, _describe(failure))
         return len(ready) - len(failures)
 
     def _raise_if_down(self, exc: Exception) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_memory.diagnostics import UnknownModelWarning, warn_once
 from agent_memory.errors import ConfigurationError
 from agent_memory.models.messages import Message
 from agent_memory.tokens import TokenCounter, default_token_counter
@@ -122,7 +123,8 @@ MODEL_LIMITS: dict[str, ModelLimits] = {
     "o1": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
     "o3": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
     "o4-mini": ModelLimits(max_context_tokens=200_000, max_output_tokens=100_000),
-    # Anthropic (docs.anthropic.com, models overview)
+    # Anthropic (docs.anthropic.com, models overview): every Claude model takes 200k tokens
+    "claude": ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192),
     "claude-3-5-haiku": ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192),
     "claude-3-5-sonnet": ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192),
     "claude-3-7-sonnet": ModelLimits(max_context_tokens=200_000, max_output_tokens=64_000),
@@ -147,7 +149,12 @@ dropping a provider prefix such as ``openai/``). Override any of them per agent.
 def model_limits(model: str | None, **overrides: object) -> ModelLimits:
     """The limits of ``model`` (longest matching family prefix, case-insensitive), with
     ``overrides`` (any :class:`ModelLimits` field) applied; an unknown or ``None`` model gets the
-    defaults (a 200k window).
+    defaults (a :data:`DEFAULT_MAX_CONTEXT_TOKENS` window).
+
+    A model name that matches no family of :data:`MODEL_LIMITS` and no ``max_context_tokens``
+    override gives an :class:`~agent_memory.diagnostics.UnknownModelWarning` (once per name per
+    process) naming the window assumed and how to set it: a smaller real window would make
+    compaction come too late. ``None`` (no model named) gives none.
 
     Raises:
         ConfigurationError: if an override is unknown or makes the limits inconsistent.
@@ -155,12 +162,25 @@ def model_limits(model: str | None, **overrides: object) -> ModelLimits:
     name = (model or "").lower().rsplit("/", 1)[-1]
     family = max((key for key in MODEL_LIMITS if name.startswith(key)), key=len, default=None)
     base = MODEL_LIMITS[family] if family is not None else ModelLimits()
+    if family is None and model and "max_context_tokens" not in overrides:
+        warn_once(UnknownModelWarning, model, _unknown_model_message(model, base), stacklevel=2)
     if not overrides:
         return base
     unknown = set(overrides) - set(ModelLimits.model_fields)
     if unknown:
         raise ConfigurationError(f"unknown model limit(s): {', '.join(sorted(unknown))}")
     return ModelLimits(**{**base.model_dump(), **overrides})
+
+
+def _unknown_model_message(model: str, limits: ModelLimits) -> str:
+    return (
+        f"model {model!r} is not a known model family: assuming a {limits.max_context_tokens:,}-token context "
+        f"window ({limits.input_budget:,} input tokens after {limits.max_output_tokens:,} output and "
+        f"{limits.safety_margin_tokens:,} safety tokens); if the real window is smaller, compaction comes too "
+        f"late and calls fail. Set it with limits=ModelLimits(max_context_tokens=..., max_output_tokens=...) "
+        f"(MemoryAgent, MemoryManager; agent_memory.kernel.budget.ModelLimits), or "
+        f"model_limits({model!r}, max_context_tokens=...)"
+    )
 
 
 class Pressure(IntEnum):

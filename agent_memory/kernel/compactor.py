@@ -10,7 +10,9 @@ turn and the raw tail are never in it):
    turns adds no second summary);
 3. each compacted turn (verbatim), the episode and each fact become memory items, so Query Memory
    finds them and names their turn ids, and ``retrieve_memory(id="turn_0012")`` returns a turn
-   verbatim (the items have ids derived from their names: storing them again is a no-op);
+   verbatim (the items have ids derived from their names and the agent's id,
+   :func:`~agent_memory.ids.turn_memory_id`: storing them again is a no-op, and a sub-agent
+   sharing its parent's memory keeps its own ``turn_0001`` beside the parent's);
 4. the window's raw traces move to ``raw_traces_archive.jsonl`` (archive written and synced before
    the active file is rewritten).
 
@@ -24,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent_memory.ids import derived_memory_id, episode_memory_id, fact_memory_id, turn_memory_id
+from agent_memory.ids import (
+    episode_memory_id,
+    fact_memory_id,
+    turn_memory_id,
+    turn_part_memory_id,
+    validate_agent_id,
+)
 from agent_memory.kernel.summarizer import CompactionResult, Summarizer
 from agent_memory.kernel.transcript import group_turns, render_turn
 from agent_memory.memory import AgentMemory
@@ -75,12 +83,21 @@ class Compactor:
         memory: the agent's AgentMemory (compacted turns, episodes and facts are stored there for
             search and retrieval).
         summarizer: makes the episode and facts.
+        agent_id: the agent whose conversation ``store`` holds: the memory ids of its turns,
+            episodes and facts are derived from it (and it is recorded in each item's
+            ``extra["agent_id"]``); ``None``: ``memory.agent_id``. A sub-agent sharing its
+            parent's memory gives its own id.
+
+    Raises:
+        InvalidIdError: if ``agent_id`` is malformed.
     """
 
-    def __init__(self, store: TraceStore, memory: AgentMemory, summarizer: Summarizer) -> None:
+    def __init__(self, store: TraceStore, memory: AgentMemory, summarizer: Summarizer, *,
+                 agent_id: str | None = None) -> None:
         self.store = store
         self.memory = memory
         self.summarizer = summarizer
+        self.agent_id = validate_agent_id(agent_id) if agent_id is not None else memory.agent_id
 
     def compact(self, turn_ids: Sequence[str]) -> CompactionRecord:
         """Summarize, store, index and archive the given whole turns (see the module docstring).
@@ -144,6 +161,7 @@ class Compactor:
         seqs = sorted(item.seq for item in traces)
         window = f"{window_id_for([turn_id])}_s{seqs[0]}-{seqs[-1]}"
         existing = next((e for e in self.store.list_episodic() if e.window_id == window), None)
+        summarizer: str | None
         if existing is None:
             result = self.summarizer.summarize(traces)
             payload = result.payload
@@ -165,8 +183,9 @@ class Compactor:
             episode, facts, summarizer, reason = existing, [], existing.summarizer, existing.fallback_reason
         part = {
             "content": render_turn(turn_id, traces), "type": "conversation_turn", "source": CONVERSATION_SOURCE,
-            "title": f"{turn_id} (steps {seqs[0]}-{seqs[-1]})", "extra": {"turn_ids": [turn_id]},
-            "item_id": derived_memory_id(f"turn:{turn_id}:{seqs[0]}-{seqs[-1]}"),
+            "title": f"{turn_id} (steps {seqs[0]}-{seqs[-1]})",
+            "extra": {"turn_ids": [turn_id], "agent_id": self.agent_id},
+            "item_id": turn_part_memory_id(turn_id, seqs[0], seqs[-1], agent_id=self.agent_id),
         }
         indexed = self._index({}, episode, facts, extra=[part])
         self.store.archive_traces([item.id for item in traces])
@@ -196,7 +215,8 @@ class Compactor:
             title = f"{turn_id}: " + " ".join(asked[:TITLE_WORDS]) if asked else turn_id
             entries.append({
                 "content": render_turn(turn_id, items), "type": "conversation_turn", "source": CONVERSATION_SOURCE,
-                "title": title[:200], "extra": {"turn_ids": [turn_id]}, "item_id": turn_memory_id(turn_id),
+                "title": title[:200], "extra": {"turn_ids": [turn_id], "agent_id": self.agent_id},
+                "item_id": turn_memory_id(turn_id, agent_id=self.agent_id),
             })
         if episode is not None:
             notes = [episode.summary]
@@ -207,14 +227,16 @@ class Compactor:
             span = episode.turn_ids[0] if len(episode.turn_ids) == 1 else f"{episode.turn_ids[0]}-{episode.turn_ids[-1]}"
             entries.append({
                 "content": "\n".join(notes), "type": "episode", "source": CONVERSATION_SOURCE,
-                "title": f"summary of {span}", "extra": {"turn_ids": list(episode.turn_ids), "episode_id": episode.id},
-                "item_id": episode_memory_id(episode.id),
+                "title": f"summary of {span}",
+                "extra": {"turn_ids": list(episode.turn_ids), "episode_id": episode.id, "agent_id": self.agent_id},
+                "item_id": episode_memory_id(episode.id, agent_id=self.agent_id),
             })
         for fact in facts:
             entries.append({
                 "content": fact.fact, "type": "fact", "source": CONVERSATION_SOURCE, "title": "fact",
-                "extra": {"turn_ids": list(fact.source_turn_ids), "fact_id": fact.id},
-                "item_id": fact_memory_id(fact.id),
+                "extra": {"turn_ids": list(fact.source_turn_ids), "fact_id": fact.id,
+                          "agent_id": self.agent_id},
+                "item_id": fact_memory_id(fact.id, agent_id=self.agent_id),
             })
         unique = {entry["item_id"]: entry for entry in reversed(entries)}  # a repeated fact is one item
         fresh = [entry for item_id, entry in reversed(unique.items()) if item_id not in self.memory]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
-from agent_memory.ids import validate_memory_id
+from agent_memory.ids import validate_agent_id, validate_memory_id
 from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, message_tokens, model_limits, tool_tokens
 from agent_memory.kernel.compactor import CompactionRecord, Compactor, merge_records
 from agent_memory.kernel.marks import MemoryMarks
@@ -56,6 +56,7 @@ from agent_memory.models.traces import (
     RawTraceItem,
     ToolInteraction,
     TraceMedia,
+    TraceType,
     build_tool_interactions,
     raw_trace_id,
     tool_result_preview,
@@ -133,9 +134,12 @@ class MemoryManager(MemoryMarks):
             :class:`~agent_memory.presentation.context.ContextBuilder`).
         tail_turns: raw turns kept by a compaction.
         observers: hear ingest, compaction, truncation (and the memory's own events).
+        agent_id: the agent whose conversation this is; it scopes the memory ids of its compacted
+            turns, episodes and facts (:func:`~agent_memory.ids.turn_memory_id`); ``None``: the
+            memory's agent id. A sub-agent sharing its parent's memory gives its own.
 
     Raises:
-        InvalidArgumentError: if ``tail_turns`` < 1.
+        InvalidArgumentError: if ``tail_turns`` < 1. InvalidIdError: if ``agent_id`` is malformed.
         StoreError: if the stored state cannot be read.
     """
 
@@ -154,11 +158,12 @@ class MemoryManager(MemoryMarks):
         offer_cost_tokens: int = 0,
         tail_turns: int = DEFAULT_RAW_TAIL_TURNS,
         observers: Iterable[MemoryObserver] = (),
+        agent_id: str | None = None,
     ) -> None:
         if not isinstance(tail_turns, int) or tail_turns < 1:
             raise InvalidArgumentError(f"tail_turns must be an int >= 1, not {tail_turns!r}")
         self.memory = memory
-        self.agent_id = memory.agent_id
+        self.agent_id = validate_agent_id(agent_id) if agent_id is not None else memory.agent_id
         self.observers = ObserverList(observers)
         for observer in self.observers:
             memory.add_observer(observer)
@@ -168,7 +173,7 @@ class MemoryManager(MemoryMarks):
         self.budget = TokenBudget(limits if limits is not None else model_limits(model))
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
         self.tail_turns = tail_turns
-        self.compactor = Compactor(self.store, memory, self.summarizer)
+        self.compactor = Compactor(self.store, memory, self.summarizer, agent_id=self.agent_id)
         self.retriever = Retriever(self.store, pinned_items=self._pinned_item_texts, counter=memory.tokens)
         self.snapshot_builder = CompactionSnapshotBuilder()
         self.planner = CompactionPlanner(self)
@@ -225,7 +230,7 @@ class MemoryManager(MemoryMarks):
         """Start the next turn and return its id (:meth:`ingest_user_message` does it for you)."""
         return self.tracker.start_turn()
 
-    def _trace(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+    def _trace(self, turn_id: str, trace_type: TraceType, source_event: str, **fields: Any) -> RawTraceItem:
         """The next raw trace of ``turn_id`` (its next seq), not written yet."""
         seq = self.tracker.next_seq(turn_id)
         return RawTraceItem(id=raw_trace_id(turn_id, seq), turn_id=turn_id, seq=seq, trace_type=trace_type,
@@ -239,7 +244,7 @@ class MemoryManager(MemoryMarks):
                                      trace_type=item.trace_type, tool_result_ref=item.tool_result_ref))
         return items
 
-    def _record(self, turn_id: str, trace_type: str, source_event: str, **fields: Any) -> RawTraceItem:
+    def _record(self, turn_id: str, trace_type: TraceType, source_event: str, **fields: Any) -> RawTraceItem:
         return self._write([self._trace(turn_id, trace_type, source_event, **fields)])[0]
 
     def ingest_user_message(self, content: str, *, images: Sequence[str] = (), source_event: str = USER_EVENT,
@@ -258,9 +263,8 @@ class MemoryManager(MemoryMarks):
             media = TraceMedia(images=tuple(images)) if images else None
             item = self._record(turn_id, "user", source_event, content=content, media=media,
                                 correlation_id=correlation_id)
-            extra = {"media": Media(images=tuple(images))} if images else {}
             self.context.append(Message(role="user", content=content, id=item.id, ts=item.ts, turn_id=turn_id,
-                                        seq=item.seq, **extra))
+                                        seq=item.seq, media=Media(images=tuple(images))))
             return turn_id
 
     def ingest_assistant_response(self, message: Message | str, *, turn_id: str | None = None,

@@ -97,7 +97,8 @@ class MemoryMarks:
         turns = {trace.turn_id for trace in traces}
         changed = 0
         for record in self.memory.own_records() if turns else ():
-            if record.type != "conversation_turn" or not turns & set(record.metadata.extra.get("turn_ids", ())):
+            turn_ids = record.metadata.extra.get("turn_ids")
+            if record.type != "conversation_turn" or not isinstance(turn_ids, list) or turns.isdisjoint(turn_ids):
                 continue
             text = self.memory.get(record.id).content
             redacted = rerender_results(text, traces) if isinstance(text, str) else text

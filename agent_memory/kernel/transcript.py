@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
+from typing import TypedDict
 
 from agent_memory.models.messages import Media, Message, ToolCall
 from agent_memory.models.traces import RawTraceItem, trace_sort_key, turn_number
@@ -91,6 +92,15 @@ def render_turns(items: Iterable[RawTraceItem]) -> str:
     return "\n\n".join(render_turn(turn_id, group) for turn_id, group in group_turns(items).items())
 
 
+class _TraceFields(TypedDict):
+    """The :class:`Message` fields every message rebuilt from a trace copies from it."""
+
+    id: str
+    ts: float
+    turn_id: str
+    seq: int
+
+
 def messages_from_traces(items: Iterable[RawTraceItem]) -> list[Message]:
     """The conversation messages raw traces stand for, chronological: a user message each; an
     assistant message per answer, with the tool calls recorded right after it (or alone); a tool
@@ -99,11 +109,10 @@ def messages_from_traces(items: Iterable[RawTraceItem]) -> list[Message]:
     out: list[Message] = []
     for turn_id, turn in group_turns(items).items():
         for item in turn:
-            common = {"id": item.id, "ts": item.ts, "turn_id": turn_id, "seq": item.seq}
+            common: _TraceFields = {"id": item.id, "ts": item.ts, "turn_id": turn_id, "seq": item.seq}
             if item.trace_type == "user":
                 images = tuple(item.media.images) if item.media and item.media.images else ()
-                extra = {"media": Media(images=images)} if images else {}
-                out.append(Message(role="user", content=item.content, **extra, **common))
+                out.append(Message(role="user", content=item.content, media=Media(images=images), **common))
             elif item.trace_type == "assistant":
                 out.append(Message(role="assistant", content=item.content or None, reasoning=item.reasoning, **common))
             elif item.trace_type == "tool_call":

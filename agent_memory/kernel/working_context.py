@@ -321,7 +321,8 @@ def to_payload(state: WorkingContextState, agent_id: str) -> dict[str, Any]:
 
 def from_payload(payload: dict[str, Any]) -> WorkingContextState:
     """The state a file holds (ours, or one AutoByteus wrote)."""
-    own = payload.get(OWN_KEY) if isinstance(payload.get(OWN_KEY), dict) else {}
+    stored = payload.get(OWN_KEY)
+    own = stored if isinstance(stored, dict) else {}
     messages = tuple(_message_from_payload(m) for m in payload.get("messages") or [] if isinstance(m, dict))
     return WorkingContextState.model_validate({
         **own,

@@ -13,11 +13,14 @@
 from agent_memory.llm.chat import (
     DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS,
     DEFAULT_MAX_RETRIES,
+    LLAMA_CPP_PYTHON,
+    TOOLS_SEEN_RATIO,
     AnthropicChatModel,
     ChatModel,
     ChatResult,
     OpenAIChatModel,
     OpenAIResponsesModel,
+    ServerCompat,
     Usage,
 )
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, LLMClient, LLMResponse, OpenAIChatClient, map_sdk_errors
@@ -34,6 +37,8 @@ __all__ = [
     "DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS",
     "DEFAULT_LLM_TIMEOUT_S",
     "DEFAULT_MAX_RETRIES",
+    "LLAMA_CPP_PYTHON",
+    "TOOLS_SEEN_RATIO",
     "AnthropicChatModel",
     "AnthropicRenderer",
     "ChatModel",
@@ -46,6 +51,7 @@ __all__ = [
     "OpenAIResponsesModel",
     "OpenAIResponsesRenderer",
     "PromptRenderer",
+    "ServerCompat",
     "ToolSpec",
     "Usage",
     "map_sdk_errors",

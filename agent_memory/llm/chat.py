@@ -16,6 +16,15 @@ the provider reported (cached prompt tokens included) and the finish reason in o
 The SDKs' exceptions become :class:`~agent_memory.errors.LLMError` s at this boundary
 (:func:`~agent_memory.llm.client.map_sdk_errors`). The SDKs are imported when a model is built,
 not when this module is imported.
+
+A server that silently drops the tool definitions (a chat template without tools: llama-cpp-python
+by default, llama.cpp's ``llama-server`` without ``--jinja``) is caught from the usage it reports:
+a call that carried tools whose reported ``prompt_tokens`` is below :data:`TOOLS_SEEN_RATIO` of our
+count of the tool definitions alone gives a
+:class:`~agent_memory.diagnostics.ToolsDroppedWarning`, once per endpoint and model. The first
+calls of a conversation, whose messages are short, show it; later ones may hide it.
+:class:`ServerCompat` adapts requests to servers that depart from OpenAI's Chat Completions
+(:data:`LLAMA_CPP_PYTHON` for ``python -m llama_cpp.server --chat_format chatml-function-calling``).
 """
 
 from __future__ import annotations
@@ -31,19 +40,25 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
+from agent_memory.kernel.budget import tool_tokens
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.tokens import default_token_counter
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS",
     "DEFAULT_MAX_RETRIES",
+    "LLAMA_CPP_PYTHON",
+    "TOOLS_SEEN_RATIO",
     "AnthropicChatModel",
     "ChatModel",
     "ChatResult",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "ServerCompat",
     "Usage",
 ]
 
@@ -52,6 +67,21 @@ DEFAULT_MAX_RETRIES = 2
 
 DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS = 4096
 """Anthropic's ``max_tokens`` when neither the model nor the call sets one (the API requires it)."""
+
+TOOLS_SEEN_RATIO = 0.5
+"""A call that carried tools and whose reported ``prompt_tokens`` is below this fraction of our
+count of the tool definitions alone (their JSON, o200k) gives a
+:class:`~agent_memory.diagnostics.ToolsDroppedWarning`. A server that shows the tools to the model
+counts at least their tokens in its own format and tokenizer (OpenAI's compact rendering of a
+schema stays above half its JSON); one whose chat template drops them counts only the messages."""
+
+TOOLS_DROPPED_HINT = (
+    "llama-cpp-python: start `python -m llama_cpp.server` with `--chat_format chatml-function-calling` and "
+    "use OpenAIChatModel(..., compat=LLAMA_CPP_PYTHON) (it sends tool_choice='auto', without which that "
+    "format drops the tools too); llama.cpp's llama-server: start it with --jinja; Ollama, vLLM: serve a "
+    "model whose chat template takes tools (vLLM: --enable-auto-tool-choice --tool-call-parser ...)"
+)
+"""How to fix a server that drops tools, as the warning says it."""
 
 
 class Usage(BaseModel):
@@ -134,6 +164,48 @@ class ChatModel(Protocol):
         ...
 
 
+class ServerCompat(BaseModel):
+    """How an OpenAI-compatible server departs from OpenAI's Chat Completions, for
+    :class:`OpenAIChatModel` (``compat=``). The defaults send what OpenAI expects.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_choice: Literal["auto", "required"] | None = None
+    """Sent as ``tool_choice`` with every call that carries tools; ``None``: not sent (OpenAI then
+    takes ``"auto"``; llama-cpp-python's ``chatml-function-calling`` format drops the tools)."""
+    null_content: bool = True
+    """Whether an assistant message that only calls tools is sent with ``"content": null`` (as
+    OpenAI's API documents); ``False``: ``""`` (llama-cpp-python's server answers null with
+    HTTP 500)."""
+    tool_results_as_user: bool = False
+    """Send each tool result as a ``user`` message that starts ``Result of <name>(<arguments>):``,
+    for chat templates that drop ``tool`` messages (llama-cpp-python's
+    ``chatml-function-calling`` shows a tool message's role and not its content)."""
+
+
+LLAMA_CPP_PYTHON = ServerCompat(tool_choice="auto", null_content=False, tool_results_as_user=True)
+"""For llama-cpp-python's ``python -m llama_cpp.server --chat_format chatml-function-calling``
+(version 0.3): its grammar makes the model answer with either a message or tool calls."""
+
+
+def _adapt_messages(messages: list[dict[str, Any]], compat: ServerCompat) -> list[dict[str, Any]]:
+    """Chat Completions messages as ``compat`` asks (new dicts where changed)."""
+    calls: dict[str, tuple[str, str]] = {}
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            for call in message.get("tool_calls") or ():
+                calls[call["id"]] = (call["function"]["name"], call["function"]["arguments"])
+            if message.get("content") is None and not compat.null_content:
+                message = {**message, "content": ""}
+        elif message.get("role") == "tool" and compat.tool_results_as_user:
+            name, arguments = calls.get(message.get("tool_call_id", ""), ("a tool", ""))
+            message = {"role": "user", "content": f"Result of {name}({arguments}):\n{message.get('content') or ''}"}
+        out.append(message)
+    return out
+
+
 def _finish(value: str | None, table: Mapping[str, str]) -> str | None:
     return None if value is None else table.get(value, value)
 
@@ -174,6 +246,8 @@ class _SDKChatModel(ABC):
     _sdk: ModuleType
     _client: Any
     _where: str
+    _tools_warned: bool = False
+    """Set once this model warned that its server drops tools: they are no longer counted."""
 
     def _setup(self, sdk: ModuleType, client: Any, options: Mapping[str, Any] | None, create: Any) -> None:
         self._sdk, self._client = sdk, client
@@ -226,11 +300,29 @@ class _SDKChatModel(ABC):
         except (AttributeError, TypeError, ValueError) as exc:  # a shape no well-behaved server sends
             raise LLMOutputError(f"{self._where}: unexpected answer ({type(exc).__name__}: {exc})") from exc
         message = result.message
+        if tools and result.usage.prompt_tokens is not None:
+            self._check_tools_seen(tools, result.usage.prompt_tokens)
         if not message.content and not message.tool_calls:
             raise LLMOutputError(
                 f"{self._where}: the answer has neither text nor tool calls (finish_reason {result.finish_reason!r})"
             )
         return result
+
+    def _check_tools_seen(self, tools: Sequence[Mapping[str, Any]], prompt_tokens: int) -> None:
+        """Warn (once per endpoint and model) when the reported prompt is smaller than
+        :data:`TOOLS_SEEN_RATIO` of the tool definitions alone."""
+        if self._tools_warned:
+            return
+        tokens = tool_tokens([dict(tool) for tool in tools], default_token_counter().count)
+        if prompt_tokens >= TOOLS_SEEN_RATIO * tokens:
+            return
+        self._tools_warned = True
+        warn_once(ToolsDroppedWarning, (self._where, self.model), (
+            f"{self._where} (model {self.model!r}) reported {prompt_tokens:,} prompt tokens for a request whose "
+            f"{len(tools)} tool definition(s) alone count {tokens:,} tokens: the server seems to drop the tool "
+            f"definitions (its chat template has no tools), so the model cannot call any tool, memory tools "
+            f"included. {TOOLS_DROPPED_HINT}."
+        ), stacklevel=3)
 
     async def agenerate(
         self,
@@ -295,6 +387,8 @@ class OpenAIChatModel(_SDKChatModel):
             ``model``, ``stream``, ``timeout`` and the two token bounds.
         client: a ready ``openai.OpenAI`` client (Azure, a custom ``http_client``); then
             ``base_url``, ``api_key``, ``timeout_s`` default and ``max_retries`` are the client's.
+        compat: how the server departs from OpenAI (:class:`ServerCompat`; :data:`LLAMA_CPP_PYTHON`
+            for llama-cpp-python's server); ``None``: none.
 
     The answer's ``reasoning`` is read from ``message.reasoning_content`` or ``message.reasoning``,
     which OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) add; OpenAI itself returns none.
@@ -319,11 +413,36 @@ class OpenAIChatModel(_SDKChatModel):
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         options: Mapping[str, Any] | None = None,
         client: Any = None,
+        compat: ServerCompat | None = None,
     ) -> None:
         self.model, self.timeout_s = model, timeout_s
         self.max_output_tokens, self.max_tokens_field = max_output_tokens, max_tokens_field
+        self.compat = compat if compat is not None else ServerCompat()
         sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
         self._setup(sdk, client, options, client.chat.completions.create)
+        if self.compat.tool_choice is not None and "tool_choice" in self.options:
+            raise ConfigurationError("OpenAIChatModel: give tool_choice in compat or in options, not both")
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside), adapted to
+        the server as :attr:`compat` says.
+
+        Raises:
+            InvalidArgumentError: messages or tools the renderer refuses, or a bound below 1.
+        """
+        payload = super().render(messages, tools=tools, max_output_tokens=max_output_tokens)
+        if self.compat == ServerCompat():
+            return payload
+        payload["messages"] = _adapt_messages(payload["messages"], self.compat)
+        if self.compat.tool_choice is not None and payload.get("tools"):
+            payload["tool_choice"] = self.compat.tool_choice
+        return payload
 
     def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
         limit = self.max_output_tokens if max_output_tokens is None else max_output_tokens

@@ -9,6 +9,10 @@ Every model a developer builds raises :class:`~agent_memory.errors.InvalidArgume
 ``ValueError``) for bad values; strings and lists are bounded by :mod:`agent_memory.limits`.
 Records read back from ``items.jsonl`` are validated with :data:`STORED_CONTEXT`, which keeps
 the type checks but not the size bounds, so a record stored under other bounds stays readable.
+
+Records carry a schema version (:attr:`ItemRecord.schema_version`, :data:`ITEM_SCHEMA_VERSION`);
+a record from a newer version is kept as it is and refused when read
+(:class:`~agent_memory.errors.UnsupportedRecordError`, see :mod:`agent_memory.store.items`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pydantic import (
 )
 
 from agent_memory.config import DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT
-from agent_memory.errors import InvalidArgumentError, StoreError, map_exceptions, validation_summary
+from agent_memory.errors import InvalidArgumentError, StoreError, map_exceptions, quoted, validation_summary
 from agent_memory.limits import (
     MAX_AROUND_CHARS,
     MAX_EXTRA_CHARS,
@@ -58,6 +62,7 @@ __all__ = [
     "FilteredTransform",
     "FirstNTransform",
     "FullTransform",
+    "ITEM_SCHEMA_VERSION",
     "ItemMetadata",
     "ItemRecord",
     "LastNTransform",
@@ -71,6 +76,7 @@ __all__ = [
     "STORED_CONTEXT",
     "SummaryTransform",
     "TRANSFORM_ADAPTER",
+    "blank_content",
     "content_to_bytes",
     "content_from_bytes",
     "utc_now",
@@ -87,6 +93,12 @@ last three are the conversation's own memory, indexed when turns are compacted
 ContentEncoding = Literal["text", "bytes", "json"]
 """How the content blob decodes: UTF-8 text, raw bytes, or UTF-8 JSON."""
 
+
+ITEM_SCHEMA_VERSION = 1
+"""The newest item record format this version reads and writes (:attr:`ItemRecord.schema_version`).
+Version 1 is the format of every release before the field existed; a version that changes what a
+record means (a new field, a new type) raises it, and this version refuses such records loudly
+instead of misreading or moving them."""
 
 STORED_CONTEXT: dict[str, Any] = {"agent_memory_stored": True}
 """Validation context for records read back from the item store: types and Unicode are checked,
@@ -132,16 +144,36 @@ class _Model(BaseModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
+def blank_content(content: Any) -> bool:
+    """Whether ``content`` holds nothing to store: ``None``, an empty or whitespace-only ``str``,
+    empty ``bytes``. Empty JSON containers (``{}``, ``[]``) are data (a search that found
+    nothing), not blank."""
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    if isinstance(content, bytes | bytearray | memoryview):
+        return len(content) == 0
+    return False
+
+
 def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> tuple[bytes, ContentEncoding]:
     """Serialise content for its blob: ``str`` → UTF-8, ``bytes`` as is, anything else → JSON.
 
-    JSON is written with sorted keys and no extra whitespace, so identical data gives an
-    identical blob (and one sha256) whatever the key order it was built with. ``encoding="json"``
-    forces JSON (a JSON document that is a bare string); ``None`` chooses by type.
+    JSON is written compactly (no whitespace between tokens, ``ensure_ascii=False``) in the order
+    it was built: the keys of a dict keep their insertion order, so ``{"zeta": 1, "alpha": 2}``
+    reads back in that order. What JSON cannot keep is normalised: tuples come back as lists and
+    non-string keys (``int``, ``float``, ``bool``, ``None``) as their JSON strings (``1`` → ``"1"``);
+    two keys of one dict that would become the same string are refused. Blobs are addressed by
+    the sha256 of these bytes, so equal data built in another key order is a second blob. (Blobs
+    written by earlier versions, which sorted the keys, read back sorted, as they were written.)
+    ``encoding="json"`` forces JSON (a JSON document that is a bare string); ``None`` chooses by
+    type.
 
     Raises:
         InvalidArgumentError: (a ``TypeError``) if the content is neither text, bytes nor JSON-able,
-            holds a lone surrogate, or is JSON nested deeper than ``MAX_JSON_DEPTH``.
+            holds a lone surrogate, has colliding keys, or is JSON nested deeper than
+            ``MAX_JSON_DEPTH``.
     """
     if isinstance(content, str) and encoding != "json":
         try:
@@ -153,12 +185,48 @@ def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> t
     if json_depth(content) > MAX_JSON_DEPTH:
         raise InvalidArgumentError(f"content is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        text = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        _check_json_keys(content)
+        text = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         return check_text(text, "content").encode("utf-8"), "json"
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidArgumentError(
             f"content must be str, bytes or JSON-able data, not {type(content).__name__}: {str(exc)[:200]}"
         ) from exc
+
+
+def _json_key(key: object) -> object:
+    """The string ``json.dumps`` writes for a dict key (the key itself when it is not one JSON
+    takes: ``json.dumps`` then refuses it)."""
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return float.__repr__(key)
+    return key
+
+
+def _check_json_keys(value: Any) -> None:
+    """Refuse a dict (at any depth) two of whose keys become the same JSON string (``{1: "a",
+    "1": "b"}``): JSON keeps one of them, the other would be lost without a word.
+
+    Raises:
+        ValueError: naming the colliding key.
+    """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not all(isinstance(key, str) for key in node):
+                seen: set[object] = set()
+                for key in node:
+                    text = _json_key(key)
+                    if text in seen:
+                        raise ValueError(f"two keys of one object are both written as the JSON key {quoted(text)}")
+                    seen.add(text)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
 
 
 def content_from_bytes(data: bytes, encoding: ContentEncoding) -> Any:
@@ -266,6 +334,13 @@ class ItemRecord(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    schema_version: int = Field(
+        default=ITEM_SCHEMA_VERSION, ge=1, le=ITEM_SCHEMA_VERSION, exclude_if=lambda version: version == 1
+    )
+    """The record format (:data:`ITEM_SCHEMA_VERSION`). Version 1 is not written out (a record
+    without the field is version 1), so every line stays readable by versions before the field
+    existed, which refuse fields they do not know; a higher version is written. A record of a
+    version newer than this one is refused (``UnsupportedRecordError`` when the item is read)."""
     id: str
     """The memory id, ``mem_`` + 12 hex digits."""
     type: MemoryType = "custom"
@@ -426,14 +501,15 @@ TRANSFORM_ADAPTER: TypeAdapter[MemoryTransform] = TypeAdapter(MemoryTransform)
 class MemoryCriteria(_Model):
     """Filters of a query (seed 002 ``MemoryCriteria``). All given filters must hold (AND).
 
-    Without ``text`` the newest matching items come first; with ``text`` the items whose best
-    chunk is most similar come first.
+    Without ``text`` (``None``) the newest matching items come first: a listing. With ``text`` the
+    items whose best chunk is most similar come first. An empty or whitespace-only ``text`` is
+    refused (``InvalidArgumentError``) rather than taken as a listing: leave ``text`` out to list.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     text: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
-    """Semantic search text (at most ``MAX_QUERY_CHARS``); ``None`` lists items by time, newest
+    """Search text (at most ``MAX_QUERY_CHARS``, not blank); ``None`` lists items by time, newest
     first."""
     type: MemoryType | None = None
     """Only items of this type; ``None``: any type."""
@@ -469,10 +545,15 @@ class MemoryCriteria(_Model):
 
     @field_validator("text")
     @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
+    def _not_blank(cls, value: str | None) -> str | None:
         if value is not None:
             check_text(value, "text")
-        return value if value and value.strip() else None
+            if not value.strip():
+                raise ValueError(
+                    "text is empty or only whitespace; give words to search for, or leave text out "
+                    "(text=None) to list items newest first"
+                )
+        return value
 
 
 class QueryHit(_Model):

@@ -6,6 +6,13 @@ The conversation history keeps tool results as references (``Message.tool_result
 call and its result always stay together (only the result's text changes), and a result is
 swapped to its citation only when the citation is shorter than what it replaces.
 
+A citation names where its result came from. A result stored without a source (``source`` the
+default ``"agent"``: ``memory.store(result)`` by hand, as the README's loop does) is cited by the
+tool message that refers to it: its ``name`` as the source and ``name(arguments)`` of the call as
+the title (a ``url`` argument as the source when the arguments are too long to show), the way
+:meth:`~agent_memory.kernel.manager.MemoryManager.ingest_tool_result` stores them. The item itself
+is not changed.
+
 Until citing starts (``PresentationPolicy.start``), every result is shown exactly as the tool
 returned it, and :attr:`ContextBuilder.citing` is ``False``: the caller offers no memory tool and
 the prompt is the one an agent without memory would send.
@@ -13,17 +20,19 @@ the prompt is the one an agent without memory would send.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.memory import AgentMemory
-from agent_memory.models.items import MemoryItem
+from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.results import result_store_arguments
 from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
 
@@ -34,6 +43,9 @@ FORGOTTEN_NOTE = "[Result {id} was forgotten: it was removed from memory and can
 
 HEAD_LABEL_TOKENS = 8
 """Tokens of the "Beginning of the content:" label of a capped showing."""
+
+DEFAULT_SOURCE: str = ItemMetadata.model_fields["source"].default
+"""The source of an item stored without one (``"agent"``): cited by its tool call instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +161,8 @@ class ContextBuilder:
         self.offer_cost_tokens = offer_cost_tokens
         self.stats = ContextStats()
         self._views: dict[str, ResultView] = {}
+        self._origins: dict[str, tuple[str, str | None]] = {}
+        """Memory id -> (tool name, call arguments) of the tool message that refers to it."""
         self.state = state if state is not None else PresentationState()
 
     @property
@@ -162,7 +176,7 @@ class ContextBuilder:
         cached = self._views.get(item_id)
         if cached is not None:
             return cached
-        item = self.memory.get(item_id)
+        item = self._with_origin(self.memory.get(item_id))
         counter = self.memory.tokens
         raw = raw_text(item.content, item.metadata.content_encoding)
         raw_tokens = counter.count(raw)
@@ -175,6 +189,34 @@ class ContextBuilder:
         self._views[item_id] = view
         self.stats.citation_tokens.append(cited_tokens)
         return view
+
+    def _note_origins(self, history: Sequence[Message]) -> None:
+        """Remember which tool call produced each referenced result (for :meth:`_with_origin`)."""
+        calls = {call.id: call for m in history if m.role == "assistant" for call in m.tool_calls}
+        for message in history:
+            if message.role != "tool" or not message.tool_result_ref or message.tool_result_ref in self._origins:
+                continue
+            call = calls.get(message.tool_call_id or "")
+            name = message.name or (call.name if call is not None else None)
+            if name:
+                self._origins[message.tool_result_ref] = (name, call.arguments if call is not None else None)
+
+    def _with_origin(self, item: MemoryItem) -> MemoryItem:
+        """``item`` as its citation should name it: stored without a source, it gets its tool
+        call's name as source and ``name(arguments)`` as title (a copy; memory is unchanged)."""
+        origin = self._origins.get(item.id)
+        meta = item.metadata
+        if origin is None or meta.source != DEFAULT_SOURCE:
+            return item
+        name, arguments = origin
+        derived = result_store_arguments(item.content, tool=name, call_arguments=arguments, type=item.type,
+                                         media_type=meta.media_type or "text/plain", title=meta.title)
+        source = derived["source"]
+        url = _url_argument(arguments)
+        if url is not None and url not in (derived["title"] or ""):
+            source = url  # the call is shown as name(…): the URL says where it came from
+        return item.model_copy(update={"metadata": meta.model_copy(update={"source": source,
+                                                                           "title": derived["title"]})})
 
     def _full(self, item: MemoryItem, raw: str, raw_tokens: int, cited: str, cited_tokens: int) -> tuple[str, int]:
         counter = self.memory.tokens
@@ -209,13 +251,14 @@ class ContextBuilder:
         """
         state = self.state
         call = state.calls + 1
+        self._note_origins(history)
         refs = [
             ref for ref in dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref)
             if ref in self.memory
         ]  # a forgotten result (by this process or another) is shown as FORGOTTEN_NOTE
         first_call = dict(state.first_call)
-        for ref in refs:
-            first_call.setdefault(ref, call)
+        for shown_ref in refs:
+            first_call.setdefault(shown_ref, call)
         citing_since = state.citing_since
         if citing_since is None and (
             self.policy.start == "first_call"
@@ -280,6 +323,7 @@ class ContextBuilder:
         saved state."""
         self.state = state if state is not None else PresentationState()
         self._views.clear()
+        self._origins.clear()
 
     def _due(self, refs: list[str], call: int, first_call: dict[str, int]) -> list[str]:
         """The results the policy would show as citations in this call (before size checks)."""
@@ -317,3 +361,13 @@ class ContextBuilder:
         if worth and (self.policy.kind == "always_cite" or saving >= self.policy.min_swap_tokens):
             return worth
         return []
+
+
+def _url_argument(arguments: str | None) -> str | None:
+    """The ``url`` argument of a call's JSON arguments, if it has one (a string)."""
+    try:
+        parsed = json.loads(arguments) if arguments else None
+    except ValueError:
+        return None
+    url = parsed.get("url") if isinstance(parsed, dict) else None
+    return url if isinstance(url, str) and url else None

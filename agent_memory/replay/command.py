@@ -1,5 +1,5 @@
-"""``agent-memory replay``: replay real agent runs and write the token report (registered on the
-CLI app by :mod:`agent_memory.cli`)."""
+"""``agent-memory replay``: replay real agent runs and write the token and cost report (registered
+on the CLI app by :mod:`agent_memory.cli`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,28 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_memory.cli import CliError, _fail, _reported_errors, _stderr, _stdout
+from agent_memory.errors import ConfigurationError
+from agent_memory.pricing import PriceModel
 
 __all__ = ["DEFAULT_REPLAY_OUT", "replay"]
 
 DEFAULT_REPLAY_OUT = Path("replay-report")
-"""Where ``replay`` writes report.md, report.json and tokens.png when no ``--out`` is given."""
+"""Where ``replay`` writes report.md, report.json, tokens.png and cost.png when no ``--out`` is given."""
+
+
+def _price_models(names: list[str]) -> list[PriceModel] | None:
+    """``--price-model`` values (``MODEL`` or ``PROVIDER:MODEL``) as price models; ``None`` (the
+    headline models) when none are given."""
+    if not names:
+        return None
+    models = []
+    for name in names:
+        provider, sep, model = name.partition(":")
+        try:
+            models.append(PriceModel.lookup(model if sep else provider, provider=provider if sep else None))
+        except ConfigurationError as exc:
+            raise CliError(f"--price-model {name}: {exc}") from exc
+    return models
 
 
 def _agent_tools(pairs: list[str]) -> dict[str, tuple[dict, ...]]:
@@ -46,7 +63,14 @@ def replay(
         help="SOURCE=FILE: the tool definitions (OpenAI JSON) the agent of SOURCE sent with every call; counted "
         "in every strategy's net figure. Repeat for several sources.",
     ),
-    out: Path = typer.Option(DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json and tokens.png."),
+    out: Path = typer.Option(
+        DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json, tokens.png and cost.png."
+    ),
+    price_models: list[str] = typer.Option(
+        [], "--price-model",
+        help="MODEL or PROVIDER:MODEL of the genai-prices table to price every call under (prompt caching "
+        "included); repeat for several, the first one is plotted. Default: claude-sonnet-4-6, gpt-4o, gpt-5.",
+    ),
     policies: list[str] = typer.Option(
         [], "--policy",
         help="Agent-memory strategy to replay; repeat for several: full_once, keep_last_<k>, always_cite, each "
@@ -66,7 +90,7 @@ def replay(
 ) -> None:
     """Replay real agent runs through agent memory and count every prompt, net of every tool
     definition sent (and gross, messages only): naive full history, observation masking (3 newest
-    results) and agent memory per strategy; write a report."""
+    results) and agent memory per strategy; price every call with prompt caching; write a report."""
     from agent_memory.replay import engine, report
     from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
     from agent_memory.replay.pages import load_page_session
@@ -75,6 +99,7 @@ def replay(
     with _reported_errors():
         if not traces and pages is None:
             _fail("give trace files or directories, or --pages DIR")
+        priced = _price_models(price_models)
         try:
             chosen = [parse_strategy(name) for name in policies] or list(DEFAULT_STRATEGIES)
             runs = load_traces(traces or [])
@@ -105,7 +130,7 @@ def replay(
             if checks:
                 progress.update(task, description="ReAct Query Memory check…")
         summary = report.summarize(results, react=checks, seconds=time.monotonic() - started,
-                                   memory_tools=engine.memory_tool_sizes())
+                                   memory_tools=engine.memory_tool_sizes(), price_models=priced)
         if budget is not None:
             from agent_memory.replay.kernel_replay import replay_kernel
 

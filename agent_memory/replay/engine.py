@@ -165,6 +165,9 @@ class RunResult:
     """Stored results that ``memory.get(id)`` gave back identical (type and value)."""
     own_tool_tokens: int = 0
     """Tokens of the agent's own tool definitions, sent with every call in every strategy."""
+    output_tokens: list[int] = field(default_factory=list)
+    """Tokens each call produced (oldest first): the assistant message that follows it, its content
+    and tool calls without framing; the same in every strategy."""
     scripted: bool = False
     """Assistant turns scripted (the page session)."""
     question: str | None = None
@@ -237,8 +240,8 @@ def replay_run(
     args_by_call: dict[str, str] = {}
     entries = []
     for i, message in enumerate(messages):
-        for call in message.tool_calls:
-            args_by_call[call.id] = call.arguments
+        for tool_call in message.tool_calls:
+            args_by_call[tool_call.id] = tool_call.arguments
         if message.role == "tool":
             call_args = args_by_call.get(message.tool_call_id or "")
             entries.append(_result_entry(message, run.hints.get(i), call_args))
@@ -314,6 +317,7 @@ def replay_run(
         citation_tokens=citation_tokens,
         roundtrip_ok=roundtrip_ok,
         own_tool_tokens=own_tokens,
+        output_tokens=[message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls],
         scripted=run.scripted,
         question=run.question,
         answer=run.answer,

@@ -126,7 +126,7 @@ def _content(value: Any) -> str | None:
 
 def chat_messages(raw: Iterable[dict[str, Any]]) -> tuple[Message, ...]:
     """Provider-neutral messages from OpenAI chat messages (``function`` role read as ``tool``)."""
-    out = []
+    out: list[Message] = []
     for message in raw:
         role = message.get("role")
         if role == "function":

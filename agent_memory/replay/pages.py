@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.replay.loaders import ReplayRun, ResultHint
@@ -59,6 +59,17 @@ def _page_dirs(pages_dir: Path) -> list[Path]:
     return sorted(p for p in Path(pages_dir).iterdir() if (p / "source.html").is_file())
 
 
+class _Page(TypedDict):
+    """One page folder, read: its name, raw HTML, URL, and metadata (title, excerpt, site name)."""
+
+    name: str
+    html: str
+    url: str
+    title: str
+    excerpt: str
+    site: str | None
+
+
 def load_page_session(pages_dir: Path | str, *, max_pages: int = DEFAULT_MAX_PAGES,
                       per_iteration: int = PAGES_PER_ITERATION) -> ReplayRun:
     """The scripted research session over the first ``max_pages`` pages of ``pages_dir`` (name order).
@@ -77,7 +88,7 @@ def load_page_session(pages_dir: Path | str, *, max_pages: int = DEFAULT_MAX_PAG
     dirs = _page_dirs(pages_dir)[:max_pages]
     if not dirs:
         raise FileNotFoundError(f"no <page>/source.html under {pages_dir}")
-    pages = []
+    pages: list[_Page] = []
     for folder in dirs:
         html = (folder / "source.html").read_text(encoding="utf-8", errors="replace")
         meta_path = folder / "expected-metadata.json"

@@ -72,10 +72,12 @@ def react_query_check(
     check.pooled_items = len(ids)
     ranked: dict[str, list[str]] = {}
     for run, result in wanted:
-        if run.question not in ranked:  # the same question recurs across trials: encode it once
-            hits = memory.query(text=run.question, limit=MAX_QUERY_LIMIT)
-            ranked[run.question] = [hit.item.id for hit in hits]
-        order = ranked[run.question]
+        question = run.question
+        assert question is not None  # wanted holds only runs with a question
+        if question not in ranked:  # the same question recurs across trials: encode it once
+            hits = memory.query(text=question, limit=MAX_QUERY_LIMIT)
+            ranked[question] = [hit.item.id for hit in hits]
+        order = ranked[question]
         answers = set(result.answer_observations)
         check.runs_checked += 1
         own = [item_id for item_id in order if run.run_id in tags_of[content_of[item_id]]]

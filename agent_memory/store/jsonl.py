@@ -15,7 +15,10 @@ Rules (DESIGN.md, Storage):
   atomically rewrites the file without it, byte for byte otherwise. The main file then parses
   again for every process, and the bad bytes are kept for audit. If the rewrite fails (read-only
   disk), readers that ask for it (``skip_corrupt=True``) skip the line at read time instead.
-- Files are UTF-8; one pydantic ``TypeAdapter`` reads and writes each file's records.
+- Files are UTF-8; one pydantic ``TypeAdapter`` (or another :class:`RecordCodec`) reads and
+  writes each file's records. A codec may turn a line it cannot fully read into a placeholder
+  that writes back the same bytes (the item store does so for records of a newer version): such
+  a line parses, so it is never quarantined, and rewrites keep it byte for byte.
 """
 
 from __future__ import annotations
@@ -29,16 +32,32 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from filelock import FileLock
 from pydantic import TypeAdapter, ValidationError
 
 from agent_memory.errors import CorruptRecordError, LockTimeoutError, StoreError, validation_summary
 
-__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "atomic_write_bytes", "fsync_dir"]
+__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "RecordCodec", "atomic_write_bytes", "fsync_dir", "writable_dir"]
 
 T = TypeVar("T")
+
+
+class RecordCodec(Protocol[T]):
+    """Reads and writes one record of a JSONL file (a pydantic ``TypeAdapter`` is one)."""
+
+    def validate_json(self, data: bytes, /, *, context: dict[str, Any] | None = None) -> T:
+        """The record a line holds (without its newline).
+
+        Raises:
+            pydantic.ValidationError: if the line is not a record (it is then quarantined).
+        """
+        ...
+
+    def dump_json(self, instance: T, /) -> bytes:
+        """The line of a record, without its newline."""
+        ...
 
 LOCK_TIMEOUT_S = 60.0
 """Longest wait for another process's lock before :class:`LockTimeoutError`, in seconds."""
@@ -53,6 +72,16 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def writable_dir(path: Path) -> bool:
+    """Whether files can be created in directory ``path`` (or, when it does not exist yet, in its
+    nearest existing ancestor): ``False`` on a read-only mount, or for a user without write
+    permission. (``os.access``: root passes permission checks, never a read-only mount.)"""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate.is_dir() and os.access(candidate, os.W_OK)
+    return False
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -109,13 +138,18 @@ class JsonlFile(Generic[T]):
 
     Args:
         path: the file; its directory is created on first write.
-        adapter: reads and writes one record (``TypeAdapter(MyModel)``).
+        adapter: reads and writes one record (``TypeAdapter(MyModel)``, or any :class:`RecordCodec`).
         fsync: fsync after every append (durable against power loss; ~1 ms). Default ``True``.
         context: pydantic validation context used when reading records; ``None``: none.
     """
 
     def __init__(
-        self, path: Path, adapter: TypeAdapter[T], *, fsync: bool = True, context: dict[str, Any] | None = None
+        self,
+        path: Path,
+        adapter: TypeAdapter[T] | RecordCodec[T],
+        *,
+        fsync: bool = True,
+        context: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.adapter = adapter

@@ -7,23 +7,26 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
 
 from agent_memory.errors import StoreError
 from agent_memory.store.jsonl import CorruptLine, JsonlFile
 
 __all__ = ["CachedJsonl"]
 
+T = TypeVar("T")
+
 _FINGERPRINT_BYTES = 64
 """Bytes before the read offset remembered to recognise the same file (an atomic rewrite can get
 the inode number of a file it replaced before, so the inode alone does not tell)."""
 
 
-class CachedJsonl:
+class CachedJsonl(Generic[T]):
     """The records of one JSONL file, read incrementally: only bytes past the last read are parsed
-    while the file is the same one (same inode, same bytes just before the offset)."""
+    while the file is the same one (same inode, same bytes just before the offset). ``T`` is the
+    record type of ``jsonl``."""
 
-    def __init__(self, jsonl: JsonlFile[Any], on_quarantine: Callable[[CorruptLine, Path | None], None] | None) -> None:
+    def __init__(self, jsonl: JsonlFile[T], on_quarantine: Callable[[CorruptLine, Path | None], None] | None) -> None:
         self.jsonl = jsonl
         self._on_quarantine = on_quarantine
         self._mutex = threading.Lock()
@@ -31,12 +34,12 @@ class CachedJsonl:
 
     def invalidate(self) -> None:
         """Forget the cache: the next read starts from the beginning of the file."""
-        self._records: list[Any] = []
+        self._records: list[T] = []
         self._offset, self._line_no = 0, 1
         self._file_id: tuple[int, int] = (0, 0)
         self._fingerprint = b""
 
-    def records(self) -> list[Any]:
+    def records(self) -> list[T]:
         """Every record, in file order (quarantining corrupt lines first).
 
         Raises:

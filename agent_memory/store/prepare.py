@@ -24,6 +24,7 @@ from agent_memory.models.items import (
     MemoryItem,
     MemorySnapshot,
     MemoryType,
+    blank_content,
     content_from_bytes,
     content_to_bytes,
 )
@@ -46,7 +47,7 @@ class PreparedItem:
     data: bytes
     """The bytes of its content blob."""
     content: Any
-    """The content as it will read back (JSON with sorted keys), for indexing."""
+    """The content as it will read back (JSON after a round trip: tuples as lists), for indexing."""
 
 
 def str_list(name: str, value: object) -> tuple[Any, ...]:
@@ -57,8 +58,10 @@ def str_list(name: str, value: object) -> tuple[Any, ...]:
     """
     if isinstance(value, str | bytes):
         raise InvalidArgumentError(f"{name} must be a list of strings, not a single string")
+    if not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{name} must be a list of strings, not {type(value).__name__}")
     try:
-        return tuple(value)  # type: ignore[call-overload]
+        return tuple(value)
     except TypeError:
         raise InvalidArgumentError(f"{name} must be a list of strings, not {type(value).__name__}") from None
 
@@ -79,17 +82,21 @@ def prepare_item(
     reserved: set[str] | None = None,
     item_id: str | None = None,
     replacing: bool = False,
+    allow_empty: bool = False,
 ) -> PreparedItem:
     """Validate and describe one result (the arguments of ``AgentMemory.store``).
 
     ``content`` may be a :class:`MemoryItem` (its type and metadata are used, its id is not).
+    Blank content (:func:`~agent_memory.models.items.blank_content`: ``None``, ``""`` or only
+    whitespace, ``b""``) is refused unless ``allow_empty``.
     The new id is free in ``store`` and not in ``reserved`` (ids of the same batch), and is
     added to ``reserved``; ``item_id`` chooses it instead (a deterministic id, e.g. of a
     compacted turn), and must be free, unless ``replacing`` (the new content of the stored item
     ``item_id``, :meth:`AgentMemory.rewrite`).
 
     Raises:
-        InvalidArgumentError: for a wrong type, a value over its bound, invalid Unicode.
+        InvalidArgumentError: for a wrong type, a value over its bound, invalid Unicode, blank
+            content.
         InvalidIdError: if a ``related_to`` id is malformed.
         ItemNotFoundError: if a ``related_to`` id does not exist.
     """
@@ -99,6 +106,14 @@ def prepare_item(
             store, counter, content.content, type=content.type, source=meta.source, tags=meta.tags,
             related_to=meta.related_to, title=meta.title, media_type=meta.media_type,
             extra=dict(meta.extra), timestamp=meta.timestamp, reserved=reserved, item_id=item_id,
+            allow_empty=allow_empty,
+        )
+    if not isinstance(allow_empty, bool):
+        raise InvalidArgumentError(f"allow_empty must be True or False, not {type(allow_empty).__name__}")
+    if not allow_empty and blank_content(content):
+        what = "None" if content is None else "empty" if not content else "only whitespace"
+        raise InvalidArgumentError(
+            f"content is {what}: there is nothing to store (pass allow_empty=True to store an empty result anyway)"
         )
     related_ids = str_list("related_to", related_to)
     if len(related_ids) > MAX_RELATED:
@@ -111,8 +126,9 @@ def prepare_item(
     _TYPE.validate_python(type)
     data, encoding = content_to_bytes(content)
     if encoding == "json":
-        # From here on use the content as stored (keys sorted), so that token counts and the
-        # index are the same as after a rebuild or a restore, which read it from the blob.
+        # From here on use the content as it reads back (tuples as lists, keys as strings), so
+        # that token counts and the index are the same as after a rebuild or a restore, which
+        # read it from the blob.
         content = content_from_bytes(data, encoding)
     related = tuple(validate_memory_id(ref) for ref in related_ids)
     for ref in related:

@@ -34,10 +34,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeGuard, TypeVar
+
+from pydantic import TypeAdapter
 
 from agent_memory.config import resolve_memory_dir
-from agent_memory.errors import InvalidArgumentError, ItemNotFoundError, map_exceptions
+from agent_memory.errors import InvalidArgumentError, ItemNotFoundError, StoreError, map_exceptions
 from agent_memory.ids import validate_agent_id
 from agent_memory.models.items import STORED_CONTEXT
 from agent_memory.models.traces import (
@@ -60,8 +62,13 @@ TraceKind = Literal["raw", "archive", "episodic", "semantic"]
 """Which records: ``raw`` (active raw traces), ``archive`` (compacted or truncated raw traces),
 ``episodic`` (summaries), ``semantic`` (facts)."""
 
+RawKind = Literal["raw", "archive"]
+"""The kinds that hold :class:`RawTraceItem` records."""
+
 TraceRecord = RawTraceItem | EpisodicItem | SemanticItem
 """A record of one kind: :class:`RawTraceItem` for ``raw`` and ``archive``."""
+
+R = TypeVar("R", RawTraceItem, EpisodicItem, SemanticItem)
 
 KINDS: tuple[TraceKind, ...] = ("raw", "archive", "episodic", "semantic")
 
@@ -73,19 +80,20 @@ TRACE_FILES: dict[TraceKind, str] = {
 }
 """File name of each kind in the agent directory (seed 000 §7.1, AutoByteus' layout)."""
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-def _public(method: F) -> F:
+def _public(method: Callable[P, T]) -> Callable[P, T]:
     """A public store method: dependency and builtin errors mapped to library errors."""
     what = f"TraceStore.{method.__name__}"
 
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         with map_exceptions(what):
             return method(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _line_key(item: RawTraceItem) -> tuple[str, str, int]:
@@ -121,9 +129,25 @@ def _limit(limit: int | None) -> int | None:
     return limit
 
 
-def _newest(records: list[Any], limit: int | None) -> list[Any]:
+def _newest(records: list[T], limit: int | None) -> list[T]:
     """The last ``limit`` records (all for ``None``), oldest first."""
     return records if limit is None else records[len(records) - limit :] if limit else []
+
+
+def _all_of(records: Sequence[TraceRecord], model: type[R]) -> TypeGuard[Sequence[R]]:
+    return all(isinstance(record, model) for record in records)
+
+
+def _only(model: type[R], records: Sequence[TraceRecord], kind: TraceKind) -> list[R]:
+    """``records`` as a list of ``model``, the record type of ``kind`` (a new list).
+
+    Raises:
+        StoreError: if a record is of another type (a backend broke its contract).
+    """
+    if _all_of(records, model):
+        return list(records)
+    other = next(record for record in records if not isinstance(record, model))
+    raise StoreError(f"the {kind} records hold a {type(other).__name__}, not only {model.__name__}")
 
 
 def _check_type(items: Sequence[Any], model: type, what: str) -> None:
@@ -136,7 +160,8 @@ class TraceStore(ABC):
     """RAW_TRACE, EPISODIC and SEMANTIC records of one agent (seed 000 §7).
 
     Subclasses implement :meth:`_append`, :meth:`_read` and :meth:`_rewrite`, may override
-    :meth:`_locked`, and call ``super().__init__()``. Public methods are thread-safe.
+    :meth:`_locked` (and the typed reads :meth:`_read_raw`, :meth:`_read_episodic`,
+    :meth:`_read_semantic`), and call ``super().__init__()``. Public methods are thread-safe.
     """
 
     def __init__(self) -> None:
@@ -163,6 +188,20 @@ class TraceStore(ABC):
         ``KINDS`` (``raw`` before ``archive``)."""
         return self._kind_locks[kind]
 
+    # Typed reads for the methods below: :meth:`_read` checked against the kind's record type. A
+    # backend that keeps the kinds apart may override them to skip the check.
+    def _read_raw(self, kind: RawKind) -> list[RawTraceItem]:
+        """:meth:`_read` of ``raw`` or ``archive``, typed."""
+        return _only(RawTraceItem, self._read(kind), kind)
+
+    def _read_episodic(self) -> list[EpisodicItem]:
+        """:meth:`_read` of ``episodic``, typed."""
+        return _only(EpisodicItem, self._read("episodic"), "episodic")
+
+    def _read_semantic(self) -> list[SemanticItem]:
+        """:meth:`_read` of ``semantic``, typed."""
+        return _only(SemanticItem, self._read("semantic"), "semantic")
+
     # -- raw traces -------------------------------------------------------------------------
     @_public
     def add_raw(self, items: Iterable[RawTraceItem]) -> list[RawTraceItem]:
@@ -182,8 +221,8 @@ class TraceStore(ABC):
         batch = list(items)
         _check_type(batch, RawTraceItem, "add_raw")
         with self._locked("raw"):
-            known: dict[str, RawTraceItem] = {item.id: item for item in self._read("archive")}
-            known.update((item.id, item) for item in self._read("raw"))
+            known: dict[str, RawTraceItem] = {item.id: item for item in self._read_raw("archive")}
+            known.update((item.id, item) for item in self._read_raw("raw"))
             new: list[RawTraceItem] = []
             for item in batch:
                 stored = known.get(item.id)
@@ -211,12 +250,12 @@ class TraceStore(ABC):
             InvalidArgumentError: if a turn id is malformed.
         """
         wanted = _turn_set(turn_ids)
-        return [item for item in _merged(self._read("raw")) if wanted is None or item.turn_id in wanted]
+        return [item for item in _merged(self._read_raw("raw")) if wanted is None or item.turn_id in wanted]
 
     @_public
     def active_turn_ids(self) -> list[str]:
         """Turn ids with lines in the active file, oldest first (the candidates of compaction)."""
-        return sorted({item.turn_id for item in self._read("raw")}, key=turn_number)
+        return sorted({item.turn_id for item in self._read_raw("raw")}, key=turn_number)
 
     @_public
     def archive_turns(self, turn_ids: Iterable[str]) -> int:
@@ -252,9 +291,9 @@ class TraceStore(ABC):
 
     def _archive(self, chosen: Callable[[RawTraceItem], bool]) -> int:
         with self._locked("raw"):
-            active = self._read("raw")
+            active = self._read_raw("raw")
             with self._locked("archive"):
-                archived = {_line_key(item) for item in self._read("archive")}
+                archived = {_line_key(item) for item in self._read_raw("archive")}
                 moving = [item for item in active if chosen(item) or _line_key(item) in archived]
                 if not moving:
                     return 0
@@ -279,13 +318,13 @@ class TraceStore(ABC):
             InvalidArgumentError: if a turn id is malformed.
         """
         wanted = _turn_set(turn_ids)
-        return [item for item in _merged(self._read("archive")) if wanted is None or item.turn_id in wanted]
+        return [item for item in _merged(self._read_raw("archive")) if wanted is None or item.turn_id in wanted]
 
     @_public
     def turn_ids(self) -> list[str]:
         """Every turn id with lines in the active file or the archive, oldest first (by number)."""
-        active = self._read("raw")  # active first: a concurrent move cannot hide a turn
-        archived = self._read("archive")
+        active = self._read_raw("raw")  # active first: a concurrent move cannot hide a turn
+        archived = self._read_raw("archive")
         return sorted({item.turn_id for item in (*active, *archived)}, key=turn_number)
 
     @_public
@@ -297,18 +336,18 @@ class TraceStore(ABC):
             InvalidArgumentError: if ``turn_id`` is malformed.
         """
         turn_number(turn_id)
-        active = [item for item in self._read("raw") if item.turn_id == turn_id]
-        archived = [item for item in self._read("archive") if item.turn_id == turn_id]
+        active = [item for item in self._read_raw("raw") if item.turn_id == turn_id]
+        archived = [item for item in self._read_raw("archive") if item.turn_id == turn_id]
         return _merged(archived, active)
 
     @_public
     def highest_turn_number(self) -> int:
         """The highest turn number anywhere in the store (active, archive, episodes' ``turn_ids``,
         facts' ``source_turn_ids``); 0 when there is none. Turn ids continue after it."""
-        numbers = [turn_number(item.turn_id) for item in (*self._read("raw"), *self._read("archive"))]
-        for episode in self._read("episodic"):
+        numbers = [turn_number(item.turn_id) for item in (*self._read_raw("raw"), *self._read_raw("archive"))]
+        for episode in self._read_episodic():
             numbers.extend(turn_number(turn_id) for turn_id in episode.turn_ids)
-        for fact in self._read("semantic"):
+        for fact in self._read_semantic():
             numbers.extend(turn_number(turn_id) for turn_id in fact.source_turn_ids)
         return max(numbers, default=0)
 
@@ -328,7 +367,7 @@ class TraceStore(ABC):
         """
         _check_type([item], EpisodicItem, "add_episodic")
         with self._locked("episodic"):
-            for stored in self._read("episodic"):
+            for stored in self._read_episodic():
                 if stored.window_id == item.window_id:
                     return stored
                 if stored.id == item.id:
@@ -341,7 +380,7 @@ class TraceStore(ABC):
     @_public
     def list_episodic(self, limit: int | None = None) -> list[EpisodicItem]:
         """The newest ``limit`` episodes (all for ``None``), oldest first."""
-        return _newest(self._read("episodic"), _limit(limit))
+        return _newest(self._read_episodic(), _limit(limit))
 
     # -- semantic ---------------------------------------------------------------------------
     @_public
@@ -360,7 +399,7 @@ class TraceStore(ABC):
         batch = list(items)
         _check_type(batch, SemanticItem, "add_semantic")
         with self._locked("semantic"):
-            stored = self._read("semantic")
+            stored = self._read_semantic()
             by_fact = {normalise_fact(fact.fact): index for index, fact in enumerate(stored)}
             by_id = {fact.id: fact for fact in stored}
             out_index: list[int] = []
@@ -393,7 +432,7 @@ class TraceStore(ABC):
             limit: most facts returned.
             pinned: ``True``: only pinned facts; ``False``: only unpinned ones; ``None``: both.
         """
-        facts = [fact for fact in self._read("semantic") if pinned is None or fact.pinned is pinned]
+        facts = [fact for fact in self._read_semantic() if pinned is None or fact.pinned is pinned]
         return _newest(facts, _limit(limit))
 
     @_public
@@ -405,7 +444,7 @@ class TraceStore(ABC):
             StoreError: if the rewrite fails.
         """
         with self._locked("semantic"):
-            facts = self._read("semantic")
+            facts = self._read_semantic()
             for index, fact in enumerate(facts):
                 if fact.id == fact_id:
                     if fact.pinned is not bool(pinned):
@@ -428,9 +467,10 @@ class TraceStore(ABC):
             StoreError: if a rewrite fails (the file is then intact).
         """
         changed = 0
-        for kind in ("raw", "archive"):
+        raw_kinds: tuple[RawKind, ...] = ("raw", "archive")
+        for kind in raw_kinds:
             with self._locked(kind):
-                items = self._read(kind)
+                items = self._read_raw(kind)
                 hits = [n for n, item in enumerate(items) if item.tool_result_ref == ref and item.tool_result != note]
                 for n in hits:
                     items[n] = items[n].model_copy(update={"tool_result": note})
@@ -497,18 +537,23 @@ class FileTraceStore(TraceStore):
     ) -> None:
         super().__init__()
         self.agent_dir = Path(agent_dir)
-        adapters = {
-            "raw": RAW_TRACE_ADAPTER,
-            "archive": RAW_TRACE_ADAPTER,
-            "episodic": EPISODIC_ADAPTER,
-            "semantic": SEMANTIC_ADAPTER,
+
+        def cached(kind: TraceKind, adapter: TypeAdapter[R]) -> CachedJsonl[R]:
+            jsonl = JsonlFile(self.agent_dir / TRACE_FILES[kind], adapter, fsync=fsync, context=STORED_CONTEXT)
+            return CachedJsonl(jsonl, on_quarantine)
+
+        self._raw_files: dict[RawKind, CachedJsonl[RawTraceItem]] = {
+            "raw": cached("raw", RAW_TRACE_ADAPTER),
+            "archive": cached("archive", RAW_TRACE_ADAPTER),
         }
+        self._episodic_file = cached("episodic", EPISODIC_ADAPTER)
+        self._semantic_file = cached("semantic", SEMANTIC_ADAPTER)
+        self._files: dict[TraceKind, CachedJsonl[RawTraceItem] | CachedJsonl[EpisodicItem] | CachedJsonl[SemanticItem]]
         self._files = {
-            kind: CachedJsonl(
-                JsonlFile(self.agent_dir / TRACE_FILES[kind], adapters[kind], fsync=fsync, context=STORED_CONTEXT),
-                on_quarantine,
-            )
-            for kind in KINDS
+            "raw": self._raw_files["raw"],
+            "archive": self._raw_files["archive"],
+            "episodic": self._episodic_file,
+            "semantic": self._semantic_file,
         }
 
     @classmethod
@@ -528,15 +573,33 @@ class FileTraceStore(TraceStore):
         return self._files[kind].jsonl.path
 
     def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        self._files[kind].jsonl.append(records)
+        if kind == "raw" or kind == "archive":
+            self._raw_files[kind].jsonl.append(_only(RawTraceItem, records, kind))
+        elif kind == "episodic":
+            self._episodic_file.jsonl.append(_only(EpisodicItem, records, kind))
+        else:
+            self._semantic_file.jsonl.append(_only(SemanticItem, records, kind))
 
     def _read(self, kind: TraceKind) -> list[TraceRecord]:
-        return self._files[kind].records()
+        return [*self._files[kind].records()]
+
+    def _read_raw(self, kind: RawKind) -> list[RawTraceItem]:
+        return self._raw_files[kind].records()
+
+    def _read_episodic(self) -> list[EpisodicItem]:
+        return self._episodic_file.records()
+
+    def _read_semantic(self) -> list[SemanticItem]:
+        return self._semantic_file.records()
 
     def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        cached = self._files[kind]
-        cached.jsonl.rewrite(records)
-        cached.invalidate()
+        if kind == "raw" or kind == "archive":
+            self._raw_files[kind].jsonl.rewrite(_only(RawTraceItem, records, kind))
+        elif kind == "episodic":
+            self._episodic_file.jsonl.rewrite(_only(EpisodicItem, records, kind))
+        else:
+            self._semantic_file.jsonl.rewrite(_only(SemanticItem, records, kind))
+        self._files[kind].invalidate()
 
     def _locked(self, kind: TraceKind) -> AbstractContextManager[Any]:
         return self._files[kind].jsonl.locked()
