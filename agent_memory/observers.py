@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +35,7 @@ __all__ = [
     "IndexFailed",
     "IndexReadOnly",
     "IndexRecreated",
+    "LLMCalled",
     "MemoryEvent",
     "MemoryObserver",
     "ObserverList",
@@ -234,6 +236,37 @@ class Retrieved(MemoryEvent):
     """Tokens of the content returned (0 for a query)."""
     query: str | None = None
     """The query text (cut to 200 characters), for a query."""
+
+
+class LLMCalled(MemoryEvent):
+    """An LLM call of an agent (:class:`~agent_memory.agent.loop.MemoryAgent`) was answered: the
+    tokens its provider reported, the prompt's cache reads and writes among them, and what the
+    call cost. One per call, after the answer is recorded."""
+
+    kind: Literal["llm_called"] = "llm_called"
+    log_level: ClassVar[int] = logging.DEBUG
+    turn_id: str
+    """The turn the call belongs to."""
+    step: int
+    """The call's 1-based position in its run."""
+    model: str | None
+    """The model that answered, as the provider named it (``None``: not reported)."""
+    prompt_tokens: int | None
+    """The whole prompt, cache reads and writes included (``None``: not reported)."""
+    completion_tokens: int | None
+    """The answer (``None``: not reported)."""
+    cache_read_tokens: int | None
+    """Prompt tokens read from the provider's prompt cache (``None``: not reported)."""
+    cache_write_tokens: int | None
+    """Prompt tokens written to the provider's prompt cache (Anthropic; ``None``: not reported,
+    as OpenAI never does)."""
+    cost_usd: Decimal | None
+    """What the call cost in USD (every part), priced from the reported usage; ``None``: not
+    priced (``unpriced_reason``)."""
+    price_model: str | None
+    """The price model's label (its ``genai-prices`` model id); ``None``: none."""
+    unpriced_reason: str | None = None
+    """Why ``cost_usd`` is ``None``."""
 
 
 class EventApplied(MemoryEvent):

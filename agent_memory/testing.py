@@ -9,6 +9,7 @@ Anthropic Messages) with real HTTP on loopback and scripted answers instead of a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from typing import Any
 from agent_memory.errors import ConfigurationError
 
 __all__ = [
+    "ANTHROPIC_CACHE_LOOKBACK_BLOCKS",
     "FAKE_MODEL",
     "SMOLLM2_GGUF",
     "ChromaServer",
@@ -126,6 +128,14 @@ class ChromaServer:
 FAKE_MODEL = "fake-model"
 """The model name :class:`FakeLLMServer` reports when a request names none."""
 
+ANTHROPIC_CACHE_LOOKBACK_BLOCKS = 20
+"""Blocks before a ``cache_control`` breakpoint where Anthropic (and :class:`FakeLLMServer`) still
+looks for an earlier cache entry."""
+
+DEFAULT_FAKE_CACHE_MIN_TOKENS = 1024
+"""Shortest prefix :class:`FakeLLMServer` caches for Anthropic requests, in its usage units (words):
+the minimum Anthropic documents for its Sonnet models, in tokens."""
+
 
 @dataclass(frozen=True)
 class ScriptedToolCall:
@@ -184,7 +194,9 @@ class ScriptedReply:
             ``None``: none.
         usage: the token counts to report; ``None``: whitespace-separated words of the prompt's
             texts and of ``content`` (not tokens), plus a quarter of the characters of the tool
-            definitions' JSON (a server that shows the tools counts them).
+            definitions' JSON (a server that shows the tools counts them); for Anthropic, split
+            into cache reads, cache writes and uncached input by the server's prompt cache (see
+            :class:`FakeLLMServer`).
         report_usage: ``False`` leaves ``usage`` out of the answer entirely.
         finish_reason: the provider's own value, verbatim (chat ``finish_reason``, Anthropic
             ``stop_reason``; for Responses the ``incomplete_details.reason`` of an ``incomplete``
@@ -240,7 +252,57 @@ def _usage(reply: ScriptedReply, prompt_words: int) -> ScriptedUsage:
     return reply.usage or ScriptedUsage(prompt_tokens=prompt_words, completion_tokens=len(reply.content.split()))
 
 
-def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+def _uncached(value: Any) -> Any:
+    """``value`` without its ``cache_control`` markers (they are not part of what is cached)."""
+    if isinstance(value, dict):
+        return {k: _uncached(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_uncached(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One cacheable block of an Anthropic request, in prefix order."""
+
+    digest: str
+    """Hash of the request's model and every block up to this one, markers left out."""
+    end_tokens: int
+    """Usage units (words; tools: characters / 4) from the start of the prompt to this block's end."""
+    marked: bool
+    """The block carries ``cache_control``."""
+
+
+def _anthropic_blocks(body: dict[str, Any]) -> list[_Block]:
+    """The request's blocks in Anthropic's prefix order: each tool, each system block, each content
+    block of each message (a string content is one block)."""
+    raw: list[tuple[Any, Any, int]] = []  # (what is hashed, the block, its usage units)
+    tools = body.get("tools") or []
+    before = 0
+    for i, tool in enumerate(tools):  # a quarter of the JSON's characters, as _tool_tokens counts
+        upto = len(json.dumps(_uncached(tools[: i + 1]))) // 4
+        raw.append((tool, tool, upto - before))
+        before = upto
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        raw.append((block, block, _words(_uncached(block))))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            raw.append(({"role": message.get("role"), "block": block}, block, _words(_uncached(block))))
+    chain = hashlib.sha256(str(body.get("model")).encode("utf-8"))
+    blocks: list[_Block] = []
+    total = 0
+    for hashed, block, tokens in raw:
+        chain.update(json.dumps(_uncached(hashed), sort_keys=True).encode("utf-8"))
+        total += tokens
+        blocks.append(_Block(chain.copy().hexdigest(), total, isinstance(block, dict) and "cache_control" in block))
+    if body.get("cache_control") and blocks:  # request-level (automatic) caching marks the last block
+        blocks[-1] = _Block(blocks[-1].digest, blocks[-1].end_tokens, True)
+    return blocks
+
+
+def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or (None if reply.tool_calls else "")}
     if reply.tool_calls:
         message["tool_calls"] = [
@@ -266,7 +328,7 @@ def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str
     return answer
 
 
-def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if reply.reasoning is not None:
         output.append({"type": "reasoning", "id": f"rs_fake_{n}",
@@ -293,7 +355,7 @@ def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dic
     return answer
 
 
-def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dict[str, Any]:
+def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if reply.reasoning is not None:
         content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake-signature"})
@@ -312,7 +374,7 @@ def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int) -> dic
         "stop_sequence": None,
     }
     if reply.report_usage:
-        usage = _usage(reply, _words([body.get("system"), body.get("messages")]) + _tool_tokens(body))
+        usage = reply.usage or fake._anthropic_usage(body, completion_tokens=len(reply.content.split()))
         cached, written = usage.cached_tokens, usage.cache_write_tokens
         answer["usage"] = {"input_tokens": usage.prompt_tokens - (cached or 0) - (written or 0),
                            "output_tokens": usage.completion_tokens}
@@ -353,15 +415,33 @@ class FakeLLMServer:
     fields (``max_tokens``, ``tools``, ``response_format``, ...) are recorded, not honoured.
     ``GET /v1/models`` lists :data:`FAKE_MODEL`.
 
+    Anthropic's prompt cache is modelled from the requests, as Anthropic documents it, whenever the
+    usage is not scripted: the prompt is a sequence of blocks (each tool, each ``system`` block,
+    each content block of each message, in that order); a block marked ``cache_control`` (or the
+    last block, for a request-level ``cache_control``) is a breakpoint, where a successful request
+    stores the prefix that ends there if it is at least ``cache_min_tokens`` long. A request reads
+    the longest stored prefix (same model, same blocks, markers left out) that ends at one of its
+    breakpoints or up to :data:`ANTHROPIC_CACHE_LOOKBACK_BLOCKS` blocks before one
+    (``cache_read_input_tokens``); what follows it up to the last cacheable breakpoint is written
+    (``cache_creation_input_tokens``); the rest is ``input_tokens``. Both cache fields are always
+    sent (0 when nothing was read or written), as Anthropic does. Not modelled: expiry (entries
+    live as long as the server; Anthropic's last 5 minutes), per-model minimums (one
+    ``cache_min_tokens``), the limit of four breakpoints (not enforced), the 1-hour cache. The
+    OpenAI routes report no cache hits unless scripted.
+
     Args:
         port: TCP port; ``None``: a free one.
+        cache_min_tokens: shortest prefix the Anthropic cache stores, in the usage's units
+            (words; :data:`DEFAULT_FAKE_CACHE_MIN_TOKENS`).
 
     Use :meth:`start` / :meth:`stop` or ``with FakeLLMServer() as server:``; point an OpenAI
     client at :attr:`base_url` and an Anthropic client at :attr:`anthropic_base_url`.
     """
 
-    def __init__(self, *, port: int | None = None) -> None:
+    def __init__(self, *, port: int | None = None, cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS) -> None:
         self.port = port or free_port()
+        self.cache_min_tokens = cache_min_tokens
+        self._anthropic_cache: set[str] = set()
         self.requests: list[dict[str, Any]] = []
         """JSON bodies of every request to an answering route, oldest first."""
         self.received: list[RecordedRequest] = []
@@ -394,6 +474,25 @@ class FakeLLMServer:
         """Requests received so far on the answering routes."""
         with self._lock:
             return len(self.requests)
+
+    def _anthropic_usage(self, body: dict[str, Any], *, completion_tokens: int) -> ScriptedUsage:
+        """The default usage of an Anthropic request, split by the modelled prompt cache (class
+        docstring); stores the request's cacheable prefixes."""
+        blocks = _anthropic_blocks(body)
+        marks = [n for n, block in enumerate(blocks) if block.marked]
+        with self._lock:
+            read = 0
+            for mark in marks:
+                for n in range(mark, max(-1, mark - ANTHROPIC_CACHE_LOOKBACK_BLOCKS - 1), -1):
+                    if blocks[n].digest in self._anthropic_cache:
+                        read = max(read, blocks[n].end_tokens)
+                        break
+            stored = [n for n in marks if blocks[n].end_tokens >= self.cache_min_tokens]
+            self._anthropic_cache.update(blocks[n].digest for n in stored)
+        written = blocks[stored[-1]].end_tokens - read if stored else 0
+        prompt = blocks[-1].end_tokens if blocks else 0
+        return ScriptedUsage(prompt_tokens=prompt, completion_tokens=completion_tokens, cached_tokens=read,
+                             cache_write_tokens=max(0, written))
 
     def assert_complete(self) -> None:
         """Raise ``AssertionError`` if queued replies were never asked for."""
@@ -462,7 +561,7 @@ class FakeLLMServer:
                 elif reply.status != 200:
                     self._send(reply.status, error(reply), reply.headers)
                 else:
-                    self._send(200, answer(reply, body, n), reply.headers)
+                    self._send(200, answer(reply, body, n, fake), reply.headers)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True

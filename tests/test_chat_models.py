@@ -127,7 +127,7 @@ def test_anthropic_prompt_tokens_include_both_cache_counts(server: FakeLLMServer
     # On the wire: input_tokens 50, cache_read_input_tokens 40, cache_creation_input_tokens 10.
     server.enqueue(ScriptedReply(content="ok", usage=ScriptedUsage(100, 5, cached_tokens=40, cache_write_tokens=10)))
     usage = make("anthropic", server).generate(CONVERSATION).usage
-    assert usage == Usage(prompt_tokens=100, completion_tokens=5, cached_tokens=40)
+    assert usage == Usage(prompt_tokens=100, completion_tokens=5, cached_tokens=40, cache_write_tokens=10)
 
 
 @pytest.mark.parametrize(("kind", "reason"), [("openai_chat", "length"), ("openai_responses", "max_output_tokens"),
@@ -241,7 +241,8 @@ def test_output_bounds_and_options_reach_the_request(server: FakeLLMServer) -> N
     make("openai_responses", server, options={"store": False}).generate(CONVERSATION, max_output_tokens=50)
     assert server.requests[-1]["max_output_tokens"] == 50 and server.requests[-1]["store"] is False
     make("anthropic", server).generate(CONVERSATION)
-    assert server.requests[-1]["max_tokens"] == 4096 and server.requests[-1]["system"] == "You are terse."
+    assert server.requests[-1]["max_tokens"] == 4096
+    assert server.requests[-1]["system"][0]["text"] == "You are terse."  # a block, to carry cache_control
 
 
 @pytest.mark.parametrize("kind", KINDS)

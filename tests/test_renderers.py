@@ -171,7 +171,8 @@ def test_openai_responses_golden() -> None:
 
 
 def test_anthropic_golden() -> None:
-    payload = AnthropicRenderer().render(PARALLEL, tools=TOOLS, model="claude-test", max_tokens=256)
+    # The blocks without cache breakpoints; where those go: tests/test_prompt_caching.py.
+    payload = AnthropicRenderer(cache_breakpoints=False).render(PARALLEL, tools=TOOLS, model="claude-test", max_tokens=256)
     assert payload == {
         "model": "claude-test",
         "max_tokens": 256,
@@ -202,7 +203,7 @@ def test_anthropic_golden() -> None:
 
 
 def test_anthropic_merges_roles_orders_results_first_and_converts_images() -> None:
-    render = AnthropicRenderer().render
+    render = AnthropicRenderer(cache_breakpoints=False).render
     assert render(CONVERSATIONS["consecutive_roles"])["messages"] == [
         {"role": "user",
          "content": [{"type": "text", "text": "First part."}, {"type": "text", "text": "Second part."}]},

@@ -2,7 +2,9 @@
 
 Each step is one stateless LLM call whose messages the
 :class:`~agent_memory.llm.assembler.LLMRequestAssembler` builds from the Working Context Snapshot
-(compacting first when the budget asks for it); the provider's usage feeds the token budget. The
+(compacting first when the budget asks for it); the provider's usage feeds the token budget and
+is reported per call (:class:`AgentStep`: prompt, cache reads and writes, output, and the cost in
+USD from :mod:`agent_memory.pricing`), to observers too (:class:`~agent_memory.observers.LLMCalled`). The
 model's tool calls run in order: the agent's own tools (plain typed functions,
 :mod:`agent_memory.agent.tools`), whose results are stored in memory and shown in full once then
 cited; the memory tools (``actions``, found through the ``agent_memory.toolkit`` entry point), whose
@@ -37,12 +39,13 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.kernel.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from agent_memory.limits import shorten
 from agent_memory.llm.assembler import LLMRequestAssembler
-from agent_memory.llm.chat import ChatModel
+from agent_memory.llm.chat import ChatModel, Usage
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import ToolCall
-from agent_memory.observers import Compacted, MemoryEvent, MemoryObserver, Truncated
+from agent_memory.observers import Compacted, LLMCalled, MemoryEvent, MemoryObserver, Truncated
 from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
+from agent_memory.pricing import Cost, PriceModel
 
 if TYPE_CHECKING:
     from agent_memory.agent.sub_agents import SubAgentResult
@@ -66,13 +69,26 @@ class AgentStep(BaseModel):
     estimate_tokens: int
     """Our count of the prompt (messages and tool definitions, o200k)."""
     completion_tokens: int | None
+    """The answer's size as the provider reported it (``None``: not reported)."""
     cached_tokens: int | None
+    """Cache reads: the part of ``prompt_tokens`` read from the provider's prompt cache
+    (``None``: not reported)."""
     tools_offered: tuple[str, ...]
     """Names of the tools sent with the call (the agent's and the memory tools offered)."""
     tool_calls: tuple[str, ...]
     """Names of the tools the model called, in order."""
     compacted_turns: tuple[str, ...]
     """Turns compacted (or truncated) before this call; ``()``: none."""
+    cache_write_tokens: int | None = None
+    """Cache writes: the part of ``prompt_tokens`` written to the provider's prompt cache
+    (Anthropic's ``cache_creation_input_tokens``; ``None``: not reported, as OpenAI never does)."""
+    cost: Cost | None = None
+    """What the call cost, in USD by part (uncached input, cache writes, cache reads, output): the
+    reported usage priced by the agent's :class:`~agent_memory.pricing.PriceModel`, as reported,
+    with no modelling; ``None``: not priced, ``unpriced_reason`` says why."""
+    unpriced_reason: str | None = None
+    """Why ``cost`` is ``None`` (no price known for the model, no usage reported); ``None`` when
+    priced."""
 
 
 class AgentRun(BaseModel):
@@ -99,6 +115,24 @@ class AgentRun(BaseModel):
         """The reported prompt size of each call, in order."""
         return [step.prompt_tokens for step in self.steps]
 
+    @property
+    def cache_read_tokens(self) -> int:
+        """Prompt tokens read from the provider's cache, over every call (unreported: 0)."""
+        return sum(step.cached_tokens or 0 for step in self.steps)
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """Prompt tokens written to the provider's cache, over every call (unreported: 0)."""
+        return sum(step.cache_write_tokens or 0 for step in self.steps)
+
+    @property
+    def cost(self) -> Cost | None:
+        """What the run's calls cost, in USD by part (the sum of each step's ``cost``); ``None``
+        when a call was not priced (its ``unpriced_reason`` says why)."""
+        if any(step.cost is None for step in self.steps):
+            return None
+        return sum((step.cost for step in self.steps if step.cost is not None), Cost())
+
 
 class MemoryAgent:
     """An LLM agent with memory.
@@ -116,11 +150,19 @@ class MemoryAgent:
         compaction_llm: the client of the LLM summarizer (needed when ``config.use_compaction_llm``).
         trace_dir: where the conversation's files go; ``None``: the memory's agent directory
             (sub-agents sharing a memory get their own).
-        observers: hear ingest, compaction, truncation, retrieval and applied events.
+        observers: hear ingest, compaction, truncation, retrieval and applied events, and one
+            :class:`~agent_memory.observers.LLMCalled` per LLM call (tokens, cache reads and
+            writes, cost).
         name: the agent's name in results and events; ``None``: the memory's agent id (or the
             trace directory's name). With ``trace_dir`` it is also the conversation's agent id
             (``MemoryManager(agent_id=...)``, which scopes the ids of its compacted turns in a
             shared memory), so it must then be a valid agent id.
+        price_model: prices each call's reported usage (:attr:`AgentStep.cost`); ``None``:
+            ``PriceModel.lookup`` of the chat model's name (``model.model``, in the table of its
+            ``price_provider``) when the price table has it, else calls are not priced and
+            :attr:`AgentStep.unpriced_reason` says why. The presentation decides with it too: a
+            stored result is swapped for its citation (and citing starts) only when that pays with
+            the model's prompt caching (:mod:`agent_memory.presentation.epochs`); unpriced, by tokens.
 
     Raises:
         ConfigurationError: if ``use_compaction_llm`` is set without ``compaction_llm``, or a
@@ -144,8 +186,10 @@ class MemoryAgent:
         trace_dir: str | os.PathLike[str] | None = None,
         observers: Sequence[MemoryObserver] = (),
         name: str | None = None,
+        price_model: PriceModel | None = None,
     ) -> None:
         self.model = model
+        self.price_model, self._unpriced = (price_model, None) if price_model is not None else _price_model_of(model)
         self.config = config if config is not None else AgentConfig()
         self.system_prompt = system_prompt
         wrapped = [as_tool(t) for t in tools]
@@ -162,6 +206,7 @@ class MemoryAgent:
             limits=limits if limits is not None else model_limits(getattr(model, "model", None)),
             summarizer=self._summarizer(), tail_turns=self.config.tail_turns, observers=observers,
             agent_id=self.agent_id if trace_dir is not None else None,  # a sub-agent's own conversation
+            prices=self.price_model,  # swaps of results for citations are made when they pay, cached
         )
         self.toolkit: MemoryTools | None = None
         if self.config.enable_memory:
@@ -181,6 +226,7 @@ class MemoryAgent:
         own = [t.openai_schema() for t in self.tools.values()]
         if self._spawn_schema is not None:
             own.append(self._spawn_schema)
+        self.manager.presentation.fixed_tokens = self.manager.count_tokens([], own)  # sent before the messages
         self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tools=own,
                                              memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
         every_tool = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
@@ -237,11 +283,21 @@ class MemoryAgent:
             self.events.observe_usage(result.usage.prompt_tokens, estimate=package.estimate_tokens)
             calls = result.message.tool_calls
             compacted, self._compacted = tuple(self._compacted), []
+            usage = result.usage
+            cost, unpriced = self._price(usage)
             steps.append(AgentStep(
-                index=index, prompt_tokens=result.usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
-                completion_tokens=result.usage.completion_tokens, cached_tokens=result.usage.cached_tokens,
+                index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
+                completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
                 tools_offered=tuple(t["function"]["name"] for t in package.tools),
                 tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
+                cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
+            ))
+            self.manager.observers.emit(LLMCalled(
+                agent_id=self.agent_id, turn_id=turn, step=index, model=result.model,
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                cache_read_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
+                cost_usd=None if cost is None else cost.total_usd,
+                price_model=None if self.price_model is None else self.price_model.label, unpriced_reason=unpriced,
             ))
             if not calls:
                 return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=result.message.content or "",
@@ -249,6 +305,15 @@ class MemoryAgent:
             for call in calls:
                 self._run_tool(call)
         return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=None, stopped="max_steps", steps=tuple(steps))
+
+    def _price(self, usage: Usage) -> tuple[Cost | None, str | None]:
+        """One call's cost from its reported usage, or ``None`` and why not."""
+        if self.price_model is None:
+            return None, self._unpriced
+        billed = usage.billed_tokens()
+        if billed is None:
+            return None, "the provider reported no prompt or output token count for this call"
+        return self.price_model.price(billed), None
 
     async def arun(self, task: str, *, max_steps: int | None = None) -> AgentRun:
         """:meth:`run` in a worker thread; ``async`` tools run on this event loop."""
@@ -325,3 +390,14 @@ class MemoryAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _price_model_of(model: ChatModel) -> tuple[PriceModel | None, str | None]:
+    """The price model of ``model`` by its name, or ``None`` and why not."""
+    name = getattr(model, "model", None)
+    if not isinstance(name, str) or not name:
+        return None, f"{type(model).__name__} names no model to price by: pass MemoryAgent(price_model=...)"
+    try:
+        return PriceModel.lookup(name, provider=getattr(model, "price_provider", None)), None
+    except ConfigurationError as exc:
+        return None, f"{exc}; or pass MemoryAgent(price_model=PriceModel.lookup(...))"

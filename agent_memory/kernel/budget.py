@@ -4,8 +4,14 @@ seed 003 thresholds).
 ``input_budget = max_context_tokens - max_output_tokens - safety_margin_tokens``. The provider's
 reported ``prompt_tokens`` of the last response decide (seed 000 §14: no estimate in the request
 path); our own count (messages and tool definitions, o200k) stands in only when a provider reports
-no usage. Three thresholds, as fractions of the input budget (seed 003 "soft / hard / truncation",
-there 50k / 80k / 100k tokens of a 100k budget):
+no usage. ``prompt_tokens`` is the whole prompt, whatever part of it the provider's prompt cache
+served or stored (:class:`~agent_memory.llm.chat.Usage`: Anthropic reports ``input_tokens``,
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` apart, and the three are summed):
+caching changes the bill, not the context window, so the thresholds below check the sum. The cost
+of cache reads and writes is reported per call beside it (``MemoryAgent``'s ``AgentStep``).
+
+Three thresholds, as fractions of the input budget (seed 003 "soft / hard / truncation", there
+50k / 80k / 100k tokens of a 100k budget):
 
 - **soft** (default 0.6): memory is under pressure; the agent is told and may call
   ``compact_memory`` at a task break.
@@ -241,7 +247,8 @@ class TokenBudget:
         return int(self.limits.target_ratio * self.input_budget)
 
     def check(self, prompt_tokens: int, *, reported: bool = True) -> BudgetCheck:
-        """Where a prompt of ``prompt_tokens`` tokens stands."""
+        """Where a prompt of ``prompt_tokens`` tokens stands (the whole prompt: cache reads and
+        writes count like any other prompt token)."""
         if prompt_tokens > self.input_budget:
             pressure = Pressure.OVER
         elif prompt_tokens >= self.hard_tokens:

@@ -74,6 +74,7 @@ from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import BuiltContext, ContextBuilder
 from agent_memory.presentation.llm_compactor import LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import PriceModel
 from agent_memory.results import result_store_arguments
 from agent_memory.store.traces import FileTraceStore, TraceStore
 
@@ -132,6 +133,9 @@ class MemoryManager(MemoryMarks):
             citations by a model); ``None``: the memory's compaction plugins.
         offer_cost_tokens: what offering the memory tools costs per call (see
             :class:`~agent_memory.presentation.context.ContextBuilder`).
+        prices: the price model the agent's calls are billed under: swaps of results for their
+            citations are then made when they pay with its prompt caching (see
+            :class:`~agent_memory.presentation.context.ContextBuilder`); ``None``: tokens decide.
         tail_turns: raw turns kept by a compaction.
         observers: hear ingest, compaction, truncation (and the memory's own events).
         agent_id: the agent whose conversation this is; it scopes the memory ids of its compacted
@@ -156,6 +160,7 @@ class MemoryManager(MemoryMarks):
         policy: PresentationPolicy | None = None,
         citations: CitationBuilder | LLMCompactor | None = None,
         offer_cost_tokens: int = 0,
+        prices: PriceModel | None = None,
         tail_turns: int = DEFAULT_RAW_TAIL_TURNS,
         observers: Iterable[MemoryObserver] = (),
         agent_id: str | None = None,
@@ -186,7 +191,7 @@ class MemoryManager(MemoryMarks):
         self.presentation = ContextBuilder(
             memory, policy=policy,
             citations=citations if citations is not None else CitationBuilder(memory.plugins, memory.tokens),
-            offer_cost_tokens=offer_cost_tokens, state=self.context.presentation,
+            offer_cost_tokens=offer_cost_tokens, state=self.context.presentation, prices=prices,
         )
         self._lock = threading.RLock()
         self._count = functools.lru_cache(maxsize=COUNT_CACHE_SIZE)(memory.tokens.count)

@@ -80,7 +80,8 @@ class CompactionPlanner:
         room = self.manager.budget.target_tokens - fixed - min(SUMMARY_ALLOWANCE_TOKENS, max(0, self.manager.budget.target_tokens - fixed) // 4)
         keep = 1
         while keep < len(steps):
-            shown = self.manager.presentation.prepare(pair_tool_messages([m for step in steps[-(keep + 1):] for m in step])).messages
+            shown = self.manager.presentation.prepare(pair_tool_messages([m for step in steps[-(keep + 1):] for m in step]),
+                                                      rewrite_from=0).messages
             if self.manager.count_tokens(shown) > room:
                 break
             keep += 1
@@ -103,7 +104,7 @@ class CompactionPlanner:
                                                               current), tools)
         room = self.manager.budget.target_tokens - fixed - min(SUMMARY_ALLOWANCE_TOKENS, max(0, self.manager.budget.target_tokens - fixed) // 4)
         while tail:
-            shown = self.manager.presentation.prepare(pair_tool_messages(self.turn_messages(tail))).messages
+            shown = self.manager.presentation.prepare(pair_tool_messages(self.turn_messages(tail)), rewrite_from=0).messages
             if self.manager.count_tokens(shown) <= room:
                 break
             tail = tail[1:]
@@ -132,11 +133,13 @@ class CompactionPlanner:
         return MemoryBundle(tuple(episodic), tuple(semantic), bundle.pinned_items)
 
     def reset(self, tail: Sequence[str], later: Sequence[str], tools: Sequence[dict[str, Any]]) -> int:
-        """Reset the working context to the snapshot; returns our count of the next prompt."""
+        """Reset the working context to the snapshot; returns our count of the next prompt. The
+        prompt is rewritten from the snapshot on, so the presentation makes every due swap with
+        it (one epoch: :meth:`~agent_memory.presentation.context.ContextBuilder.rewritten`)."""
         current = self.turn_messages(later)
         snapshot = self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tools, current),
                                                self.turn_messages(tail), current)
-        self.manager.context.reset(snapshot)
+        self.manager.context.reset(snapshot, presentation=self.manager.presentation.rewritten())
         return self.manager.count_tokens(self.manager.build_prompt().messages, tools)
 
     def finished_turns(self) -> tuple[list[str], list[str]]:

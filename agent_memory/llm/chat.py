@@ -12,7 +12,12 @@ SDKs, each sending the explicit messages it is given through the matching
 
 Each answer becomes a :class:`ChatResult`: an ``assistant`` :class:`Message` (text, tool calls with
 their raw and parsed arguments, reasoning text when the provider returns it), the :class:`Usage`
-the provider reported (cached prompt tokens included) and the finish reason in one vocabulary.
+the provider reported (the prompt with its cache reads and, for Anthropic, cache writes) and the
+finish reason in one vocabulary. :meth:`Usage.billed_tokens` turns a usage into the
+:class:`~agent_memory.pricing.BilledTokens` that :meth:`~agent_memory.pricing.PriceModel.price`
+prices. :class:`AnthropicChatModel` places Anthropic's prompt-cache breakpoints (see
+:class:`~agent_memory.llm.renderers.AnthropicRenderer`; ``cache_breakpoints=False`` turns them
+off); OpenAI caches prompt prefixes by itself.
 The SDKs' exceptions become :class:`~agent_memory.errors.LLMError` s at this boundary
 (:func:`~agent_memory.llm.client.map_sdk_errors`). The SDKs are imported when a model is built,
 not when this module is imported.
@@ -46,6 +51,7 @@ from agent_memory.kernel.budget import tool_tokens
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.pricing import BilledTokens
 from agent_memory.tokens import default_token_counter
 
 __all__ = [
@@ -85,7 +91,19 @@ TOOLS_DROPPED_HINT = (
 
 
 class Usage(BaseModel):
-    """Tokens of one call as the provider counted them; ``None``: the provider did not report it."""
+    """Tokens of one call as the provider counted them; ``None``: the provider did not report it.
+
+    ``prompt_tokens`` is the whole prompt; ``cached_tokens`` (cache reads) and
+    ``cache_write_tokens`` are parts of it, and the rest is uncached input. Read from:
+
+    - Chat Completions: ``prompt_tokens``, ``prompt_tokens_details.cached_tokens``,
+      ``completion_tokens``; no writes (OpenAI bills none).
+    - Responses: ``input_tokens``, ``input_tokens_details.cached_tokens``, ``output_tokens``; no
+      writes.
+    - Anthropic Messages: ``input_tokens`` (the uncached part only) + ``cache_read_input_tokens``
+      + ``cache_creation_input_tokens`` as the prompt, the last two as reads and writes,
+      ``output_tokens``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -95,8 +113,27 @@ class Usage(BaseModel):
     completion_tokens: int | None = Field(default=None, ge=0)
     """The answer, reasoning included."""
     cached_tokens: int | None = Field(default=None, ge=0)
-    """The part of ``prompt_tokens`` read from the provider's prompt cache (OpenAI
+    """Cache reads: the part of ``prompt_tokens`` read from the provider's prompt cache (OpenAI
     ``cached_tokens``, Anthropic ``cache_read_input_tokens``)."""
+    cache_write_tokens: int | None = Field(default=None, ge=0)
+    """Cache writes: the part of ``prompt_tokens`` written to the provider's prompt cache, billed
+    above the base input price (Anthropic ``cache_creation_input_tokens``, 1.25x for the 5-minute
+    cache); ``None`` for OpenAI, which reports (and bills) no writes."""
+
+    def billed_tokens(self) -> BilledTokens | None:
+        """The call's tokens as the provider bills them, for
+        :meth:`PriceModel.price <agent_memory.pricing.PriceModel.price>`: cache reads
+        (``cached_tokens``), cache writes (``cache_write_tokens``), the rest of the prompt as
+        uncached input, and the output; an unreported read or write count is 0. Reads and writes
+        above the prompt (a server that reports them inconsistently) are cut to the prompt, reads
+        first. ``None`` when ``prompt_tokens`` or ``completion_tokens`` was not reported (the
+        call cannot be priced)."""
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            return None
+        read = min(self.cached_tokens or 0, self.prompt_tokens)
+        write = min(self.cache_write_tokens or 0, self.prompt_tokens - read)
+        return BilledTokens(uncached_input_tokens=self.prompt_tokens - read - write, cache_write_tokens=write,
+                            cache_read_tokens=read, output_tokens=self.completion_tokens)
 
 
 class ChatResult(BaseModel):
@@ -237,6 +274,9 @@ class _SDKChatModel(ABC):
     :meth:`_parse` and :meth:`_max_tokens`."""
 
     renderer: PromptRenderer
+    price_provider: str | None = None
+    """The ``genai-prices`` provider whose table prices this model's calls by its name
+    (``"openai"``, ``"anthropic"``); ``None``: any provider whose models match."""
     LIMIT_FIELDS: tuple[str, ...] = ()
     """Request fields :meth:`_max_tokens` writes; options may not set them."""
     model: str
@@ -399,6 +439,7 @@ class OpenAIChatModel(_SDKChatModel):
     """
 
     renderer = OpenAIChatRenderer()
+    price_provider = "openai"
     LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 
     def __init__(
@@ -509,6 +550,7 @@ class OpenAIResponsesModel(_SDKChatModel):
     """
 
     renderer = OpenAIResponsesRenderer()
+    price_provider = "openai"
     LIMIT_FIELDS = ("max_output_tokens",)
 
     def __init__(
@@ -596,13 +638,21 @@ class AnthropicChatModel(_SDKChatModel):
         max_output_tokens: default ``max_tokens`` (the API requires one).
         options: further request fields sent with every call (``{"thinking": ...}``); each a
             parameter of ``messages.create`` other than ``messages``, ``system``, ``tools``,
-            ``model``, ``stream``, ``timeout``, ``max_tokens``.
+            ``model``, ``stream``, ``timeout``, ``max_tokens``. A ``cache_control`` option
+            (Anthropic's automatic caching) takes one of the four breakpoints.
+        cache_breakpoints: place prompt-cache breakpoints (tools and system, the last stable
+            message, the previous call's end; :class:`~agent_memory.llm.renderers.AnthropicRenderer`),
+            so that each call reads the prompt it shares with the previous one from Anthropic's cache
+            (0.1x the input price) and writes only the new part (1.25x); ``False``: none are sent,
+            and nothing is cached.
 
     The answer's text is its ``text`` blocks joined, its calls the ``tool_use`` blocks (``input``
     kept as parsed, ``arguments`` its JSON), its ``reasoning`` the ``thinking`` blocks' text.
     ``usage.prompt_tokens`` = ``input_tokens`` + ``cache_read_input_tokens`` +
     ``cache_creation_input_tokens`` (Anthropic reports the three apart); ``cached_tokens`` =
-    ``cache_read_input_tokens``. ``finish_reason`` maps ``end_turn`` / ``stop_sequence`` →
+    ``cache_read_input_tokens``; ``cache_write_tokens`` = ``cache_creation_input_tokens``
+    (whatever its cache's lifetime: the renderer asks for the 5-minute cache only).
+    ``finish_reason`` maps ``end_turn`` / ``stop_sequence`` →
     ``"stop"``, ``tool_use`` → ``"tool_calls"``, ``max_tokens`` → ``"length"``, ``refusal`` →
     ``"content_filter"``.
 
@@ -611,7 +661,8 @@ class AnthropicChatModel(_SDKChatModel):
             option is not a Messages parameter.
     """
 
-    renderer = AnthropicRenderer()
+    renderer: AnthropicRenderer = AnthropicRenderer()
+    price_provider = "anthropic"
     LIMIT_FIELDS = ("max_tokens",)
 
     def __init__(
@@ -625,12 +676,14 @@ class AnthropicChatModel(_SDKChatModel):
         max_output_tokens: int = DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS,
         options: Mapping[str, Any] | None = None,
         client: Any = None,
+        cache_breakpoints: bool = True,
     ) -> None:
         try:
             import anthropic
         except ImportError as exc:
             raise ConfigurationError("AnthropicChatModel needs the anthropic package (pip install anthropic)") from exc
         self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
+        self.renderer = AnthropicRenderer(cache_breakpoints=cache_breakpoints)
         if client is None:
             client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
         if getattr(client, "api_key", None) is None and getattr(client, "auth_token", None) is None:
@@ -668,7 +721,7 @@ class AnthropicChatModel(_SDKChatModel):
             message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
                             reasoning="\n\n".join(reasoning) or None),
             usage=Usage(prompt_tokens=prompt, completion_tokens=_count(getattr(usage, "output_tokens", None)),
-                        cached_tokens=parts[1]),
+                        cached_tokens=parts[1], cache_write_tokens=parts[2]),
             finish_reason=_finish(getattr(response, "stop_reason", None), _ANTHROPIC_STOP),
             model=getattr(response, "model", None),
             response_id=getattr(response, "id", None),

@@ -28,6 +28,11 @@ What no renderer sends:
 - ``is_error`` to OpenAI: neither OpenAI API has the flag; the result's text (which says what
   failed) is sent as is. Anthropic gets ``tool_result.is_error``.
 
+Prompt caching: OpenAI caches every prompt prefix of 1,024 tokens or more by itself, so the
+OpenAI payloads carry nothing for it. Anthropic caches only up to the ``cache_control``
+breakpoints a request places; :class:`AnthropicRenderer` places them (on by default, see its
+docstring for where and why; ``AnthropicRenderer(cache_breakpoints=False)`` sends none).
+
 Refused with :class:`~agent_memory.errors.InvalidArgumentError` (programming errors, never
 dropped silently): a tool message whose result is still only a ``tool_result_ref`` (resolve it
 first, e.g. with :class:`~agent_memory.presentation.context.ContextBuilder`), audio or video
@@ -46,6 +51,8 @@ from agent_memory.errors import InvalidArgumentError
 from agent_memory.models.messages import Message
 
 __all__ = [
+    "ANTHROPIC_CACHE_CONTROL",
+    "MAX_CACHE_BREAKPOINTS",
     "AnthropicRenderer",
     "OpenAIChatRenderer",
     "OpenAIResponsesRenderer",
@@ -59,6 +66,13 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 SYSTEM_SEPARATOR = "\n\n"
 """What joins several system messages where the provider takes one system text."""
+
+ANTHROPIC_CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+"""The ``cache_control`` of each breakpoint :class:`AnthropicRenderer` places: Anthropic's default
+5-minute cache (the one :mod:`agent_memory.pricing` prices writes of)."""
+
+MAX_CACHE_BREAKPOINTS = 4
+"""Most ``cache_control`` breakpoints Anthropic takes in one request (more is an HTTP 400)."""
 
 
 @runtime_checkable
@@ -325,8 +339,8 @@ def _anthropic_image(url: str) -> dict[str, Any]:
 class AnthropicRenderer:
     """Payload for Anthropic's Messages API (``anthropic_client.messages.create``).
 
-    ``{"system": ..., "messages": [...], "tools": [...]}``: every system message goes into the
-    top-level ``system`` text (joined by a blank line, in order: the API has no system role in the
+    ``{"system": ..., "messages": [...], "tools": [...]}``: the leading system messages go into the
+    top-level ``system`` text (joined by a blank line: the API has no system role in the
     conversation). An assistant message is ``[text, tool_use...]`` blocks, a call as
     ``{"type": "tool_use", "id", "name", "input"}`` (``input`` ``{}`` when the model's arguments
     were not a JSON object: the API takes only objects); a result is a ``{"type": "tool_result",
@@ -340,25 +354,76 @@ class AnthropicRenderer:
     API refuses them), and so is a message left with no block. Tools as ``{"name", "description",
     "input_schema"}``.
 
+    **Prompt caching** (``cache_breakpoints=True``, the default). Anthropic reads a prompt prefix
+    from its cache only up to a block marked ``"cache_control": {"type": "ephemeral"}`` that an
+    earlier request (within 5 minutes) marked at the same place, the prefix running in the order
+    tools, system, messages; it looks for such an earlier entry at each breakpoint and up to 20
+    blocks before it, and takes at most :data:`MAX_CACHE_BREAKPOINTS` (4) per request. Unmarked,
+    nothing is cached and every call pays the whole prompt. The breakpoints, in this order of
+    priority:
+
+    1. the last block of the conversation, leaving out trailing system messages (the *last stable
+       message*): the next call, which repeats this prompt and adds to it, reads all of it;
+    2. the ``system`` block (or the last tool when there is no system prompt): tools and system
+       stay cached when the conversation is rewritten from its start;
+    3. the last block of the user message before the last assistant message, which ended the
+       previous call's prompt in a tool loop: an exact hit on the previous call's entry, however
+       many blocks the last answer and its results added (the 20-block look-back would miss it
+       after many parallel calls);
+    4. the last tool, when there is also a system prompt: the tools stay cached when only the
+       system prompt changes.
+
+    A request-level ``cache_control`` option (Anthropic's automatic caching, which marks the last
+    block itself) takes one of the four places, so then three at most are placed. With caching on,
+    ``system`` is sent as a list of one ``text`` block (the form that carries ``cache_control``),
+    and a system message that comes after the conversation has started (the kernel's
+    soft-pressure note, appended at the end and changing from call to call) is sent where it
+    stands, as a ``text`` block of a user message, instead of joining ``system``: in ``system`` it
+    would change the start of the prompt and so the whole cached prefix. Breakpoints on a prefix
+    shorter than the model's minimum (1,024 tokens for Sonnet, more for some models) are ignored
+    by the API, at no charge. The markers are not part of what is cached: a prefix marked in one
+    call is read by the next, where it is no longer the last block.
+
+    Args:
+        cache_breakpoints: place the breakpoints above (the default); ``False``: no
+            ``cache_control`` anywhere, ``system`` a plain string holding every system message
+            (the payload before caching existed).
+
     The caller adds ``model`` and ``max_tokens`` (the SDK requires both) as options.
     """
 
     RESERVED = ("messages", "system", "tools")
     """Keys the renderer writes; options may not set them."""
 
+    def __init__(self, *, cache_breakpoints: bool = True) -> None:
+        self.cache_breakpoints = cache_breakpoints
+
+    def __repr__(self) -> str:
+        return f"AnthropicRenderer(cache_breakpoints={self.cache_breakpoints})"
+
     def render(
         self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
     ) -> dict[str, Any]:
         """See :meth:`PromptRenderer.render`."""
+        caching = self.cache_breakpoints
         system: list[str] = []
         turns: list[dict[str, Any]] = []
-        for message in _checked(messages):
-            if message.role == "system":
+        notes: set[int] = set()  # id() of the blocks of trailing system messages
+        checked = _checked(messages)
+        spoken = [n for n, m in enumerate(checked) if m.role != "system"]  # the conversation's messages
+        for n, message in enumerate(checked):
+            late = caching and bool(spoken) and n > spoken[0]  # a system message after the conversation began
+            if message.role == "system" and not late:
                 if message.content:
                     system.append(message.content)
                 continue
             role = "assistant" if message.role == "assistant" else "user"
-            blocks = self._blocks(message)
+            if message.role == "system":  # kept in place, as user text, not to change the cached start
+                blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+                if n > spoken[-1]:
+                    notes.update(id(block) for block in blocks)
+            else:
+                blocks = self._blocks(message)
             if turns and turns[-1]["role"] == role:
                 turns[-1]["content"].extend(blocks)
             else:
@@ -368,11 +433,16 @@ class AnthropicRenderer:
                 turn["content"].sort(key=lambda block: block["type"] != "tool_result")
         rendered: dict[str, Any] = {}
         if system:
-            rendered["system"] = SYSTEM_SEPARATOR.join(system)
+            text = SYSTEM_SEPARATOR.join(system)
+            rendered["system"] = [{"type": "text", "text": text}] if caching else text
         rendered["messages"] = [turn for turn in turns if turn["content"]]
         specs = _specs(tools)
         if specs:
             rendered["tools"] = [self.tool(spec) for spec in specs]
+        if caching:
+            slots = MAX_CACHE_BREAKPOINTS - (1 if options.get("cache_control") is not None else 0)
+            for block in _breakpoints(rendered, notes)[:slots]:
+                block["cache_control"] = dict(ANTHROPIC_CACHE_CONTROL)
         return _with_options(rendered, options, self.RESERVED)
 
     @staticmethod
@@ -396,3 +466,29 @@ class AnthropicRenderer:
             return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": content,
                      "is_error": message.is_error}]
         return images + text
+
+
+def _breakpoints(rendered: dict[str, Any], notes: set[int]) -> list[dict[str, Any]]:
+    """The blocks of an Anthropic payload to mark with ``cache_control``, most useful first
+    (:class:`AnthropicRenderer`'s list), each once; ``notes``: ``id()`` s of trailing system
+    blocks, which change from call to call and are never marked."""
+    turns: list[dict[str, Any]] = rendered["messages"]
+    tools: list[dict[str, Any]] = rendered.get("tools", [])
+    system: list[dict[str, Any]] = rendered.get("system", [])
+
+    def last_stable(turn: dict[str, Any]) -> dict[str, Any] | None:
+        return next((block for block in reversed(turn["content"]) if id(block) not in notes), None)
+
+    stable = [(n, block) for n, turn in enumerate(turns) if (block := last_stable(turn)) is not None]
+    candidates: list[dict[str, Any] | None] = [stable[-1][1] if stable else None]
+    candidates.append(system[-1] if system else tools[-1] if tools else None)
+    answers = [n for n, turn in enumerate(turns) if turn["role"] == "assistant"]
+    if answers and answers[-1] > 0 and turns[answers[-1] - 1]["role"] == "user":
+        candidates.append(last_stable(turns[answers[-1] - 1]))
+    if system and tools:
+        candidates.append(tools[-1])
+    chosen: list[dict[str, Any]] = []
+    for block in candidates:
+        if block is not None and all(block is not other for other in chosen):
+            chosen.append(block)
+    return chosen

@@ -16,22 +16,34 @@ is not changed.
 Until citing starts (``PresentationPolicy.start``), every result is shown exactly as the tool
 returned it, and :attr:`ContextBuilder.citing` is ``False``: the caller offers no memory tool and
 the prompt is the one an agent without memory would send.
+
+Under a price model (``ContextBuilder(prices=...)``) and a cache-aware policy (the default), the
+swaps due by the policy, and the start of citing, are made in epochs that pay with prompt caching
+(:mod:`agent_memory.presentation.epochs`): the builder prices the previous prompt as the cache
+holds it (the history is append-only between epochs: the last prompt's messages are the first
+:attr:`PresentationState.prompt_messages` of the history) against the saving over the calls
+expected after this one. A caller that rewrites the history anyway (the kernel's compaction) calls
+:meth:`ContextBuilder.rewritten`: every due swap is then made with the next prompt, for free.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.kernel.budget import FRAMING_TOKENS, message_tokens
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.epochs import CacheRates, PromptLayout, Swap, decide_epoch, remaining_calls
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import PriceModel
 from agent_memory.results import result_store_arguments
 from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
@@ -46,6 +58,9 @@ HEAD_LABEL_TOKENS = 8
 
 DEFAULT_SOURCE: str = ItemMetadata.model_fields["source"].default
 """The source of an item stored without one (``"agent"``): cited by its tool call instead."""
+
+COUNT_CACHE_SIZE = 4_096
+"""Message texts whose token count a builder remembers (each prompt repeats the last one's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +112,11 @@ class PresentationState(BaseModel):
     """Results shown as their citation from now on."""
     citing_since: int | None = None
     """The call from which results are cited (memory tools offered); ``None``: not yet."""
+    prompt_messages: int = Field(default=0, ge=0)
+    """How many leading messages of the history the last committed prompt showed (the history is
+    append-only between epochs, so the next prompt repeats them unless a swap changes one). 0:
+    nothing of the last prompt can be counted on (no call yet, or the history was rewritten: a
+    compaction), and every due swap goes with the next prompt."""
 
     @property
     def citing(self) -> bool:
@@ -137,6 +157,15 @@ class ContextBuilder:
             shortens).
         state: the presentation state to start from (a restored snapshot's); ``None``: nothing
             shown yet.
+        prices: the price model the prompts are billed under; with a cache-aware policy (the
+            default) swaps and the start of citing are made only when they pay with its prompt
+            caching (module docstring). ``None``: tokens alone decide.
+        fixed_tokens: tokens sent with every call before the messages besides the memory tools:
+            the caller's own tool definitions (they count towards a provider's minimum cacheable
+            prompt, and starting to cite rewrites them).
+
+    Raises:
+        ValueError: if ``offer_cost_tokens`` or ``fixed_tokens`` is negative.
 
     One builder per conversation. :meth:`prepare` builds the next call's messages without
     changing the builder; :meth:`commit` records what was shown once the provider answered;
@@ -152,13 +181,18 @@ class ContextBuilder:
         citations: CitationBuilder | LLMCompactor,
         offer_cost_tokens: int = 0,
         state: PresentationState | None = None,
+        prices: PriceModel | None = None,
+        fixed_tokens: int = 0,
     ) -> None:
-        if offer_cost_tokens < 0:
-            raise ValueError("offer_cost_tokens must be >= 0")
+        if offer_cost_tokens < 0 or fixed_tokens < 0:
+            raise ValueError("offer_cost_tokens and fixed_tokens must be >= 0")
         self.memory = memory
         self.policy = policy
         self.citations = citations
         self.offer_cost_tokens = offer_cost_tokens
+        self.fixed_tokens = fixed_tokens
+        self.prices = prices
+        self._count = functools.lru_cache(maxsize=COUNT_CACHE_SIZE)(memory.tokens.count)
         self.stats = ContextStats()
         self._views: dict[str, ResultView] = {}
         self._origins: dict[str, tuple[str, str | None]] = {}
@@ -170,6 +204,22 @@ class ContextBuilder:
         """Whether results are cited as of the last committed call (or from the first call, for
         ``start="first_call"``)."""
         return self.state.citing or self.policy.start == "first_call"
+
+    @property
+    def prices(self) -> PriceModel | None:
+        """The price model the prompts are billed under (``None``: unknown, tokens decide)."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, model: PriceModel | None) -> None:
+        self._prices = model
+        self._rates = CacheRates.of(model) if model is not None else None
+
+    @property
+    def rates(self) -> CacheRates | None:
+        """The cache rates swaps are decided with: the price model's when the policy is
+        cache-aware; ``None``: tokens only."""
+        return self._rates if self.policy.cache_aware else None
 
     def view(self, item_id: str) -> ResultView:
         """Raw, full and cited text of a stored result (cached)."""
@@ -236,7 +286,8 @@ class ContextBuilder:
                 return full, tokens
             room -= tokens - cap
 
-    def prepare(self, history: Sequence[Message], *, full_cap: int | None = None) -> BuiltContext:
+    def prepare(self, history: Sequence[Message], *, full_cap: int | None = None,
+                rewrite_from: int | None = None) -> BuiltContext:
         """The messages for the next LLM call, oldest first, and the state they imply; the
         builder is unchanged until :meth:`commit`.
 
@@ -245,6 +296,10 @@ class ContextBuilder:
         unchanged. ``full_cap`` (tokens) caps the full showings of this call below the policy's
         cap (their citation and head, as any capped showing): what a caller does when even a
         compaction leaves no room for a large fresh result; ``None``: the policy's cap.
+        ``rewrite_from`` (a message index) says the prompt is rewritten from that message on
+        anyway, whatever the builder does (0: all of it; a history that is not the continuation of
+        the last prompt's, e.g. a compaction sizing its tail): every swap due there is made, as
+        after :meth:`rewritten`; ``None``: the history continues the last prompt's.
 
         A ``tool_result_ref`` that names no stored item (forgotten) is shown as
         :data:`FORGOTTEN_NOTE`.
@@ -259,17 +314,19 @@ class ContextBuilder:
         first_call = dict(state.first_call)
         for shown_ref in refs:
             first_call.setdefault(shown_ref, call)
+        shared = min(state.prompt_messages, len(history), len(history) if rewrite_from is None else max(0, rewrite_from))
         citing_since = state.citing_since
-        if citing_since is None and (
-            self.policy.start == "first_call"
-            or self._saving_if_citing(refs, call, first_call) > self.offer_cost_tokens
-        ):
-            citing_since = call
+        if citing_since is None and self.policy.start == "first_call":
+            citing_since = call  # the memory tools go from the first call: nothing to weigh
         swapped = set(state.swapped)
         newly: list[str] = []
-        if citing_since is not None:
-            newly = self._swap_due(refs, call, first_call, swapped)
-            swapped.update(newly)
+        if citing_since is None:
+            started = self._start(history, refs, call, first_call, shared)
+            if started is not None:
+                citing_since, newly = call, started
+        else:
+            newly = self._epoch(history, refs, call, first_call, swapped, shared)
+        swapped.update(newly)
         out: list[Message] = []
         for message in history:
             ref = message.tool_result_ref if message.role == "tool" else None
@@ -289,7 +346,7 @@ class ContextBuilder:
                 shown = self._capped(ref, full_cap) if full_cap is not None and view.full_tokens > full_cap else view.full
             out.append(message.model_copy(update={"content": shown}))
         next_state = PresentationState(calls=call, first_call=first_call, swapped=frozenset(swapped),
-                                       citing_since=citing_since)
+                                       citing_since=citing_since, prompt_messages=len(history))
         return BuiltContext(messages=out, state=next_state, swapped_now=tuple(newly))
 
     def _capped(self, ref: str, cap: int) -> str:
@@ -325,6 +382,14 @@ class ContextBuilder:
         self._views.clear()
         self._origins.clear()
 
+    def rewritten(self) -> PresentationState:
+        """Record that the caller rewrote the history (the kernel's compaction: a new epoch of the
+        working context). The next prompt shares nothing the builder can count on with the last
+        one, so every swap due then goes with it: free, since that prompt is written to the cache
+        anew anyway. Returns the new state, for the caller to save with the rewritten history."""
+        self.state = self.state.model_copy(update={"prompt_messages": 0})
+        return self.state
+
     def _due(self, refs: list[str], call: int, first_call: dict[str, int]) -> list[str]:
         """The results the policy would show as citations in this call (before size checks)."""
         kind = self.policy.kind
@@ -340,27 +405,91 @@ class ContextBuilder:
             return True  # never shown in full, whatever the sizes
         return view.cited_tokens < view.full_tokens and view.raw_tokens > self.policy.inline_max_tokens
 
-    def _saving_if_citing(self, refs: list[str], call: int, first_call: dict[str, int]) -> int:
-        """Tokens the prompt would lose if citing started now: every result shown as citing would
-        show it (due ones as citations, the others in full) against how it is shown now (raw)."""
-        cited = {ref for ref in self._due(refs, call, first_call) if self._worth_citing(ref)}
-        swap_saving = sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in cited)
-        if self.policy.kind != "always_cite" and swap_saving < self.policy.min_swap_tokens:
-            cited = set()  # batching would keep them in full for now
-        saving = 0
+    def _positions(self, history: Sequence[Message]) -> dict[str, tuple[int, int]]:
+        """Memory id -> (index of its first tool message in ``history``, how many refer to it)."""
+        out: dict[str, tuple[int, int]] = {}
+        for i, message in enumerate(history):
+            ref = message.tool_result_ref if message.role == "tool" else None
+            if ref:
+                first, seen = out.get(ref, (i, 0))
+                out[ref] = (first, seen + 1)
+        return out
+
+    def _layout(self, history: Sequence[Message], live: set[str], shared: int, *, citing: bool,
+                swapped: set[str] | frozenset[str]) -> tuple[PromptLayout, int]:
+        """The last prompt as the cache holds it (the first ``shared`` messages of ``history``,
+        after the caller's tools and, when citing, the memory tools) and the tokens the next
+        prompt adds after it, every message shown as the committed state shows it (before any
+        new swap). ``shared == 0``: nothing is held, the whole next prompt is added."""
+        count = self._count
+        sizes = []
+        for message in history:
+            ref = message.tool_result_ref if message.role == "tool" else None
+            if not ref:
+                sizes.append(message_tokens(message, count))
+            elif ref not in live:
+                sizes.append(FRAMING_TOKENS + count(FORGOTTEN_NOTE.format(id=ref)))
+            else:
+                view = self.view(ref)
+                shown = view.raw_tokens if not citing else view.cited_tokens if ref in swapped else view.full_tokens
+                sizes.append(FRAMING_TOKENS + shown)
+        fixed = self.fixed_tokens + (self.offer_cost_tokens if citing else 0)
+        if shared == 0:
+            return PromptLayout(), fixed + sum(sizes)
+        return PromptLayout(fixed, tuple(sizes[:shared])), sum(sizes[shared:])
+
+    def _start(self, history: Sequence[Message], refs: list[str], call: int, first_call: dict[str, int],
+               shared: int) -> list[str] | None:
+        """Whether citing starts with this call: the results it would cite (possibly none), or
+        ``None`` while it does not pay. Starting changes every result's showing (raw to full, due
+        ones to their citation) and the tools list, so it is one epoch from position 0: it must
+        save more tokens than :attr:`offer_cost_tokens` and, under a price model, pay."""
+        cited = [ref for ref in self._due(refs, call, first_call) if self._worth_citing(ref)]
+        if self.policy.kind != "always_cite" and self._saving(cited) < self.policy.min_swap_tokens:
+            cited = []  # the floor keeps them in full for now
+        chosen = set(cited)
+        positions = self._positions(history)
+        swaps = []
         for ref in refs:
             view = self.view(ref)
-            saving += view.raw_tokens - (view.cited_tokens if ref in cited else view.full_tokens)
-        return saving
+            position, times = positions[ref]
+            shown = view.cited_tokens if ref in chosen else view.full_tokens
+            swaps.append(Swap(position, times * (view.raw_tokens - shown), ref))
+        rates = self.rates
+        layout, added = (self._layout(history, set(refs), shared, citing=False, swapped=frozenset())
+                         if rates is not None else (PromptLayout(), 0))
+        decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,
+                                remaining=remaining_calls(call, self.policy.expected_calls),
+                                start_tokens=self.offer_cost_tokens, stop_loss=self.policy.expected_calls is None)
+        return cited if decision.swaps else None
 
-    def _swap_due(self, refs: list[str], call: int, first_call: dict[str, int], swapped: set[str]) -> list[str]:
-        """The results to swap to their citation in this call."""
+    def _epoch(self, history: Sequence[Message], refs: list[str], call: int, first_call: dict[str, int],
+               swapped: set[str], shared: int) -> list[str]:
+        """The results to swap to their citation in this call, once citing: the due ones of the
+        epoch that pays best (all due ones, tokens only), or none."""
         pending = [ref for ref in self._due(refs, call, first_call) if ref not in swapped]
         worth = [ref for ref in pending if self._worth_citing(ref)]
-        saving = sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in worth)
-        if worth and (self.policy.kind == "always_cite" or saving >= self.policy.min_swap_tokens):
-            return worth
-        return []
+        if not worth or self.policy.kind == "always_cite":
+            return worth  # always_cite: a result is never shown in full, whatever the price
+        rates = self.rates
+        if rates is None:
+            return worth if self._saving(worth) >= self.policy.min_swap_tokens else []
+        positions = self._positions(history)
+        swaps = []
+        for ref in worth:
+            view = self.view(ref)
+            position, times = positions[ref]
+            swaps.append(Swap(position, times * (view.full_tokens - view.cited_tokens), ref))
+        layout, added = self._layout(history, set(refs), shared, citing=True, swapped=swapped)
+        decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,
+                                remaining=remaining_calls(call, self.policy.expected_calls),
+                                min_saved_tokens=self.policy.min_swap_tokens,
+                                stop_loss=self.policy.expected_calls is None)
+        return [swap.key for swap in decision.swaps]
+
+    def _saving(self, refs: Sequence[str]) -> int:
+        """Tokens swapping ``refs`` from full to their citation saves (once each)."""
+        return sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in refs)
 
 
 def _url_argument(arguments: str | None) -> str | None:

@@ -3,7 +3,8 @@
 - ``full_once`` (default): in full in the first LLM call after it arrives, as its citation after.
 - ``keep_last_k``: the ``k`` newest results in full, older ones as citations (like observation
   masking, but each masked result keeps its memory id and a way back).
-- ``always_cite``: citations only, even the first time.
+- ``always_cite``: citations only, even the first time (whatever the price: a result is never
+  sent in full, so there is no swap to weigh).
 
 Citing costs something too: a citation is only useful with the memory tools that bring the result
 back, and their definitions are sent with every call (BASELINES.md, "Net of tool definitions").
@@ -11,8 +12,9 @@ back, and their definitions are sent with every call (BASELINES.md, "Net of tool
 
 - ``when_it_pays`` (default): every result is shown exactly as the tool returned it (the prompt is
   the naive one, no memory tool is needed) until the tokens that citing would save in the prompt
-  exceed what offering the memory tools costs per call; from that call on, results are cited per
-  ``kind`` and the tools are offered. Citing never stops once begun (stopping would change the
+  exceed what offering the memory tools costs per call (and, cache-aware under a price model,
+  until the rewrite that starting is pays); from that call on, results are cited per ``kind`` and
+  the tools are offered. Citing never stops once begun (stopping would change the
   prompt's prefix again and leave citations the model could not follow). So no prompt is ever
   larger than the naive one plus nothing: before, it *is* the naive one; after, the saving already
   exceeds the tools' cost and only grows.
@@ -22,9 +24,19 @@ Results of at most ``inline_max_tokens`` tokens always stay in full: their citat
 little to be worth a change of the prompt.
 
 Provider prompt caches reuse only an unchanged prefix, and every swap from full result to citation
-changes the prompt from that result on. ``min_swap_tokens`` batches swaps: results due for a swap
-stay in full until the tokens their swap would save reach the threshold, then all swap at once
-(0: swap as soon as due). A result, once swapped, is never shown in full again by the policy.
+changes the prompt from that result on (and the start of citing changes the tools list and the
+system prompt: all of the prompt). ``cache_aware`` (default): when the caller knows the price model
+its prompts are billed under (``ContextBuilder(prices=...)``; ``MemoryAgent`` looks it up by its
+model's name), swaps are batched into epochs and an epoch is made only when it pays: its extra cost
+now (the rewritten part written to the cache again instead of read) against what it saves on the
+calls expected after it (:mod:`agent_memory.presentation.epochs`). Starting to cite is such an
+epoch (a rewrite from the first token) and must pay too. Without a price model, or with
+``cache_aware=False``, tokens alone decide: every due swap at once. ``expected_calls`` is how many
+LLM calls a conversation makes in all, when the caller knows; ``None``: as many again as were made
+so far (:func:`~agent_memory.presentation.epochs.remaining_calls`).
+
+``min_swap_tokens`` (either mode) is a floor: an epoch must save at least that many tokens (0: no
+floor). A result, once swapped, is never shown in full again by the policy.
 """
 
 from __future__ import annotations
@@ -64,18 +76,30 @@ class PresentationPolicy(BaseModel):
     full_result_max_tokens: int = Field(default=DEFAULT_FULL_RESULT_MAX_TOKENS, ge=100)
     """Cap of a full showing, in tokens."""
     min_swap_tokens: int = Field(default=0, ge=0)
-    """Swaps wait until the tokens they would save together reach this (0: no batching)."""
+    """An epoch of swaps must save at least this many tokens per prompt, in either mode: due swaps
+    wait until together they reach it (0: no floor)."""
     start: Literal["when_it_pays", "first_call"] = "when_it_pays"
     """When citing (and offering the memory tools) begins; see the module docstring."""
     inline_max_tokens: int = Field(default=DEFAULT_INLINE_MAX_TOKENS, ge=0)
     """Results of at most this many tokens are always shown in full (0: cite any result whose
     citation is shorter)."""
+    cache_aware: bool = True
+    """Under a price model, swaps (and the start of citing) only when they pay with prompt caching;
+    ``False``, or no price model: as soon as due (see the module docstring)."""
+    expected_calls: int | None = Field(default=None, ge=1)
+    """LLM calls a conversation is expected to make in all, for the cache-aware decision; ``None``:
+    as many again as were made so far (the Lindy estimate), at least one."""
 
     @property
     def label(self) -> str:
         """A short name for reports: ``full_once``, ``keep_last_3``, ``always_cite``, then
-        ``+batch<tokens>`` for batching and ``+eager`` for ``start="first_call"``."""
+        ``+batch<tokens>`` for batching, ``+eager`` for ``start="first_call"``, ``+tokens`` for
+        ``cache_aware=False`` and ``+calls<n>`` for ``expected_calls``."""
         name = f"keep_last_{self.k}" if self.kind == "keep_last_k" else self.kind
         if self.min_swap_tokens:
             name += f"+batch{self.min_swap_tokens}"
-        return name + "+eager" if self.start == "first_call" else name
+        if self.start == "first_call":
+            name += "+eager"
+        if not self.cache_aware:
+            name += "+tokens"
+        return name + f"+calls{self.expected_calls}" if self.expected_calls is not None else name

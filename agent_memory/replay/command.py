@@ -74,8 +74,15 @@ def replay(
     policies: list[str] = typer.Option(
         [], "--policy",
         help="Agent-memory strategy to replay; repeat for several: full_once, keep_last_<k>, always_cite, each "
-        "optionally +batch<tokens>, +eager, +all_tools, +single. Default: full_once, full_once+eager+all_tools, "
-        "keep_last_3.",
+        "optionally +batch<tokens>, +eager, +tokens (swaps by tokens alone, not by price), +calls<n>, +all_tools, "
+        "+single. Default: full_once, full_once+tokens, full_once+eager+all_tools, keep_last_3.",
+    ),
+    peer_names: list[str] = typer.Option(
+        [], "--peer",
+        help="Peer strategy to replay, run from its own package (extra `bench`); repeat for several: "
+        "langchain_clear_tool_uses, langchain_summarization_4k, openai_agents_trimmer, anthropic_clear_tool_uses, "
+        "anthropic_clear_tool_uses_5k (a re-implementation). Default: every one whose package is installed, "
+        "none when --policy is given.",
     ),
     limit_runs: int | None = typer.Option(None, "--limit-runs", min=1, help="Replay at most N runs of each source."),
     workers: int = typer.Option(4, "--workers", min=1, help="Runs replayed at once (threads)."),
@@ -90,10 +97,12 @@ def replay(
 ) -> None:
     """Replay real agent runs through agent memory and count every prompt, net of every tool
     definition sent (and gross, messages only): naive full history, observation masking (3 newest
-    results) and agent memory per strategy; price every call with prompt caching; write a report."""
+    results), agent memory per strategy and the peers (LangChain's, the OpenAI Agents SDK's and
+    Anthropic's tool-result clearing); price every call with prompt caching; write a report."""
     from agent_memory.replay import engine, report
     from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
     from agent_memory.replay.pages import load_page_session
+    from agent_memory.replay.peers import DEFAULT_PEERS, installed_peers, parse_peer
     from agent_memory.replay.strategies import DEFAULT_STRATEGIES, parse_strategy
 
     with _reported_errors():
@@ -102,6 +111,10 @@ def replay(
         priced = _price_models(price_models)
         try:
             chosen = [parse_strategy(name) for name in policies] or list(DEFAULT_STRATEGIES)
+            peers, not_replayed = installed_peers([parse_peer(name) for name in peer_names] if peer_names or policies
+                                                  else DEFAULT_PEERS)
+            if peer_names and not_replayed:
+                raise CliError("; ".join(not_replayed))
             runs = load_traces(traces or [])
             if agent_tools:
                 runs = with_agent_tools(runs, _agent_tools(agent_tools))
@@ -125,12 +138,14 @@ def replay(
                 progress.update(task, advance=1, description=f"{result.source}/{result.run_id}"[-60:])
 
             results, checks = engine.replay_many(
-                runs, strategies=chosen, workers=workers, react_check=react_check, on_run=advance
+                runs, strategies=chosen, workers=workers, react_check=react_check, on_run=advance, peers=peers,
+                price_models=priced,  # a cache-aware strategy is run under each model it is priced under
             )
             if checks:
                 progress.update(task, description="ReAct Query Memory check…")
         summary = report.summarize(results, react=checks, seconds=time.monotonic() - started,
                                    memory_tools=engine.memory_tool_sizes(), price_models=priced)
+        summary.notes += not_replayed
         if budget is not None:
             from agent_memory.replay.kernel_replay import replay_kernel
 

@@ -18,6 +18,15 @@ For each prompt the engine also records the tokens a provider's prefix cache cou
 tool definitions when they equal the previous call's, then the leading messages identical to the
 previous prompt's (0 after a change of tools: tools come first in the cached prefix).
 
+Peers (:mod:`~agent_memory.replay.peers`: LangChain's, the OpenAI Agents SDK's and Anthropic's
+tool-result clearing) are replayed on the same history, each call's prompt built by the peer's own
+code from ``naive``'s messages and sent with the agent's own tools; they are counted the same way.
+
+A cache-aware agent-memory strategy (the default) decides its swaps with the price model its
+calls are billed under, as a user's agent knows its model: it is replayed once per price model
+(``price_models``), its cost under each model taken from the run that knew it
+(:attr:`RunResult.priced_curves`), its token figures from the run under the first.
+
 Not simulated: the retrieve calls a model might make to re-read a cited result (the traces were
 made by models that never needed to); each would add its answer to later prompts.
 """
@@ -44,7 +53,9 @@ from agent_memory.presentation.context import ContextBuilder
 from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import PriceModel, headline_price_models
 from agent_memory.replay.loaders import ReplayRun, ResultHint
+from agent_memory.replay.peers import PeerStrategy
 from agent_memory.results import result_store_arguments
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
@@ -174,6 +185,14 @@ class RunResult:
     answer: str | None = None
     answer_observations: list[str] = field(default_factory=list)
     """ReAct: observations (from Search/Lookup) that contain the final answer."""
+    priced_curves: dict[str, dict[str, StrategyCurve]] = field(default_factory=dict)
+    """Cache-aware strategies replayed under several price models: per strategy label, per price
+    model label, the curve of the run that knew that price model (a user's agent knows its
+    model). The first price model's curve is the strategy's in :attr:`curves` (its token figures);
+    a strategy replayed under one price model, or tokens only, has no entry."""
+    peers: dict[str, str] = field(default_factory=dict)
+    """Per peer strategy replayed (:mod:`~agent_memory.replay.peers`), by label: what it is and at
+    what settings (its curve is in :attr:`curves`)."""
 
 
 def _result_entry(message: Message, hint: ResultHint | None, call_args: str | None) -> dict[str, Any]:
@@ -208,6 +227,8 @@ def replay_run(
     registry: PluginRegistry | None = None,
     counter: TokenCounter | None = None,
     workdir: str | Path | None = None,
+    peers: Sequence[PeerStrategy] = (),
+    price_models: Sequence[PriceModel] | None = None,
 ) -> RunResult:
     """Replay one run and count every prompt of every strategy, gross and net.
 
@@ -218,16 +239,24 @@ def replay_run(
         registry: compaction plugins for citations; ``None``: the installed ones.
         counter: token counter; ``None``: o200k_base.
         workdir: where the run's memory lives; ``None``: a temporary directory, removed after.
+        peers: peer strategies (:mod:`~agent_memory.replay.peers`) replayed on the same history,
+            each with the agent's own tools; their curves follow the agent-memory strategies'.
+        price_models: the price models a cache-aware strategy
+            (:attr:`~agent_memory.presentation.policy.PresentationPolicy.cache_aware`) is run
+            under, once each (:attr:`RunResult.priced_curves`; the first one's run in
+            :attr:`RunResult.curves`); ``None``: :func:`~agent_memory.pricing.headline_price_models`;
+            ``()``: tokens only.
 
     Raises:
-        ValueError: if two strategies share a label.
-        ConfigurationError: if no memory toolkit is installed.
+        ValueError: if two strategies (peers included) share a label.
+        ConfigurationError: if no memory toolkit is installed, or a peer's package is not.
     """
     counter = counter or default_token_counter()
     registry = registry if registry is not None else PluginRegistry.from_entry_points()
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="agent-memory-replay-") as tmp:
-            return replay_run(run, strategies=strategies, registry=registry, counter=counter, workdir=tmp)
+            return replay_run(run, strategies=strategies, registry=registry, counter=counter, workdir=tmp,
+                              peers=peers, price_models=price_models)
     count = _Counter(counter)
     memory = AgentMemory("replay", Path(workdir) / "memory", config=MemoryConfig(index_on_store=False),
                          token_counter=counter)
@@ -264,20 +293,33 @@ def replay_run(
 
     # 3. Every LLM call: build and count the prompt of each strategy, with its tools.
     chosen = [as_strategy(s) for s in strategies]
+    models = list(headline_price_models() if price_models is None else price_models)
     builders: dict[str, tuple[ContextBuilder, MemoryTools]] = {}
+    variants: list[tuple[str, PriceModel, ContextBuilder, MemoryTools]] = []  # under the 2nd, 3rd... model
     for strategy in chosen:
         toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
         citing_tools = toolkit.openai_tools(OfferState(citing=True))
         retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
         cost = 0 if strategy.offer.mode == "all" else (
             tool_tokens(own_tools + citing_tools, count) - own_tokens + count(MEMORY_PROMPT))
-        builder = ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=max(0, cost),
-                                 citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
-        builders[strategy.label] = (builder, toolkit)
-    if len(builders) != len(chosen):
+        # A cache-aware strategy knows the price model it is billed under: one run per model.
+        priced = list(models) if strategy.policy.cache_aware and models else [None]
+        made = [ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=max(0, cost), prices=model,
+                               fixed_tokens=own_tokens,
+                               citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
+                for model in priced]
+        builders[strategy.label] = (made[0], toolkit)
+        variants += [(strategy.label, model, builder, toolkit) for model, builder in zip(models[1:], made[1:])]
+    labels = [NAIVE, MASKING, *builders, *(peer.label for peer in peers)]
+    if len(builders) != len(chosen) or len(set(labels)) != len(labels):
         raise ValueError("strategies must have distinct labels")
-    curves = {label: StrategyCurve() for label in (NAIVE, MASKING, *builders)}
+    curves = {label: StrategyCurve() for label in labels}
     previous: dict[str, Any] = dict.fromkeys(curves)
+    priced_curves: dict[str, dict[str, StrategyCurve]] = {}
+    for label, model, _, _ in variants:
+        priced_curves.setdefault(label, {models[0].label: curves[label]})[model.label] = StrategyCurve()
+    previous_variant: dict[tuple[str, str], Any] = {}
+    peer_prompts = {peer.label: peer.prompts(messages, run.calls, tools=own_tools, counter=counter) for peer in peers}
     for call in run.calls:
         prefix = messages[:call]
         previous[NAIVE] = curves[NAIVE].record(prefix, own_tools, previous[NAIVE], count)
@@ -288,14 +330,19 @@ def replay_run(
         ]
         previous[MASKING] = curves[MASKING].record(masked_prompt, own_tools, previous[MASKING], count)
         for label, (builder, toolkit) in builders.items():
-            built = builder.build(history[:call])
-            offered = toolkit.openai_tools(OfferState(citing=builder.citing))
-            if offered:
-                built = with_memory_prompt(built, MEMORY_PROMPT)
-            sent = own_tools + offered
+            built, sent = _agent_prompt(builder, toolkit, history[:call], own_tools)
             previous[label] = curves[label].record(built, sent, previous[label], count)
+        for label, model, builder, toolkit in variants:
+            built, sent = _agent_prompt(builder, toolkit, history[:call], own_tools)
+            key = (label, model.label)
+            previous_variant[key] = priced_curves[label][model.label].record(built, sent, previous_variant.get(key),
+                                                                             count)
+        for label, prompts in peer_prompts.items():
+            previous[label] = curves[label].record(next(prompts), own_tools, previous[label], count)
     for label, (builder, _) in builders.items():
         curves[label].citing_since = builder.stats.citing_since
+    for label, model, builder, _ in variants:
+        priced_curves[label][model.label].citing_since = builder.stats.citing_since
 
     first = next(iter(builders.values()), None)
     citation_tokens = [first[0].view(item_id).cited_tokens for item_id in ids] if first is not None else []
@@ -322,7 +369,20 @@ def replay_run(
         question=run.question,
         answer=run.answer,
         answer_observations=answer_observations,
+        priced_curves=priced_curves,
+        peers={peer.label: peer.description for peer in peers},
     )
+
+
+def _agent_prompt(builder: ContextBuilder, toolkit: MemoryTools, history: Sequence[Message],
+                  own_tools: list[dict[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
+    """The messages (committed) and tools an agent-memory strategy sends with the next call: the
+    memory tools it offers, and the memory prompt in the system prompt when it offers one."""
+    built = builder.build(history)
+    offered = toolkit.openai_tools(OfferState(citing=builder.citing))
+    if offered:
+        built = with_memory_prompt(built, MEMORY_PROMPT)
+    return built, own_tools + offered
 
 
 def _checkable_answer(answer: str) -> bool:
@@ -340,22 +400,26 @@ def replay_many(
     workers: int = DEFAULT_WORKERS,
     react_check: bool = True,
     on_run: Callable[[RunResult], None] | None = None,
+    peers: Sequence[PeerStrategy] = (),
+    price_models: Sequence[PriceModel] | None = None,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     """Replay ``runs`` (in threads: storing is mostly disk waits) and, per source with questions,
     run :func:`~agent_memory.replay.react_check.react_query_check`. Results keep the order of
-    ``runs``; ``on_run`` is called as each run finishes (from the calling thread)."""
+    ``runs``; ``on_run`` is called as each run finishes (from the calling thread). ``peers`` and
+    ``price_models``: as :func:`replay_run`."""
     from concurrent.futures import ThreadPoolExecutor
 
     from agent_memory.replay.react_check import react_query_check
 
     counter = counter or default_token_counter()
     registry = registry if registry is not None else PluginRegistry.from_entry_points()
+    models = list(headline_price_models() if price_models is None else price_models)
     results: list[RunResult | None] = [None] * len(runs)
     with tempfile.TemporaryDirectory(prefix="agent-memory-replay-") as tmp:
 
         def one(n: int) -> tuple[int, RunResult]:
             return n, replay_run(runs[n], strategies=strategies, registry=registry, counter=counter,
-                                 workdir=Path(tmp) / f"run{n}")
+                                 workdir=Path(tmp) / f"run{n}", peers=peers, price_models=models)
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             for n, result in pool.map(one, range(len(runs))):

@@ -15,7 +15,9 @@ its output (the assistant message the trace has after the call, the same in ever
 Change = Σ strategy cost / Σ naive cost − 1 over a source.
 
 ``report.md`` leads with one short table, the default strategy against naive per source (tokens
-and cost under the headline price models); the details follow.
+and cost under the headline price models); the details follow. Peer strategies
+(:mod:`~agent_memory.replay.peers`) are columns of the detail tables like every other strategy, each
+described in one line (what it is, at what settings, whether it is a re-implementation).
 """
 
 from __future__ import annotations
@@ -96,10 +98,13 @@ class StrategySummary:
     largest_prompt: int
     """Largest single net prompt, in tokens."""
     runs_citing: int | None = None
-    """Agent-memory strategies: runs in which citing began (``None`` for the baselines)."""
+    """Agent-memory strategies: runs in which citing began (``None`` for the baselines and peers)."""
     cost: dict[str, StrategyCost] = field(default_factory=dict)
     """Per price model label (:attr:`ReplayReport.price_models`, in that order); empty when
     nothing was priced."""
+    reduction_by_price_model: dict[str, float] = field(default_factory=dict)
+    """A cache-aware strategy replayed under several price models: the net token reduction of its
+    run under each (the figures above are its run under the first); empty otherwise."""
 
 
 @dataclass
@@ -155,11 +160,14 @@ class ReplayReport:
     """Where the prices come from: ``genai_prices`` (version) and ``priced_on`` (date)."""
     cost_curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     """Per source, per strategy: the cost of each call in USD under the first price model."""
+    peers: dict[str, str] = field(default_factory=dict)
+    """Per peer strategy (label): what it is and at what settings (:mod:`~agent_memory.replay.peers`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "strategies": self.strategies,
             "default": self.default,
+            "peers": self.peers,
             "price_models": self.price_models,
             "prices": self.prices,
             "memory_tools": self.memory_tools,
@@ -199,8 +207,11 @@ _Priced = dict[int, dict[str, dict[str, list[Cost]]]]
 
 
 def _price(results: Sequence[RunResult], strategies: Sequence[str], models: Sequence[PriceModel]) -> _Priced:
+    """Each call priced; a cache-aware strategy under each model from the run that knew that
+    model (:attr:`RunResult.priced_curves`), else from its one run."""
     return {
-        id(r): {label: {m.label: curve_costs(r.curves[label], r.output_tokens, m) for m in models} for label in strategies}
+        id(r): {label: {m.label: curve_costs(r.priced_curves.get(label, {}).get(m.label, r.curves[label]),
+                                             r.output_tokens, m) for m in models} for label in strategies}
         for r in results
     }
 
@@ -228,6 +239,7 @@ def _costs(results: Sequence[RunResult], strategies: Sequence[str], models: Sequ
 
 def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
              costs: dict[str, dict[str, StrategyCost]] | None = None) -> SourceSummary:
+    peers = {label for r in results for label in r.peers}
     naive_net = sum(r.curves[NAIVE].total for r in results)
     naive_gross = sum(r.curves[NAIVE].gross_total for r in results)
     summaries = {}
@@ -244,8 +256,13 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
             prefix_tokens=prefix,
             prefix_share=round(prefix / tokens, 4) if tokens else 0.0,
             largest_prompt=max((c.largest for c in curves), default=0),
-            runs_citing=None if label in (NAIVE, MASKING) else sum(c.citing_since is not None for c in curves),
+            runs_citing=None if label in (NAIVE, MASKING) or label in peers
+            else sum(c.citing_since is not None for c in curves),
             cost=dict((costs or {}).get(label, {})),
+            reduction_by_price_model={
+                model: _ratio(sum(r.priced_curves[label][model].total for r in results), naive_net)
+                for model in dict.fromkeys(m for r in results for m in r.priced_curves.get(label, {}))
+            },
         )
     citations = [t for r in results for t in r.citation_tokens]
     return SourceSummary(
@@ -324,7 +341,8 @@ def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | No
         raise ValueError("nothing was replayed")
     models = list(headline_price_models() if price_models is None else price_models)
     strategies = list(results[0].curves)
-    default = DEFAULT_LABEL if DEFAULT_LABEL in strategies else strategies[min(2, len(strategies) - 1)]
+    own = [label for label in strategies if label not in results[0].peers]  # a peer never heads the report
+    default = DEFAULT_LABEL if DEFAULT_LABEL in strategies else own[min(2, len(own) - 1)]
     by_source: dict[str, list[RunResult]] = {}
     for result in results:
         by_source.setdefault(result.source, []).append(result)
@@ -358,7 +376,8 @@ def summarize(results: Sequence[RunResult], *, react: dict[str, ReactCheck] | No
     prices = {"genai_prices": prices_version(), "priced_on": models[0].priced_at.date().isoformat()} if models else {}
     return ReplayReport(sources=sources, total=total, strategies=strategies, memory_tools=dict(memory_tools or {}),
                         curves=curves, seconds=seconds, default=default,
-                        price_models=[_price_model_json(m) for m in models], prices=prices, cost_curves=cost_curves)
+                        price_models=[_price_model_json(m) for m in models], prices=prices, cost_curves=cost_curves,
+                        peers={label: text for r in results for label, text in r.peers.items()})
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -403,7 +422,7 @@ def _headline_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     for summary in [*report.sources, report.total]:
         naive, chosen = summary.strategies[NAIVE], summary.strategies[default]
         row = [_name(summary, report), _k(naive.prompt_tokens), _k(chosen.prompt_tokens),
-               f"{-chosen.reduction * 100:.1f}%".replace("-", "−")]
+               _pct(-chosen.reduction).removeprefix("+")]
         for label, _ in _model_names(report):
             before, after = naive.cost[label], chosen.cost[label]
             row.append(f"{_usd(before.total_usd)} → {_usd(after.total_usd)} ({_pct(after.change)})")
@@ -538,6 +557,38 @@ def _price_notes(report: ReplayReport) -> list[str]:
     ]
 
 
+def _peer_lines(report: ReplayReport) -> list[str]:
+    """The paragraph naming each peer strategy (empty when none was replayed)."""
+    if not report.peers:
+        return []
+    return [
+        "Peers: the tool-result clearing users turn on elsewhere, each call's prompt built by the peer's own",
+        "code (its package's, unless marked a re-implementation) from the same history as `naive`, sent with",
+        "the agent's own tools; text actions (SWE-agent, ReAct) get a tool call on the LangChain side only, so",
+        "that LangChain can pair their results:",
+        "",
+        *[f"- `{label}`: {text}." for label, text in report.peers.items()],
+        "",
+    ]
+
+
+def _tokens_by_model_lines(report: ReplayReport) -> list[str]:
+    """The default's token saving in its run under each price model (when it was replayed under
+    several: its swaps are decided by the price)."""
+    rows = [(_name(summary, report), summary.strategies[report.default].reduction_by_price_model)
+            for summary in [*report.sources, report.total]]
+    if not any(by_model for _, by_model in rows):
+        return []
+    models = list(next(by_model for _, by_model in rows if by_model))
+    cells = "; ".join(f"{name} {' / '.join(_pct(by_model.get(m, 0.0)) for m in models)}" for name, by_model in rows)
+    return [
+        f"`{report.default}` decides its swaps with the price model it is billed under, so it is replayed once",
+        f"per model; the token columns are its run under {models[0]}. Net tokens against naive in its run under",
+        f"{' / '.join(models)}: {cells}.",
+        "",
+    ]
+
+
 def markdown(report: ReplayReport) -> str:
     """``report.md``: the headline table, then what was measured, the detail tables, notes."""
     default = report.default
@@ -552,6 +603,7 @@ def markdown(report: ReplayReport) -> str:
             "",
             *_table(headers, rows),
             "",
+            *_tokens_by_model_lines(report),
         ]
     lines += [
         "## Details",
@@ -565,11 +617,19 @@ def markdown(report: ReplayReport) -> str:
         "**gross** (in brackets) counts the messages only. Reduction = 1 − Σ strategy tokens / Σ naive tokens.",
         "Strategies: `naive` (full history), `masking_keep_3` (3 newest results in full, older ones replaced by",
         "`[result cleared]`, no way back), and agent-memory: `full_once` (the default: results as the tool",
-        "returned them until citing would save more than the memory tools cost; from then on each result in",
-        "full in the first call after it arrives, then its citation, with `retrieve_memory` offered),",
+        "returned them until citing would save more than the memory tools cost *and* the rewrite that starting",
+        "is pays under the price model; from then on each result in full in the first call after it arrives,",
+        "then its citation when that swap pays, with `retrieve_memory` offered), `full_once+tokens` (the same",
+        "deciding by tokens alone: citing starts as soon as it saves tokens, every due swap at once),",
         "`full_once+eager+all_tools` (citing from the first call, all three memory tools sent with every call),",
         "`keep_last_3`. No retrieve call a model might make to re-read a cited result is simulated.",
         "",
+        "A cache-aware strategy (all but `+tokens`) knows the price model its calls are billed under, as a",
+        "user's agent knows its model: it is replayed once per price model, and its cost under each model is",
+        "the cost of the run that knew that model. Its token figures (and the tokens plot) are from the run",
+        f"under {report.price_models[0]['name'] if report.price_models else 'the first price model'}.",
+        "",
+        *_peer_lines(report),
         "### Tokens per strategy, change against naive",
         "",
         *_table(*_token_rows(report)),
@@ -675,7 +735,7 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
             chosen = label == report.default
             summary = summaries[name].strategies.get(label) if name in summaries else None
             versus = f", {_pct(change(summary))}" if summary is not None and label != NAIVE else ""
-            style = "--" if label == MASKING else ":" if label == NAIVE else "-"
+            style = "--" if label == MASKING else ":" if label == NAIVE else "-." if label in report.peers else "-"
             ax.plot(range(1, len(cumulative) + 1), cumulative, style, color="black" if chosen else colours[label],
                     label=f"{label}{' (default)' if chosen else ''}: {total(cumulative[-1])}{versus}",
                     linewidth=2.4 if chosen else 1.4, zorder=3 if chosen else 2)

@@ -6,6 +6,8 @@ strategy is agent-memory under a :class:`~agent_memory.presentation.policy.Prese
 with the memory tools offered by a :class:`~agent_memory.presentation.offer.ToolOffer` in a tool
 form (``separate`` tools or one ``memory`` tool). Labels read as the policy's label, then
 ``+all_tools`` when every memory tool is sent with every call, ``+single`` for the one-tool form.
+Other libraries' tool-result clearing, replayed from their own packages, is in
+:mod:`~agent_memory.replay.peers`.
 """
 
 from __future__ import annotations
@@ -61,11 +63,14 @@ class ReplayStrategy:
 
 DEFAULT_STRATEGIES: tuple[ReplayStrategy, ...] = (
     ReplayStrategy(),
+    ReplayStrategy(PresentationPolicy(cache_aware=False)),
     ReplayStrategy(PresentationPolicy(start="first_call"), ToolOffer(mode="all")),
     ReplayStrategy(PresentationPolicy(kind="keep_last_k", k=3)),
 )
-"""Replayed when none are given: the defaults (``full_once``: cite once it pays, tools as needed);
-the same policy citing from the first call with all three tools on every call
+"""Replayed when none are given: the defaults (``full_once``: cite once it pays, tools as needed,
+swaps when they pay under the price model the run is billed under); the same deciding by tokens
+alone (``full_once+tokens``: every due swap at once, the default before prompt caching was
+priced); the default policy citing from the first call with all three tools on every call
 (``full_once+eager+all_tools``, what offering memory naively costs); and keeping the 3 newest
 results in full (``keep_last_3``)."""
 
@@ -75,12 +80,14 @@ def as_strategy(value: ReplayStrategy | PresentationPolicy) -> ReplayStrategy:
     return value if isinstance(value, ReplayStrategy) else ReplayStrategy(policy=value)
 
 
-_LABEL = re.compile(r"^(full_once|always_cite|keep_last_(\d+))((?:\+(?:batch\d+|eager|all_tools|single))*)$")
+_LABEL = re.compile(r"^(full_once|always_cite|keep_last_(\d+))((?:\+(?:batch\d+|eager|tokens|calls\d+|all_tools|single))*)$")
 
 
 def parse_strategy(name: str) -> ReplayStrategy:
     """A strategy from its report label: ``full_once``, ``keep_last_<k>`` or ``always_cite``,
     then any of ``+batch<tokens>`` (``min_swap_tokens``), ``+eager`` (cite from the first call),
+    ``+tokens`` (``cache_aware=False``: swaps decided by tokens alone), ``+calls<n>``
+    (``expected_calls``),
     ``+all_tools`` (every memory tool on every call), ``+single`` (one ``memory`` tool).
 
     Raises:
@@ -90,7 +97,7 @@ def parse_strategy(name: str) -> ReplayStrategy:
     if not found:
         raise ValueError(
             f"unknown policy {name!r}; use full_once, keep_last_<k> or always_cite, "
-            "optionally +batch<tokens>, +eager, +all_tools, +single"
+            "optionally +batch<tokens>, +eager, +tokens, +calls<n>, +all_tools, +single"
         )
     kind, k, modifiers = found.groups()
     args: dict[str, Any] = {"kind": kind if k is None else "keep_last_k"}
@@ -102,6 +109,10 @@ def parse_strategy(name: str) -> ReplayStrategy:
             args["min_swap_tokens"] = int(part[5:])
         elif part == "eager":
             args["start"] = "first_call"
+        elif part == "tokens":
+            args["cache_aware"] = False
+        elif part.startswith("calls"):
+            args["expected_calls"] = int(part[5:])
     offer = ToolOffer(mode="all") if "all_tools" in parts else ToolOffer()
     return ReplayStrategy(PresentationPolicy(**args), offer, "single" if "single" in parts else "separate")
 

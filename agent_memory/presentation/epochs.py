@@ -1,0 +1,284 @@
+"""Swap epochs: whether rewriting the prompt to swap results for their citations pays under prompt
+caching (issue 15).
+
+A provider's prompt cache serves only the part of a prompt equal to the previous prompt from the
+start. Swapping a result that was sent in full for its citation shortens every later prompt, but
+changes the prompt from that result on: everything after it is written to the cache again. So
+swaps are batched into *epochs*: one rewrite of the prompt from a position ``p`` (the oldest
+swapped message), which swaps every due result at or after ``p`` at once. Between epochs the
+prompt only grows at its end, and the cache serves all of it but the new messages.
+
+The decision (:func:`decide_epoch`) prices both futures in units of the base input price per token
+(:class:`CacheRates`, from a :class:`~agent_memory.pricing.PriceModel`: ``w`` the cache-write
+rate, ``r`` the cache-read rate, both relative to the input price; Anthropic ``w = 1.25``,
+``r = 0.1``; OpenAI ``w = 1`` (uncached input), ``r = 0.5`` for gpt-4o, ``0.1`` for gpt-5; a
+prompt under the provider's minimum is not cached at all, ``w = r = 1``). With the previous prompt
+``P`` tokens and the region of it from ``p`` on ``L`` tokens, of which the swaps save ``D``:
+
+- extra cost of this call: ``(L - D) * w - L * r`` (the region is written again instead of read);
+- gain: ``D * r`` per later call (those tokens are no longer read), over ``N`` expected remaining
+  calls: ``D * r * N``;
+- when citing starts, the tools list and the system prompt change (the memory tools and the
+  section that teaches them, ``T`` tokens), so the epoch rewrites from position 0 and every later
+  call carries ``T`` more: ``- T * w`` now and ``- T * r * N`` later.
+
+An epoch is made when ``gain - extra > 0``.
+
+:func:`decide_epoch` evaluates ``gain - extra`` with the provider's own rule
+(:meth:`~agent_memory.pricing.PromptCaching.cached_prefix`: the 1,024-token minimum, OpenAI's
+128-token steps) for every candidate ``p`` (the position of each due swap) and chooses the ``p``
+that maximises it, or no epoch when none pays. This is the same break-even Anthropic's context
+editing leaves to the user's hand (``clear_at_least``), computed from the prices. A rewrite that
+happens anyway (a compaction: the kernel rewrites the prompt from the compaction point) makes
+every swap after it free: the caller passes an empty previous prompt and every due swap is made.
+
+``N`` is an estimate (:func:`remaining_calls`). A caller who knows how long its conversations run
+gives ``expected_calls``. Without it, ``N`` follows J. R. Gott's delta-t argument (Nature 363,
+1993; the Lindy effect): observed at a random moment of its life, a process that has lasted ``t``
+goes on for more than ``x`` with probability ``t / (t + x)``. An epoch pays only if the
+conversation lasts long enough, and one that does not pay back costs more than sending
+everything, so ``N`` is the length it reaches with probability 3/4, ``t / 3``
+(:data:`LINDY_DIVISOR`), at least 1. And since that is a guess, an epoch must also be affordable
+(``stop_loss``): its extra cost now at most what the call costs without it
+(:data:`MAX_EXTRA_SHARE`), so that a conversation that ends right after an epoch has cost at most
+one call more than sending everything.
+
+Measured on the replayed traces (``agent-memory replay``: tau-bench, SWE-agent, ReAct; the rule has
+no per-source setting): with Gott's median (``N = t``) and no stop-loss the default cost up to 5%
+more than naive on SWE-agent (epochs late in short runs); with ``t / 3`` and the stop-loss, at most
+0.03% more (one run that began citing at its last call), at the price of fewer epochs where runs
+go on longer (tau-bench at gpt-4o rates: 4.7% below naive, where citing as soon as it saves tokens
+is 5.6% below).
+
+Without rates (``None``: no price model), the decision is the one of tokens alone: every due swap at
+once, and citing starts as soon as it saves more tokens than the memory tools cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.pricing import PriceModel, PromptCaching
+
+__all__ = [
+    "LINDY_DIVISOR",
+    "MAX_EXTRA_SHARE",
+    "CacheRates",
+    "EpochDecision",
+    "PromptLayout",
+    "Swap",
+    "decide_epoch",
+    "remaining_calls",
+]
+
+MAX_EXTRA_SHARE = 1.0
+"""With ``stop_loss``: an epoch's extra cost now may be at most this share of what the call costs
+without it."""
+
+LINDY_DIVISOR = 3
+"""Without ``expected_calls``, a conversation that has made ``t`` calls is counted on for ``t / 3``
+more: by Gott's delta-t argument it goes on for at least that long with probability 3/4 (the lower
+end of his 50% interval, ``t/3`` to ``3t``), so an epoch that pays back within ``t / 3`` calls pays
+three times in four. The median, ``t`` more calls, would make every marginal epoch a coin toss, and
+an epoch that does not pay back leaves the conversation dearer than sending everything."""
+
+
+@dataclass(frozen=True)
+class CacheRates:
+    """A provider's prompt-cache prices relative to its base input price (per token), and its
+    caching rule. Build one with :meth:`of`."""
+
+    write: float
+    """``w``: what a token written to the cache costs, in base input prices (Anthropic 1.25; a
+    provider without a write surcharge, OpenAI: 1.0, the uncached input price)."""
+    read: float
+    """``r``: what a token read from the cache costs, in base input prices (Anthropic 0.1, gpt-4o
+    0.5, gpt-5 0.1)."""
+    caching: PromptCaching
+    """The provider's rule: minimum cacheable prompt, hit granularity (``kind="none"``: no cache,
+    every token at the base price)."""
+
+    def __post_init__(self) -> None:
+        if self.write < 0 or self.read < 0:
+            raise InvalidArgumentError(f"cache rates cannot be negative: write {self.write}, read {self.read}")
+
+    @classmethod
+    def of(cls, model: PriceModel) -> CacheRates:
+        """The rates of ``model``'s price table row (its base rates, below any tier): ``write`` =
+        cache-write / input price when the provider bills writes (explicit breakpoints, or a table
+        row with a cache-write price), else 1.0; ``read`` = cache-read / input price (1.0 when the
+        model is not cached)."""
+        rates = model.rates_usd_per_mtok()
+        base = rates["input"]
+        if base <= 0:  # a free model: every choice costs nothing, tokens decide
+            return cls(write=1.0, read=1.0, caching=PromptCaching("none"))
+        bills_writes = model.caching.kind == "explicit" or model.prices.cache_write_mtok is not None
+        write = float(rates["cache_write"] / base) if bills_writes else 1.0
+        read = float(rates["cache_read"] / base) if model.caching.kind != "none" else 1.0
+        return cls(write=write, read=read, caching=model.caching)
+
+    def call_cost(self, prompt_tokens: int, prefix_tokens: int) -> float:
+        """The input cost of one call in base input prices per token (output left out): the cached
+        part of ``prefix_tokens`` (the leading tokens equal to the previous prompt) at ``read``,
+        the rest at ``write``; a prompt the provider does not cache (under its minimum) at 1.0 per
+        token. The same split as :meth:`~agent_memory.pricing.PriceModel.split`."""
+        if self.caching.kind == "none" or prompt_tokens < self.caching.min_tokens:
+            return float(prompt_tokens)
+        read = self.caching.cached_prefix(prompt_tokens, min(prefix_tokens, prompt_tokens))
+        return read * self.read + (prompt_tokens - read) * self.write
+
+    def read_cost(self, prompt_tokens: int) -> float:
+        """What a later call pays to send this prompt again as its prefix (all of it read from
+        the cache when cached): :meth:`call_cost` with the whole prompt as prefix."""
+        return self.call_cost(prompt_tokens, prompt_tokens)
+
+    def read_rate(self, prompt_tokens: int) -> float:
+        """What one more token of a prefix of a prompt this long costs a later call: ``read``
+        when the prompt is cached, 1.0 when it is under the minimum."""
+        return self.read if self.caching.kind != "none" and prompt_tokens >= self.caching.min_tokens else 1.0
+
+
+@dataclass(frozen=True)
+class PromptLayout:
+    """The previous prompt as the cache holds it: what comes before the messages, then each
+    message in order, in tokens."""
+
+    fixed_tokens: int = 0
+    """Tokens before the messages: the tool definitions (and, for a provider that puts it there,
+    the system prompt)."""
+    message_tokens: tuple[int, ...] = ()
+    """Tokens of each message, oldest first (framing included)."""
+
+    @property
+    def total(self) -> int:
+        """Every token of the prompt."""
+        return self.fixed_tokens + sum(self.message_tokens)
+
+    def tokens_before(self, position: int) -> int:
+        """Tokens before message ``position`` (0-based; past the end: the whole prompt)."""
+        return self.fixed_tokens + sum(self.message_tokens[: max(0, position)])
+
+
+@dataclass(frozen=True)
+class Swap:
+    """A result due for its citation."""
+
+    position: int
+    """Index of its (first) message in the prompt, 0-based; the same in the previous prompt and
+    the next one (the history is append-only between epochs)."""
+    saved_tokens: int
+    """Tokens the swap takes off every prompt from now on."""
+    key: str = ""
+    """What the caller swaps (a memory id)."""
+
+
+@dataclass(frozen=True)
+class EpochDecision:
+    """What :func:`decide_epoch` chose."""
+
+    swaps: tuple[Swap, ...] = ()
+    """The swaps to make with the next prompt (empty: none; the prompt only grows)."""
+    rewrite_from: int | None = None
+    """The message position from which the next prompt differs from the previous one because of
+    the swaps (0 when citing starts: the tools list changes); ``None``: no epoch."""
+    net_gain: float = 0.0
+    """The expected saving of the chosen epoch, ``gain - extra``, in base input prices per token
+    (0.0 without rates or without an epoch)."""
+
+    @property
+    def saved_tokens(self) -> int:
+        """Tokens the chosen swaps take off each prompt."""
+        return sum(swap.saved_tokens for swap in self.swaps)
+
+
+def remaining_calls(call: int, expected_calls: int | None = None) -> float:
+    """LLM calls to count on after call number ``call`` (1-based): ``expected_calls - call`` when
+    the caller knows how many calls a conversation makes in all, else ``call / LINDY_DIVISOR``
+    (module docstring); at least 1."""
+    if call < 1:
+        raise InvalidArgumentError(f"call numbers start at 1, not {call}")
+    return max(1.0, expected_calls - call if expected_calls is not None else call / LINDY_DIVISOR)
+
+
+def decide_epoch(
+    previous: PromptLayout,
+    swaps: Sequence[Swap],
+    *,
+    added_tokens: int = 0,
+    rates: CacheRates | None,
+    remaining: float,
+    start_tokens: int | None = None,
+    min_saved_tokens: int = 0,
+    stop_loss: bool = True,
+) -> EpochDecision:
+    """Choose the epoch of the next prompt (module docstring for the cost model).
+
+    Args:
+        previous: the previous prompt, as the cache holds it; an empty layout when nothing of it
+            can be reused (the first call, or a rewrite that happens anyway: a compaction).
+        swaps: the results due for their citation, each with its position and saving; after
+            citing began, swaps that save nothing are ignored.
+        added_tokens: what the next prompt adds after the previous one (new messages), before any
+            swap.
+        rates: the provider's cache rates; ``None``: tokens only (every swap at once; citing
+            starts when it saves more than ``start_tokens``).
+        remaining: ``N``, the calls expected after this one (:func:`remaining_calls`).
+        start_tokens: ``None`` when citing has begun; else the tokens starting to cite adds to
+            every call (``T``: the memory tools and their system-prompt section). Starting is one
+            epoch from position 0 with every change in ``swaps`` (every result's new showing; all
+            are free then), made only when together they save more than ``T`` tokens *and*, with
+            rates, it pays.
+        min_saved_tokens: an epoch (after citing began) must save at least this many tokens.
+        stop_loss: an epoch's extra cost now must also be at most :data:`MAX_EXTRA_SHARE` of what
+            the call costs without it (for an estimated ``remaining``; ``False`` when the caller
+            knows how many calls are to come).
+
+    Returns:
+        The swaps to make (all of ``swaps`` at or after the chosen position), or none.
+
+    Raises:
+        InvalidArgumentError: for a negative ``remaining``, ``added_tokens`` or ``start_tokens``.
+    """
+    if remaining < 0 or added_tokens < 0 or (start_tokens is not None and start_tokens < 0):
+        raise InvalidArgumentError("remaining, added_tokens and start_tokens must be >= 0")
+    old = previous.total
+    prompt = old + added_tokens
+    if start_tokens is not None:
+        saved = sum(swap.saved_tokens for swap in swaps)  # all change at once, even a longer one
+        if not swaps or saved <= start_tokens:
+            return EpochDecision()  # a citing prompt would not be smaller than the naive one
+        if rates is None:
+            return EpochDecision(tuple(swaps), 0)
+        after = prompt - saved + start_tokens
+        now = rates.call_cost(prompt, old)
+        extra = rates.call_cost(after, 0) - now
+        net = remaining * (rates.read_cost(prompt) - rates.read_cost(after)) - extra
+        affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
+        return EpochDecision(tuple(swaps), 0, net) if net > 0 and affordable else EpochDecision()
+    useful = sorted((swap for swap in swaps if swap.saved_tokens > 0), key=lambda swap: swap.position)
+    if not useful:
+        return EpochDecision()
+    # saved[i]: what the swaps at or after useful[i] save together
+    saved_from = list(accumulate(swap.saved_tokens for swap in reversed(useful)))[::-1]
+    if rates is None:
+        if saved_from[0] >= min_saved_tokens:
+            return EpochDecision(tuple(useful), useful[0].position)
+        return EpochDecision()
+    now, later = rates.call_cost(prompt, old), rates.read_cost(prompt)
+    best: EpochDecision | None = None
+    for i, swap in enumerate(useful):
+        if i and swap.position == useful[i - 1].position:
+            continue  # the same epoch as the previous candidate
+        if saved_from[i] < min_saved_tokens:
+            break  # later candidates save even less
+        after = prompt - saved_from[i]
+        kept = min(old, previous.tokens_before(swap.position))  # the prefix the cache still serves
+        extra = rates.call_cost(after, kept) - now
+        net = remaining * (later - rates.read_cost(after)) - extra
+        affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
+        if net > 0 and affordable and (best is None or net > best.net_gain):
+            best = EpochDecision(tuple(useful[i:]), swap.position, net)
+    return best if best is not None else EpochDecision()
