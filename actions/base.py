@@ -35,6 +35,7 @@ from agent_memory.errors import (
 from agent_memory.limits import shorten
 
 __all__ = [
+    "BOUND_KEYWORDS",
     "MAX_ARGUMENTS_CHARS",
     "ActionArguments",
     "InstanceSchemas",
@@ -141,21 +142,36 @@ def _json_kind(value: Any) -> str:
     return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
 
 
-class ToolJsonSchema(GenerateJsonSchema):
-    """JSON schema for function calling: no titles, no defaults, optional fields as their plain type.
+BOUND_KEYWORDS = frozenset({
+    "maxLength", "minLength", "maxItems", "minItems", "maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum",
+    "additionalProperties",
+})
+"""JSON-schema keywords :class:`ToolJsonSchema` leaves out: bounds the arguments model checks."""
 
-    ``str | None = None`` becomes ``{"type": "string"}`` (not required) instead of an ``anyOf``
-    with ``null``; flat argument models need no ``$defs``. The model's own title and docstring
-    are left out (the tool's name and description say it), and so are defaults: a field's
-    description says its default where the model needs to know it. Every token here is sent with
-    every LLM call.
+
+class ToolJsonSchema(GenerateJsonSchema):
+    """JSON schema for function calling: the shape of a call, nothing the tool checks itself.
+
+    Every token here is sent with every LLM call the tool goes with (the default offer sends
+    ``retrieve_memory`` from the first call of a cached conversation), and a provider's cache makes
+    a call's schema the part of it that is paid on every call. So the schema says only what the
+    model needs to write a well-formed call: the properties, their types, what is required, and a
+    short description where a name is not plain. Left out: titles; defaults (a field's description
+    says its default where the model needs it); the model's docstring (the tool's description says
+    it); ``str | None = None`` is ``{"type": "string"}``, not an ``anyOf`` with ``null``; and the
+    bounds (:data:`BOUND_KEYWORDS`: lengths, item counts, number ranges, unknown properties). The
+    arguments model still checks every bound, and :meth:`MemoryAction.run` answers a call that
+    breaks one with a tool error that states it (``around`` has at most 200 characters...), which
+    the model can act on; bounds the model must plan for (a note's maximum length, the most hits a
+    query returns) are said in the tool's description. Left in, they cost 40 of the 249 tokens of
+    ``retrieve_memory``'s definition.
     """
 
     def generate(self, schema: CoreSchema, mode: JsonSchemaMode = "validation") -> JsonSchemaValue:
         out = super().generate(schema, mode)
         out.pop("title", None)
         out.pop("description", None)
-        return out
+        return _without_bounds(out)
 
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
@@ -167,6 +183,22 @@ class ToolJsonSchema(GenerateJsonSchema):
         out = super().default_schema(schema)
         out.pop("default", None)
         return out
+
+
+def _without_bounds(schema: Any) -> Any:
+    """``schema`` with the :data:`BOUND_KEYWORDS` removed from it and every schema inside it (a
+    copy; the names under ``properties`` are property names, never removed)."""
+    if isinstance(schema, list):
+        return [_without_bounds(value) for value in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _without_bounds(sub) for name, sub in value.items()}
+        elif key not in BOUND_KEYWORDS:
+            out[key] = _without_bounds(value)
+    return out
 
 
 def format_call(name: str, arguments: Mapping[str, Any]) -> str:

@@ -86,11 +86,11 @@ class RetrieveMemoryArguments(ActionArguments):
 
     id: str = Field(max_length=MAX_ID_CHARS)
     around: str | None = Field(default=None, max_length=MAX_AROUND_CHARS)
-    """Show each match of this text with 400 chars of context"""
+    """text to show in context"""
     lines: str | None = Field(default=None, max_length=MAX_LINES_CHARS)
-    """Python slice of lines, e.g. :50, -50: or 100:200"""
+    """slice of lines, e.g. 100:200 or -50:"""
     pattern: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)
-    """Regex; only matching lines"""
+    """regex; matching lines only"""
     summary: bool = False
     page: int | None = Field(default=None, ge=1)
 
@@ -226,11 +226,10 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
     capability = "retrieve"
     Arguments = RetrieveMemoryArguments
     example = {"id": "mem_3f9a0c41b2de", "around": "refund"}
-    description = (
-        "Read a stored result again: all of it, or only the part you need. Answers hold at most "
-        "4,000 tokens; a cut one ends with the call for its next page. "
-        f"Example: {format_call('retrieve_memory', example)}"
-    )
+    description = "Read a cited result again: all of it, or one part. Long answers come in pages."
+    """Short: the tool goes with every call from the first one of a cached conversation, and the
+    citations it serves show the call itself (``retrieve_memory(id="mem_...")``); an answer that is
+    cut ends with the exact call for its next page."""
 
     def __init__(self, agent_id: str | None = None) -> None:
         self.agent_id = validate_agent_id(agent_id) if agent_id is not None else None

@@ -31,8 +31,10 @@ from actions import (
     default_actions,
     format_call,
 )
+from actions.base import BOUND_KEYWORDS
 from agent_memory import AgentMemory, ConfigurationError, MemoryConfig
 from agent_memory.testing import free_port
+from agent_memory.tokens import default_token_counter
 from memory_helpers import unindexed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,40 +55,48 @@ def test_openai_and_anthropic_schemas_are_valid_json_schema(action: Any) -> None
     params = anthropic_tool["input_schema"]
     Draft202012Validator.check_schema(params)
     assert params["type"] == "object"
-    assert params["additionalProperties"] is False
-    assert "$defs" not in json.dumps(params) and "$ref" not in json.dumps(params)
+    text = json.dumps(params)
+    assert "$defs" not in text and "$ref" not in text
+    # the shape of a call only: the arguments model checks the bounds and its errors state them
+    assert not any(f'"{keyword}"' in text for keyword in BOUND_KEYWORDS), text
     assert set(params["properties"]) == set(action.Arguments.model_fields)
     for name, prop in params["properties"].items():
         if name in ("around", "lines", "pattern", "query"):  # the rest are named plainly enough
             assert prop.get("description"), f"{action.name}.{name} has no description"
         assert "anyOf" not in prop or all(branch.get("type") != "null" for branch in prop["anyOf"])
-    # The example in the description is a valid call.
-    Draft202012Validator(params).validate(action.example)
-    assert format_call(action.name, action.example) in action.description
+    Draft202012Validator(params).validate(action.example)  # the example is a valid call
 
 
 def test_descriptions_state_use_example_and_limits() -> None:
     retrieve, query = RetrieveMemoryAction.description, QueryMemoryAction.description
     store = StoreMemoryAction.description
-    assert "4,000 tokens" in retrieve and "next page" in retrieve
+    assert "cited result" in retrieve and "pages" in retrieve
     assert "max 20" in query and "default 5" in query
-    assert "Tool results are saved already" in store
-    for action, description in ((RetrieveMemoryAction, retrieve), (QueryMemoryAction, query), (StoreMemoryAction, store)):
+    assert "Tool results are saved already" in store and "max 8,000 characters" in store
+    for action, description in ((QueryMemoryAction, query), (StoreMemoryAction, store)):
         assert f"Example: {format_call(action.name, action.example)}" in description
-    # the bounds are in the schema itself, where the model reads them
-    props = RetrieveMemoryAction.parameters_schema()["properties"]
-    assert props["around"]["maxLength"] == 200 and props["pattern"]["maxLength"] == 200
-    assert StoreMemoryAction.parameters_schema()["properties"]["tags"]["maxItems"] == 10
-    assert QueryMemoryAction.parameters_schema()["properties"]["limit"]["maximum"] == 20
+    # retrieve_memory goes with every call of a cached conversation: no example, its citations show the call
+    assert "Example" not in retrieve
+    assert default_token_counter().count(json.dumps([RetrieveMemoryAction.openai_schema()])) <= 160
+
+
+def test_a_page_the_answer_cuts_ends_with_the_call_for_the_next(embedded_memory: AgentMemory) -> None:
+    """What the short description leaves to the answer: a cut answer names its next page's call."""
+    item_id = embedded_memory.store("\n".join(f"line {n}: " + "word " * 40 for n in range(2_000)))
+    answer = RetrieveMemoryAction().run(embedded_memory, {"id": item_id})
+    assert answer.ok and answer.content.splitlines()[-1] == f'Next page: retrieve_memory(id="{item_id}", page=2)'
 
 
 @dataclass(frozen=True)
 class ArgsCase:
-    """Arguments a model might send: the schema and the pydantic model must agree on them."""
+    """Arguments a model might send. Valid ones pass the schema and the arguments model; the model
+    refuses invalid ones with a tool error, which states the bound broken (``says``) where the
+    schema, holding the shape of a call only, lets them through."""
 
     tool: str
     arguments: dict[str, Any]
     valid: bool
+    says: str = ""
 
 
 ID = "mem_3f9a0c41b2de"
@@ -94,29 +104,29 @@ ARGS_CASES = [
     ArgsCase("store_memory", {"content": "note"}, True),
     ArgsCase("store_memory", {"content": "n", "title": "X", "tags": ["a"]}, True),
     ArgsCase("store_memory", {}, False),
-    ArgsCase("store_memory", {"content": "x" * 8_001}, False),
-    ArgsCase("store_memory", {"content": "n", "type": "web_content"}, False),
+    ArgsCase("store_memory", {"content": "x" * 8_001}, False, "at most 8000 characters"),
+    ArgsCase("store_memory", {"content": "n", "type": "web_content"}, False, "has no argument 'type'"),
     ArgsCase("store_memory", {"content": "n", "tags": "a,b"}, False),
-    ArgsCase("store_memory", {"content": "n", "tags": [f"t{i}" for i in range(11)]}, False),
-    ArgsCase("store_memory", {"content": "n", "tags": ["x" * 41]}, False),
-    ArgsCase("store_memory", {"content": "n", "title": "t" * 201}, False),
+    ArgsCase("store_memory", {"content": "n", "tags": [f"t{i}" for i in range(11)]}, False, "at most 10 items"),
+    ArgsCase("store_memory", {"content": "n", "tags": ["x" * 41]}, False, "at most 40 characters"),
+    ArgsCase("store_memory", {"content": "n", "title": "t" * 201}, False, "at most 200 characters"),
     ArgsCase("retrieve_memory", {"id": ID}, True),
     ArgsCase("retrieve_memory", {"id": ID, "around": "refund", "page": 2}, True),
     ArgsCase("retrieve_memory", {"id": ID, "lines": "-50:"}, True),
     ArgsCase("retrieve_memory", {"id": ID, "pattern": "err(or)?", "summary": False}, True),
     ArgsCase("retrieve_memory", {"transform": "full"}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "transform": "full"}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "around": "a" * 201}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "pattern": "a" * 201}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "lines": "1:2" * 9}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "page": 0}, False),
-    ArgsCase("retrieve_memory", {"id": ID, "bogus": 1}, False),
+    ArgsCase("retrieve_memory", {"id": ID, "transform": "full"}, False, "has no argument 'transform'"),
+    ArgsCase("retrieve_memory", {"id": ID, "around": "a" * 201}, False, "at most 200 characters"),
+    ArgsCase("retrieve_memory", {"id": ID, "pattern": "a" * 201}, False, "at most 200 characters"),
+    ArgsCase("retrieve_memory", {"id": ID, "lines": "1:2" * 9}, False, "at most 24 characters"),
+    ArgsCase("retrieve_memory", {"id": ID, "page": 0}, False, "greater than or equal to 1"),
+    ArgsCase("retrieve_memory", {"id": ID, "bogus": 1}, False, "has no argument 'bogus'"),
     ArgsCase("query_memory", {}, True),
     ArgsCase("query_memory", {"query": "q", "tags": ["t"], "limit": 20}, True),
-    ArgsCase("query_memory", {"query": "q" * 1_001}, False),
-    ArgsCase("query_memory", {"limit": 21}, False),
-    ArgsCase("query_memory", {"limit": 0}, False),
-    ArgsCase("query_memory", {"type": "file"}, False),
+    ArgsCase("query_memory", {"query": "q" * 1_001}, False, "at most 1000 characters"),
+    ArgsCase("query_memory", {"limit": 21}, False, "less than or equal to 20"),
+    ArgsCase("query_memory", {"limit": 0}, False, "greater than or equal to 1"),
+    ArgsCase("query_memory", {"type": "file"}, False, "has no argument 'type'"),
 ]
 
 
@@ -129,12 +139,16 @@ def test_schema_and_arguments_model_agree(case: ArgsCase) -> None:
     if case.valid:
         validator.validate(case.arguments)
         assert isinstance(action.parse_arguments(json.dumps(case.arguments)), action.Arguments)
-    else:
+        return
+    with pytest.raises(ToolCallError) as err:
+        action.parse_arguments(json.dumps(case.arguments))
+    assert err.value.code == "invalid_arguments"
+    if case.says:  # a bound the schema leaves to the tool: its error states it
+        assert validator.is_valid(case.arguments)
+        assert case.says in str(err.value)
+    else:  # a wrong shape (a required argument missing, a wrong type): the schema refuses it too
         with pytest.raises(SchemaValidationError):
             validator.validate(case.arguments)
-        with pytest.raises(ToolCallError) as err:
-            action.parse_arguments(json.dumps(case.arguments))
-        assert err.value.code == "invalid_arguments"
 
 
 def test_toolkit_lists_the_three_tools(embedded_memory: AgentMemory) -> None:

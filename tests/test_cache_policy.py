@@ -22,6 +22,7 @@ from agent_memory.presentation.epochs import (
     PromptLayout,
     Swap,
     decide_epoch,
+    offer_from_first_call,
     remaining_calls,
 )
 from agent_memory.presentation.plugins import PluginRegistry
@@ -171,23 +172,64 @@ def test_a_prompt_under_the_cache_minimum_swaps_whenever_it_saves_tokens(memory:
 
 
 def test_starting_to_cite_a_long_prompt_with_few_calls_to_come_is_deferred(memory: AgentMemory) -> None:
-    own_tools, offer = 6_000, 400  # a long tools list: starting to cite rewrites it
-    lindy = builder(memory, ANTHROPIC, fixed_tokens=own_tools, offer_cost_tokens=offer)
-    long_run = builder(memory, ANTHROPIC, fixed_tokens=own_tools, offer_cost_tokens=offer, expected_calls=300)
-    tokens = builder(memory, None, fixed_tokens=own_tools, offer_cost_tokens=offer)
+    offer = 400
+    lindy = builder(memory, ANTHROPIC, offer_cost_tokens=offer)
+    long_run = builder(memory, ANTHROPIC, offer_cost_tokens=offer, expected_calls=300)
+    tokens = builder(memory, None, offer_cost_tokens=offer)
     history = [Message(role="user", content="go")]
+    everyone = (("lindy", lindy), ("long_run", long_run), ("tokens", tokens))
+    for _, b in everyone:
+        b.build(history)  # a first prompt under the cache minimum: no offer made yet
+        assert not b.citing
+    history.append(Message(role="user", content=LONG_NOTE))  # then ~20,000 tokens arrive and are cached
     started: dict[str, int | None] = {"lindy": None, "long_run": None, "tokens": None}
-    for call in range(1, 7):
+    for call in range(2, 8):
         call_and_result(memory, history, f"lookup{call}", rows(f"lookup{call}", 80))
-        for name, b in (("lindy", lindy), ("long_run", long_run), ("tokens", tokens)):
+        for name, b in everyone:
             built = b.build(history)
             if b.citing and started[name] is None:
                 started[name] = call
             if not b.citing:  # the naive prompt, exactly
                 assert all(m.content == memory.get(m.tool_result_ref).content for m in built if m.tool_result_ref)
-    assert started["tokens"] == 2  # one due result already saves more than the tools cost
-    assert started["lindy"] is None  # a few calls cannot pay for rewriting 6,000+ cached tokens
-    assert started["long_run"] is not None and started["long_run"] <= 4  # 300 calls to come: they can
+    assert started["tokens"] == 3  # one due result already saves more than the tools cost
+    assert started["lindy"] is None  # a few calls cannot pay for rewriting 20,000 cached tokens
+    assert started["long_run"] is not None and started["long_run"] <= 6  # 300 calls to come: they can
+
+
+def test_the_offer_from_the_first_call_is_priced() -> None:
+    anthropic, gpt_4o = CacheRates.of(ANTHROPIC), CacheRates.of(GPT_4O)
+    # a tau-bench-like first prompt (2,400 tokens of the agent's own tools): the tools' reads in the
+    # next two calls cost far less than the rewrite a later start would make
+    assert offer_from_first_call(3_000, 310, anthropic) and offer_from_first_call(3_000, 310, gpt_4o)
+    # at gpt-4o's 0.5 reads, 2 x 400 x 0.5 = 400 > 700 x (1 - 0.5) = 350: a later start is cheaper
+    assert not offer_from_first_call(700, 400, gpt_4o)
+    assert offer_from_first_call(700, 400, anthropic)  # 80 < 805 at Anthropic's rates
+    # a prompt that is not cached saves nothing by avoiding a rewrite; nor does one without prices
+    assert not offer_from_first_call(500, 300, anthropic)
+    assert not offer_from_first_call(3_000, 310, None)
+    assert not offer_from_first_call(3_000, 0, anthropic)
+
+
+@HEADLINE
+def test_a_cached_first_prompt_gets_the_tools_and_the_result_just_shown_is_swapped_next(
+        memory: AgentMemory, prices: PriceModel) -> None:
+    own_tools, offer = 2_400, 310  # tau-bench's airline tools, retrieve_memory and its prompt section
+    b = builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer)
+    history = [Message(role="system", content="You are an airline agent."), Message(role="user", content="help")]
+    b.build(history)
+    assert b.citing and b.state.citing_since == 1  # offered before any result: nothing cached to rewrite
+    first = call_and_result(memory, history, "get_reservation", rows("reservation", 40))
+    assert memory.get(first).content in shown(b.build(history), first, history)  # shown in full once
+    history.append(Message(role="assistant", content="Let me check the flight."))
+    second = call_and_result(memory, history, "get_flight", rows("flight", 40))
+    built = b.build(history)
+    # swapping the result at the end of the prompt rewrites only what follows it: it pays at once
+    assert b.state.swapped == {first} and f'retrieve_memory(id="{first}")' in shown(built, first, history)
+    assert memory.get(second).content in shown(built, second, history)
+    # the same agent on a prompt too short to cache gets no offer until citing saves tokens
+    small = builder(memory, prices, offer_cost_tokens=offer)
+    small.build([Message(role="user", content="help")])
+    assert not small.citing
 
 
 def test_always_cite_never_shows_a_result_in_full_whatever_the_price(memory: AgentMemory) -> None:
@@ -237,12 +279,17 @@ def test_the_kernels_compaction_is_an_epoch(tmp_path: Path) -> None:
 # -- never above naive -----------------------------------------------------------------------------
 @pytest.mark.parametrize("prices", [ANTHROPIC, GPT_4O, GPT_5, None], ids=lambda m: m.label if m else "tokens")
 def test_net_tokens_never_above_naive(memory: AgentMemory, prices: PriceModel | None) -> None:
+    """Tokens alone: no prompt is above the naive one. Under a price model the tools may be offered
+    before citing saves anything (a cached first prompt): each prompt at most the offer above the
+    naive one, and the conversation's prompts together never above the naive ones."""
     own_tools, offer = 2_000, 350
     count = memory.tokens.count
     sizes = [3, 30, 150, 8, 260, 40, 90, 330, 12, 200, 70, 300, 25, 180, 120, 60, 240, 15, 100, 280]
     builders = {name: builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer, **policy)
                 for name, policy in (("lindy", {}), ("known", {"expected_calls": 40}),
                                      ("keep", {"kind": "keep_last_k", "k": 2}))}
+    totals = dict.fromkeys(builders, 0)
+    naive_total = 0
     history = [Message(role="system", content="You are an analyst."), Message(role="user", content="go")]
     for n, size in enumerate(sizes):
         call_and_result(memory, history, f"tool{n}", rows(f"tool{n}", size))
@@ -250,10 +297,13 @@ def test_net_tokens_never_above_naive(memory: AgentMemory, prices: PriceModel | 
         naive = [m.model_copy(update={"content": memory.get(m.tool_result_ref).content}) if m.tool_result_ref else m
                  for m in history]
         naive_tokens = own_tools + sum(message_tokens(m, count) for m in naive)
-        for b in builders.values():
+        naive_total += naive_tokens
+        for name, b in builders.items():
             built = b.build(history)
             sent = own_tools + sum(message_tokens(m, count) for m in built) + (offer if b.citing else 0)
-            assert sent <= naive_tokens
+            assert sent <= naive_tokens + (offer if prices is not None else 0)
+            totals[name] += sent
+    assert all(total <= naive_total for total in totals.values()), (totals, naive_total)
     assert builders["known"].citing  # 40 calls known to come: citing paid at some point
 
 

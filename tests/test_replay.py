@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_memory.cli import app
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.models.messages import Message
 from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.replay import (
@@ -26,6 +28,7 @@ from agent_memory.pricing import PriceModel
 from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
 from agent_memory.replay.report import figure
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
+from agent_memory.replay.pages import find_react_log
 from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
 from agent_memory.tokens import default_token_counter
 
@@ -134,39 +137,156 @@ def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: 
         if sum(1 for m in run.messages if m.role == "tool") >= 3
     ]
     runs = [r for r in with_results if r.source == "tau_bench"][:3] + [r for r in with_results if r.source == "swe_agent"][:2]
+    sizes = memory_tool_sizes()
+    offer = sizes["offered_when_citing"] + sizes["memory_prompt"]
     citing = 0
+    totals: dict[str, int] = {}
     for n, run in enumerate(runs):
         result = replay_run(run, registry=registry, workdir=tmp_path / str(n))
         assert result.roundtrip_ok == result.results > 0
         naive = result.curves[NAIVE]
-        curves = [result.curves[label] for label in ("full_once", "full_once+tokens", "keep_last_3")]
-        curves += [*result.priced_curves["full_once"].values(), *result.priced_curves["keep_last_3"].values()]
-        for curve in curves:
-            assert curve.total <= naive.total
-            # never worse than naive, call by call, memory tools included (under every price model)
-            assert all(mine <= theirs for mine, theirs in zip(curve.prompt_tokens, naive.prompt_tokens))
-            if curve.citing_since is None:  # citing never paid: the naive prompts
+        tokens_only = result.curves["full_once+tokens"]
+        # by tokens alone never above naive, call by call, memory tools included
+        assert all(mine <= theirs for mine, theirs in zip(tokens_only.prompt_tokens, naive.prompt_tokens))
+        assert tokens_only.total <= naive.total
+        priced = {f"{label} {model}": curve for label in ("full_once", "keep_last_3")
+                  for model, curve in result.priced_curves[label].items()}
+        for name, curve in {NAIVE: naive, "tokens": tokens_only, **priced}.items():
+            totals[name] = totals.get(name, 0) + curve.total
+            # under a price model the offer may come with the first (cached) prompt, before citing
+            # saves anything: each prompt at most the offer above the naive one
+            assert all(mine <= theirs + offer for mine, theirs in zip(curve.prompt_tokens, naive.prompt_tokens))
+            if curve.citing_since is None:  # citing never began: the naive prompts
                 assert curve.prompt_tokens == naive.prompt_tokens
-        if result.curves["full_once+tokens"].citing_since is not None:  # by tokens alone, citing starts early
+        if tokens_only.citing_since is not None:  # by tokens alone, citing starts early
             citing += 1
-            assert result.curves["full_once+tokens"].gross_total < naive.gross_total
+            assert tokens_only.gross_total < naive.gross_total
         assert set(result.priced_curves["full_once"]) == {"claude-sonnet-4-6", "gpt-4o", "gpt-5"}
         assert len(result.curves["full_once"].prompt_tokens) == result.calls == len(run.calls)
         assert len(result.citation_tokens) == result.results
+    # a run too short to pay the offer back may send more than naive; together they send less
+    assert [name for name, total in totals.items() if total > totals[NAIVE]] == [], totals
+    assert [name for name, total in totals.items() if name.startswith("full_once") and total >= totals[NAIVE]] == []
     assert citing >= 2
 
 
-def test_page_session_is_scripted_and_saves_most(data_dir: Path, registry: PluginRegistry, tmp_path: Path) -> None:
-    run = load_page_session(data_dir / "webpages" / "readability", max_pages=3)
-    assert run.scripted and run.source == "pages"
-    tools = [m for m in run.messages if m.role == "tool"]
-    assert [m.name for m in tools] == ["web_search", "fetch_page", "fetch_page", "fetch_page"]
-    assert tools[1].content.lstrip().lower().startswith(("<!doctype", "<html", "<"))
-    assert all(m.content.startswith("[scripted]") for m in run.messages if m.role == "assistant")
+# -- the page session: real ReAct turns, real pages as the Search results ---------------------------
+def _page_files(data_dir: Path) -> list[Path]:
+    pages = data_dir / "webpages" / "readability"
+    return sorted(p / "source.html" for p in pages.iterdir() if (p / "source.html").is_file())
+
+
+def _questions(messages: tuple[Message, ...]) -> list[list[Message]]:
+    """The session cut at each user message (the system prompt left out)."""
+    cut: list[list[Message]] = []
+    for message in messages[1:]:
+        if message.role == "user":
+            cut.append([])
+        cut[-1].append(message)
+    return cut
+
+
+def _as_react_text(step: int, message: Message) -> str:
+    """The ReAct log's ``Thought n / Action n`` text that a session's assistant message stands for."""
+    if message.tool_calls:
+        (call,) = message.tool_calls
+        (argument,) = json.loads(call.arguments).values()
+        action = {"search": "Search", "lookup": "Lookup"}[call.name]
+        return f"Thought {step}: {message.content}\nAction {step}: {action}[{argument}]"
+    thought, answer = (message.content or "").rsplit("\n\nAnswer: ", 1)
+    return f"Thought {step}: {thought}\nAction {step}: Finish[{answer}]"
+
+
+def test_page_session_turns_are_the_real_react_runs_and_search_results_real_pages(
+    traces: Path, data_dir: Path
+) -> None:
+    log = traces / "react_hotpotqa" / "react_trials_1-3.txt"
+    # 31 pages: the 14th question searches (page 31), looks up, searches twice more, then finishes
+    run = load_page_session(data_dir / "webpages" / "readability", react_log=log, max_pages=31)
+    assert run.scripted and run.source == "pages" and run.question is None
+    assert [t["function"]["name"] for t in run.tools] == ["search", "lookup"]
+    react = [r for r in load_react_log(log) if any("\nAction " in m.content and "Search[" in m.content
+                                                   for m in r.messages if m.role == "assistant")]
+    questions = _questions(run.messages)
+    assert len(questions) == 14
+    page_files = _page_files(data_dir)[:31]
+    pages_seen: list[bytes] = []
+    for mine, theirs in zip(questions, react):  # the log's first runs, in its order
+        assert mine[0] == theirs.messages[0] and mine[0].content.startswith("Question: ")
+        mine_turns = [m for m in mine if m.role == "assistant"]
+        their_turns = [m for m in theirs.messages if m.role == "assistant"]
+        assert len(mine_turns) == len(their_turns)
+        for n, (turn, real) in enumerate(zip(mine_turns, their_turns), start=1):
+            assert _as_react_text(n, turn) == real.content  # the real Thought verbatim, its real Action
+        their_results = iter(m for m in theirs.messages if m.role == "tool")
+        for i, message in enumerate(mine):
+            if message.role != "tool":
+                continue
+            call = mine[i - 1].tool_calls[0]
+            assert message.tool_call_id == call.id and message.name == call.name
+            real = next(their_results).content
+            if call.name == "search" and len(pages_seen) < len(page_files):
+                pages_seen.append(message.content.encode("utf-8"))
+                hint = run.hints[run.messages.index(message)]
+                assert (hint.type, hint.media_type) == ("web_content", "text/html") and hint.title
+                assert hint.source and hint.source.startswith("http")
+            else:  # a Lookup, or a Search after the last page: the real observation
+                assert message.content == real
+    assert pages_seen == [path.read_bytes() for path in page_files]  # each page once, byte-identical, in order
+    assert len(run.hints) == 31 and run.run_id == "page-session-31"
+    last = questions[-1]
+    lookups = [m for m in last if m.role == "tool" and m.name == "lookup"]
+    assert [m.content for m in lookups] == ["No Results"]  # the real observation, small
+    assert sum(1 for m in last if m.role == "tool" and m.name == "search") == 3  # 1 page + 2 real observations
+    assert last[-1].role == "assistant" and not last[-1].tool_calls  # the session ends on that question's answer
+    assert last[-1].content.endswith("\n\nAnswer: Minnesota")
+
+
+def test_page_session_uses_max_pages_and_saves_most(traces: Path, data_dir: Path, registry: PluginRegistry,
+                                                     tmp_path: Path) -> None:
+    log = traces / "react_hotpotqa" / "react_trials_1-3.txt"
+    pages = data_dir / "webpages" / "readability"
+    default = load_page_session(pages, react_log=log)
+    page_bytes = {path.read_bytes() for path in _page_files(data_dir)}
+    results = [m for m in default.messages if m.role == "tool"]
+    assert sum(1 for m in results if m.content.encode("utf-8") in page_bytes) == len(default.hints) == 24
+    assert len(results) == 24  # the first ten runs have 24 Searches and no Lookup
+    assert [m.role for m in default.messages[-2:]] == ["tool", "assistant"]
+    assert default.messages[-1].content.endswith("Answer: 1978")  # ends with the 10th question
+    run = load_page_session(pages, react_log=log, max_pages=3)
+    assert len(run.hints) == 3 and sum(1 for m in run.messages if m.role == "user") == 2
     result = replay_run(run, strategies=[PresentationPolicy()], registry=registry, workdir=tmp_path)
-    assert result.roundtrip_ok == 4
+    assert result.roundtrip_ok == result.results == 4  # 3 pages and the 2nd question's last real observation
     assert result.own_tool_tokens > 0 and result.curves[NAIVE].tool_tokens == [result.own_tool_tokens] * result.calls
     assert result.curves["full_once"].total < 0.5 * result.curves[NAIVE].total
+
+
+def test_page_session_bad_input_raises(traces: Path, data_dir: Path, tmp_path: Path) -> None:
+    pages = data_dir / "webpages" / "readability"
+    log = traces / "react_hotpotqa" / "react_trials_1-3.txt"
+    with pytest.raises(InvalidArgumentError, match="max_pages"):
+        load_page_session(pages, react_log=log, max_pages=0)
+    with pytest.raises(FileNotFoundError, match="no ReAct log"):
+        load_page_session(pages, react_log=tmp_path / "missing.txt")
+    with pytest.raises(FileNotFoundError, match="source.html"):
+        load_page_session(tmp_path, react_log=log)
+    no_search = tmp_path / "no_search.txt"
+    no_search.write_text("Question: Who?\nThought 1: I know.\nAction 1: Finish[me]\nObservation 1: Answer is CORRECT\n",
+                         encoding="utf-8")
+    with pytest.raises(InvalidArgumentError, match="no ReAct run with a Search"):
+        load_page_session(pages, react_log=no_search)
+    other = tmp_path / "other.txt"
+    other.write_text("Question: Who?\nThought 1: Look.\nAction 1: Search[x]\nObservation 1: x is y.\n"
+                     "Thought 2: Think more.\nAction 2: Think[y]\nObservation 2: ok\n", encoding="utf-8")
+    with pytest.raises(InvalidArgumentError, match=r"Think\[\.\.\.\] is not Search, Lookup or Finish"):
+        load_page_session(pages, react_log=other)
+
+
+def test_find_react_log(traces: Path, tmp_path: Path) -> None:
+    log = traces / "react_hotpotqa" / "react_trials_1-3.txt"
+    assert find_react_log([traces / "swe_agent", traces]) == log
+    assert find_react_log([log]) == log
+    assert find_react_log([traces / "swe_agent", traces / "tau_bench", tmp_path / "missing"]) is None
 
 
 def test_react_query_check_finds_answer_observations(traces: Path, registry: PluginRegistry, tmp_path: Path) -> None:
@@ -367,6 +487,7 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
         app,
         ["replay", str(traces / "swe_agent"), str(traces / "tau_bench"), "--limit-runs", "2",
          "--pages", str(data_dir / "webpages" / "readability"), "--pages-max", "3",
+         "--pages-shape", str(traces / "react_hotpotqa" / "react_trials_1-3.txt"),
          "--agent-tools", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
          "--policy", "full_once", "--policy", "keep_last_3", "--no-react-check", "--out", str(out)],
     )
@@ -376,7 +497,8 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
     assert [s["own_tool_tokens"] > 0 for s in data["sources"]] == [False, True, True]
     assert data["strategies"] == [NAIVE, MASKING, "full_once", "keep_last_3"]
     assert "retrieve_memory" in result.output and "all three" in result.output
-    assert data["total"]["runs"] == 4  # the scripted page session is left out of the total
+    assert data["total"]["runs"] == 4  # the assembled page session is left out of the total
+    assert "pages (ReAct turns, real pages)" in (out / "report.md").read_text(encoding="utf-8")
     assert (out / "tokens.png").is_file() and (out / "report.md").is_file() and (out / "cost.png").is_file()
     assert [m["label"] for m in data["price_models"]] == ["claude-sonnet-4-6", "gpt-4o", "gpt-5"]
     for source in data["sources"]:
@@ -393,6 +515,8 @@ def test_cli_replay_usage_errors(tmp_path: Path) -> None:
     assert runner.invoke(app, ["replay", str(tmp_path / "missing")]).exit_code == 1
     bad = runner.invoke(app, ["replay", str(tmp_path), "--pages", str(tmp_path), "--policy", "nope"])
     assert bad.exit_code == 1 and "unknown policy" in bad.output
+    no_shape = runner.invoke(app, ["replay", str(tmp_path), "--pages", str(tmp_path)])
+    assert no_shape.exit_code == 1 and "--pages-shape" in no_shape.output
     tools = runner.invoke(app, ["replay", str(tmp_path), "--agent-tools", "tau_bench"])
     assert tools.exit_code == 1 and "SOURCE=FILE" in tools.output
     price = runner.invoke(app, ["replay", str(tmp_path), "--price-model", "openai:no-such-model"])

@@ -12,9 +12,12 @@ from __future__ import annotations
 __all__ = ["MEMORY_PROMPT"]
 
 MEMORY_PROMPT = (
-    "Memory: every tool result is saved. You see it in full once, then as a citation with its id "
-    "(mem_...). retrieve_memory reads it again (only the part you need when it is long); query_memory "
-    "searches all saved results and earlier turns. Do not repeat a call that memory already answered."
+    "Memory: every tool result is saved; after one showing it is cited by its id. Read it again from "
+    "memory instead of repeating the call."
 )
-"""The section: 62 o200k tokens. Tools named here are offered once they are usable (a citation
-makes retrieve usable; results outside the prompt make query usable)."""
+"""The section: 29 o200k tokens. It names no tool: each memory tool's description says what it
+does, and is sent only while the tool is usable (a citation makes ``retrieve`` usable; results the
+prompt no longer shows make ``query`` usable). Together with ``retrieve_memory`` (154 tokens) this
+is what the default offer adds to every call once it is made (183 tokens; 310 before the schemas
+and this section were cut down for issue 15: under prompt caching they are the part of the offer
+paid on every call)."""

@@ -100,11 +100,34 @@ class LLMRequestAssembler:
         self.render_options = dict(render_options or {})
 
     def _offer(self, built: BuiltContext) -> OfferState:
-        shown = {m.tool_result_ref for m in self.manager.context.build_messages() if m.tool_result_ref}
-        hidden = any(record.id not in shown for record in self.manager.memory.records())
-        last = self.manager.context.state.last_prompt_tokens
-        pressure = last is not None and self.manager.budget.check(last).pressure >= Pressure.SOFT
-        return OfferState(citing=built.citing, hidden_items=hidden, under_pressure=pressure)
+        """What the memory tools are offered for with ``built``.
+
+        Without a price model the offer follows the prompt (:class:`~agent_memory.presentation.offer.ToolOffer`).
+        Under one (the builder's cache-aware rates), a change of the tools list rewrites the whole
+        cached prompt, so the list changes only when the prompt is rewritten anyway: the first call,
+        the call after a compaction, the start of citing (which adds ``retrieve``). ``query`` (items
+        the prompt no longer shows, e.g. a sub-agent's results in a shared memory) joins at the next
+        such call and no tool leaves between them. The one exception is ``compact`` at soft pressure:
+        a compaction, a rewrite, is near anyway, and the agent may choose its moment.
+        """
+        manager = self.manager
+        shown = {m.tool_result_ref for m in manager.context.build_messages() if m.tool_result_ref}
+        hidden = any(record.id not in shown for record in manager.memory.records())
+        last = manager.context.state.last_prompt_tokens
+        pressure = last is not None and manager.budget.check(last).pressure >= Pressure.SOFT
+        wanted = OfferState(citing=built.citing, hidden_items=hidden, under_pressure=pressure)
+        before = manager.presentation.state
+        rewritten = before.prompt_messages == 0 or before.offer is None or built.citing != before.citing
+        if manager.presentation.rates is not None and not rewritten and before.offer is not None:
+            wanted = OfferState(citing=built.citing, hidden_items=before.offer.hidden_items,
+                                under_pressure=before.offer.under_pressure or pressure)
+        return wanted
+
+    @staticmethod
+    def _recorded(built: BuiltContext, offer: OfferState) -> BuiltContext:
+        """``built`` with ``offer`` in its state, so that committing it records the tools sent."""
+        return BuiltContext(messages=built.messages, state=built.state.model_copy(update={"offer": offer}),
+                            swapped_now=built.swapped_now)
 
     def _tools(self, offer: OfferState) -> list[dict[str, Any]]:
         memory_tools = self.toolkit.openai_tools(offer) if self.toolkit is not None else []
@@ -129,6 +152,7 @@ class LLMRequestAssembler:
         for _ in range(MAX_FIT_ROUNDS):
             built = manager.build_prompt(notes=manager.soft_notes())
             offer = self._offer(built)
+            built = self._recorded(built, offer)
             tools = self._tools(offer)
             built = self._taught(built, tools)
             estimate = manager.count_tokens(built.messages, tools)
@@ -144,7 +168,8 @@ class LLMRequestAssembler:
             # Compaction cannot shrink the current turn's fresh results: show them shorter (their
             # citation and head; the model can read the rest), down to MIN_SHOWING_TOKENS.
             cap = max(MIN_SHOWING_TOKENS, cap - (estimate - manager.budget.input_budget) - 16)
-            built = self._taught(manager.build_prompt(notes=manager.soft_notes(), full_cap=cap), tools)
+            built = self._taught(self._recorded(manager.build_prompt(notes=manager.soft_notes(), full_cap=cap), offer),
+                                 tools)
             estimate = manager.count_tokens(built.messages, tools)
         if estimate > manager.budget.input_budget:
             raise ContextOverflowError(

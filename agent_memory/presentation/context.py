@@ -40,8 +40,16 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.epochs import CacheRates, PromptLayout, Swap, decide_epoch, remaining_calls
+from agent_memory.presentation.epochs import (
+    CacheRates,
+    PromptLayout,
+    Swap,
+    decide_epoch,
+    offer_from_first_call,
+    remaining_calls,
+)
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
+from agent_memory.presentation.offer import OfferState
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.results import result_store_arguments
@@ -117,6 +125,11 @@ class PresentationState(BaseModel):
     append-only between epochs, so the next prompt repeats them unless a swap changes one). 0:
     nothing of the last prompt can be counted on (no call yet, or the history was rewritten: a
     compaction), and every due swap goes with the next prompt."""
+    offer: OfferState | None = None
+    """What the memory tools were offered for with the last committed call (the caller that
+    chooses the tools records it: :class:`~agent_memory.llm.assembler.LLMRequestAssembler`);
+    ``None``: not recorded. Under a price model the tools list changes only when the prompt is
+    rewritten anyway, so the next call starts from this one."""
 
     @property
     def citing(self) -> bool:
@@ -443,7 +456,13 @@ class ContextBuilder:
         """Whether citing starts with this call: the results it would cite (possibly none), or
         ``None`` while it does not pay. Starting changes every result's showing (raw to full, due
         ones to their citation) and the tools list, so it is one epoch from position 0: it must
-        save more tokens than :attr:`offer_cost_tokens` and, under a price model, pay."""
+        save more tokens than :attr:`offer_cost_tokens` and, under a price model, pay. Under a price
+        model, a ``full_once`` prompt that shares nothing with the cache (the first, or one after a
+        rewrite) starts when :func:`~agent_memory.presentation.epochs.offer_from_first_call` says
+        the offer is cheaper then than any later start. Only ``full_once``: the offer pays back
+        through swaps that pay, and its swaps are of the result the last call showed (a rewrite of a
+        few hundred tokens at the end of the prompt); ``keep_last_k`` swaps a result ``k`` results
+        deep, which rarely pays at 0.1x cache reads, so an early offer would be paid for nothing."""
         cited = [ref for ref in self._due(refs, call, first_call) if self._worth_citing(ref)]
         if self.policy.kind != "always_cite" and self._saving(cited) < self.policy.min_swap_tokens:
             cited = []  # the floor keeps them in full for now
@@ -458,6 +477,9 @@ class ContextBuilder:
         rates = self.rates
         layout, added = (self._layout(history, set(refs), shared, citing=False, swapped=frozenset())
                          if rates is not None else (PromptLayout(), 0))
+        if (self.policy.kind == "full_once" and layout.total == 0
+                and offer_from_first_call(added, self.offer_cost_tokens, rates)):
+            return cited  # nothing cached to rewrite: the offer now is cheaper than any later start
         decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 start_tokens=self.offer_cost_tokens, stop_loss=self.policy.expected_calls is None)

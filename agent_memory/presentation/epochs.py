@@ -46,9 +46,28 @@ one call more than sending everything.
 Measured on the replayed traces (``agent-memory replay``: tau-bench, SWE-agent, ReAct; the rule has
 no per-source setting): with Gott's median (``N = t``) and no stop-loss the default cost up to 5%
 more than naive on SWE-agent (epochs late in short runs); with ``t / 3`` and the stop-loss, at most
-0.03% more (one run that began citing at its last call), at the price of fewer epochs where runs
-go on longer (tau-bench at gpt-4o rates: 4.7% below naive, where citing as soon as it saves tokens
-is 5.6% below).
+0.03% more (one run that began citing at its last call; before the offer below). Telling the policy
+each tau-bench run's real length (``expected_calls``) instead changes its cost by under half a
+point: the estimate is not what limits it.
+
+**The offer from the first call.** Starting to cite later rewrites the whole prompt (the tools list
+changes): at least the first prompt's ``P`` tokens, ``(w - r)`` more per token than reading them.
+Offering the memory tools with the first prompt instead (nothing is cached yet, so nothing is
+rewritten) costs ``T * r`` per later call. Without the offer, citing can start with the third call
+at the earliest (a result arrives with the first call's answer, is shown in full in the second and
+is due in the third), so :func:`offer_from_first_call` makes the offer when the tools' reads over
+those calls (:data:`OFFER_HORIZON_CALLS`) cost less than that rewrite: then the offer is cheaper
+than any later start. A prompt the provider does not cache (``w = r``) is never offered the tools
+early: nothing is saved by avoiding a rewrite there. The builder makes the offer for ``full_once``
+only, whose swaps (of the result the last call showed) rewrite a few hundred tokens at the end of
+the prompt and pay from the next call; ``keep_last_k``'s rewrite ``k`` results and rarely pay at
+0.1x reads. What the offer risks: a conversation that never gets a result worth citing pays
+``T * r`` per call for nothing (the tools are read from the cache).
+
+Measured on the replayed traces (``agent-memory replay``): tau-bench and SWE-agent first prompts
+are 2,000-4,000 tokens and their results a few hundred. Without the offer, citing almost never
+paid under Anthropic and GPT-5 rates (the default cost what naive costs, 0.03% more on SWE-agent
+under GPT-5); with it, the default costs less than naive under all three headline price models.
 
 Without rates (``None``: no price model), the decision is the one of tokens alone: every due swap at
 once, and citing starts as soon as it saves more tokens than the memory tools cost.
@@ -66,11 +85,13 @@ from agent_memory.pricing import PriceModel, PromptCaching
 __all__ = [
     "LINDY_DIVISOR",
     "MAX_EXTRA_SHARE",
+    "OFFER_HORIZON_CALLS",
     "CacheRates",
     "EpochDecision",
     "PromptLayout",
     "Swap",
     "decide_epoch",
+    "offer_from_first_call",
     "remaining_calls",
 ]
 
@@ -84,6 +105,13 @@ more: by Gott's delta-t argument it goes on for at least that long with probabil
 end of his 50% interval, ``t/3`` to ``3t``), so an epoch that pays back within ``t / 3`` calls pays
 three times in four. The median, ``t`` more calls, would make every marginal epoch a coin toss, and
 an epoch that does not pay back leaves the conversation dearer than sending everything."""
+
+
+OFFER_HORIZON_CALLS = 2
+"""The calls before the earliest start of citing without an early offer (the second and the third:
+a result arrives with the first call's answer, is shown in full in the second call and is due in
+the third). An offer from the first call whose reads over them cost less than the rewrite a start
+then would cost is cheaper than any later start."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +229,29 @@ def remaining_calls(call: int, expected_calls: int | None = None) -> float:
     if call < 1:
         raise InvalidArgumentError(f"call numbers start at 1, not {call}")
     return max(1.0, expected_calls - call if expected_calls is not None else call / LINDY_DIVISOR)
+
+
+def offer_from_first_call(prompt_tokens: int, offer_tokens: int, rates: CacheRates | None) -> bool:
+    """Whether to offer the memory tools (and their system-prompt section) with a prompt that
+    shares nothing with the cache (the first call, or a rewrite of the history), before any result
+    is due for its citation (module docstring).
+
+    Args:
+        prompt_tokens: the prompt without the memory tools, in tokens (``P``).
+        offer_tokens: what the offer adds to every prompt, in tokens (``T``).
+        rates: the provider's cache rates; ``None`` (tokens only): never, since tokens alone only
+            count what the tools add.
+
+    Returns:
+        ``True`` when the prompt with the tools is cached and ``T * r * OFFER_HORIZON_CALLS <
+        P * (w - r)``: the tools' reads until the earliest later start cost less than the rewrite
+        that start would make.
+    """
+    if rates is None or offer_tokens <= 0 or rates.caching.kind == "none":
+        return False
+    if prompt_tokens + offer_tokens < rates.caching.min_tokens:
+        return False  # not cached: each call pays every token of the tools in full
+    return offer_tokens * rates.read * OFFER_HORIZON_CALLS < prompt_tokens * (rates.write - rates.read)
 
 
 def decide_epoch(

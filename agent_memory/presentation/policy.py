@@ -15,9 +15,13 @@ back, and their definitions are sent with every call (BASELINES.md, "Net of tool
   exceed what offering the memory tools costs per call (and, cache-aware under a price model,
   until the rewrite that starting is pays); from that call on, results are cited per ``kind`` and
   the tools are offered. Citing never stops once begun (stopping would change the
-  prompt's prefix again and leave citations the model could not follow). So no prompt is ever
-  larger than the naive one plus nothing: before, it *is* the naive one; after, the saving already
-  exceeds the tools' cost and only grows.
+  prompt's prefix again and leave citations the model could not follow). By tokens alone no prompt is ever
+  larger than the naive one: before, it *is* the naive one; after, the saving already exceeds the
+  tools' cost and only grows. Under a price model, a prompt the provider caches that shares nothing
+  with the cache (the first one) may get the tools at once, before any result is due, when that is
+  cheaper than any later start would be (a later start rewrites the whole prompt;
+  :func:`~agent_memory.presentation.epochs.offer_from_first_call`): each prompt is then at most the
+  tools' tokens above the naive one until citing saves more.
 - ``first_call``: cite from the first call (the tools are offered from the first call).
 
 Results of at most ``inline_max_tokens`` tokens always stay in full: their citation would save too

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent_memory.cli import CliError, _fail, _reported_errors, _stderr, _stdout
 from agent_memory.errors import ConfigurationError
 from agent_memory.pricing import PriceModel
+from agent_memory.replay.pages import DEFAULT_MAX_PAGES
 
 __all__ = ["DEFAULT_REPLAY_OUT", "replay"]
 
@@ -55,9 +56,18 @@ def replay(
         None, help="Trace files or directories: OpenAI chat .json (tau-bench), SWE-agent .traj, ReAct .txt logs."
     ),
     pages: Path | None = typer.Option(
-        None, "--pages", help="Also replay a research session over the real pages in DIR (<page>/source.html)."
+        None, "--pages", help="Also replay the page session: real ReAct runs whose Search results are the real pages in DIR "
+        "(<page>/source.html), one page per Search."
     ),
-    pages_max: int = typer.Option(24, "--pages-max", min=1, help="Pages in the page session (a search + 3 pages per iteration)."),
+    pages_max: int = typer.Option(
+        DEFAULT_MAX_PAGES, "--pages-max", min=1, help="Pages in the page session (one per Search, in order)."
+    ),
+    pages_shape: Path | None = typer.Option(
+        None, "--pages-shape",
+        help="The ReAct log (.txt) whose real runs give the page session its turns (questions, thoughts, "
+        "Search/Lookup calls); each Search is answered by the next page. Default: the first ReAct log among "
+        "the traces given.",
+    ),
     agent_tools: list[str] = typer.Option(
         [], "--agent-tools",
         help="SOURCE=FILE: the tool definitions (OpenAI JSON) the agent of SOURCE sent with every call; counted "
@@ -101,7 +111,7 @@ def replay(
     Anthropic's tool-result clearing); price every call with prompt caching; write a report."""
     from agent_memory.replay import engine, report
     from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
-    from agent_memory.replay.pages import load_page_session
+    from agent_memory.replay.pages import find_react_log, load_page_session
     from agent_memory.replay.peers import DEFAULT_PEERS, installed_peers, parse_peer
     from agent_memory.replay.strategies import DEFAULT_STRATEGIES, parse_strategy
 
@@ -123,7 +133,11 @@ def replay(
         if limit_runs is not None:
             runs = limit_per_source(runs, limit_runs)
         if pages is not None:
-            runs.append(load_page_session(pages, max_pages=pages_max))
+            shape = pages_shape or find_react_log(traces or [])
+            if shape is None:
+                raise CliError("--pages takes its turns from real ReAct runs: give a ReAct log among the traces "
+                               "(react_hotpotqa) or with --pages-shape FILE")
+            runs.append(load_page_session(pages, react_log=shape, max_pages=pages_max))
         if not runs:
             _fail("no runs found in the given traces")
         started = time.monotonic()

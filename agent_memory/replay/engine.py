@@ -180,7 +180,7 @@ class RunResult:
     """Tokens each call produced (oldest first): the assistant message that follows it, its content
     and tool calls without framing; the same in every strategy."""
     scripted: bool = False
-    """Assistant turns scripted (the page session)."""
+    """The run is assembled, not recorded as is (the page session; :attr:`ReplayRun.scripted`)."""
     question: str | None = None
     answer: str | None = None
     answer_observations: list[str] = field(default_factory=list)

@@ -72,7 +72,8 @@ class ReplayRun:
     hints: dict[int, ResultHint] = field(default_factory=dict)
     """Per tool message index: how to store its result."""
     scripted: bool = False
-    """``True`` when the assistant messages are scripted (the page session), not a model's."""
+    """``True`` when the run is assembled, not recorded as is (the page session: real ReAct turns, a
+    real page substituted for each Search result); the report keeps it out of the total."""
     tools: tuple[dict[str, Any], ...] = ()
     """The agent's own tool definitions (OpenAI ``tools`` format), sent with every LLM call of
     the run; ``()`` when the agent had none or they are described in its prompt (SWE-agent,

@@ -52,8 +52,13 @@ __all__ = [
 ]
 
 TOTAL = "total"
-"""Name of the summary over every real (not scripted) source; over all sources when every one is
-scripted. The page session's raw HTML would otherwise swamp the real traces' figures."""
+"""Name of the summary over every real source (not ``scripted``, i.e. not assembled); over all
+sources when every one is assembled. The page session's raw HTML would otherwise swamp the real
+traces' figures."""
+
+PAGES_SUFFIX = " (ReAct turns, real pages)"
+"""After the name of an assembled source (the page session: real ReAct turns, real pages as the
+Search results; their pairing is not real) in tables and plots."""
 
 DEFAULT_LABEL = DEFAULT_STRATEGIES[0].label
 """The label of the library's default strategy (``full_once``), marked in the report."""
@@ -126,7 +131,8 @@ class SourceSummary:
     roundtrip_ok: int
     """Results that came back identical by id."""
     scripted: bool = False
-    """Assistant turns scripted (page session)."""
+    """Assembled, not recorded as is (the page session: real ReAct turns, a real page substituted
+    for each Search result); kept out of the total. The name is historical."""
     react: dict[str, Any] | None = None
     """ReAct Query Memory check, when the source has questions."""
     output_tokens: int = 0
@@ -401,7 +407,7 @@ def _usd(value: float) -> str:
 def _name(summary: SourceSummary, report: ReplayReport) -> str:
     if summary.source == TOTAL:
         return "total (real traces only)" if any(not s.scripted for s in report.sources) else TOTAL
-    return summary.source + (" (scripted turns, real pages)" if summary.scripted else "")
+    return summary.source + (PAGES_SUFFIX if summary.scripted else "")
 
 
 def _short(label: str) -> str:
@@ -523,10 +529,11 @@ def tools_line(report: ReplayReport) -> str:
     return (
         f"Memory tools as OpenAI JSON (o200k): store_memory {t['store_memory']:,}, retrieve_memory "
         f"{t['retrieve_memory']:,}, query_memory {t['query_memory']:,}; all three {t['all_three']:,} tokens; as one "
-        f"`memory` tool {t['single_all']:,}. Offered by default: nothing until citing pays, then "
-        f"retrieve_memory alone (a tools list of {t['offered_when_citing']:,} tokens), with the "
-        f"system-prompt section that teaches the memory ({t.get('memory_prompt', 0):,} tokens, counted in "
-        f"the net figures)."
+        f"`memory` tool {t['single_all']:,}. Offered by default: retrieve_memory alone (a tools list of "
+        f"{t['offered_when_citing']:,} tokens) with the system-prompt section that teaches the memory "
+        f"({t.get('memory_prompt', 0):,} tokens), both counted in the net figures: from the first call when "
+        f"the first prompt is cached and that costs less than any later start, else from the call where "
+        f"citing starts to pay."
     )
 
 
@@ -616,11 +623,13 @@ def markdown(report: ReplayReport) -> str:
         "2 tools) in every strategy, and the memory tools an agent-memory strategy offers with that call;",
         "**gross** (in brackets) counts the messages only. Reduction = 1 − Σ strategy tokens / Σ naive tokens.",
         "Strategies: `naive` (full history), `masking_keep_3` (3 newest results in full, older ones replaced by",
-        "`[result cleared]`, no way back), and agent-memory: `full_once` (the default: results as the tool",
-        "returned them until citing would save more than the memory tools cost *and* the rewrite that starting",
-        "is pays under the price model; from then on each result in full in the first call after it arrives,",
-        "then its citation when that swap pays, with `retrieve_memory` offered), `full_once+tokens` (the same",
-        "deciding by tokens alone: citing starts as soon as it saves tokens, every due swap at once),",
+        "`[result cleared]`, no way back), and agent-memory: `full_once` (the default: `retrieve_memory` offered",
+        "from the first call when the first prompt is cached and that is cheaper than any later start, which",
+        "rewrites the whole prompt; otherwise results as the tool returned them until citing would save more",
+        "than the memory tools cost *and* the rewrite that starting is pays under the price model; from then on",
+        "each result in full in the first call after it arrives, then its citation when that swap pays),",
+        "`full_once+tokens` (the same deciding by tokens alone: citing starts as soon as it saves tokens, every",
+        "due swap at once),",
         "`full_once+eager+all_tools` (citing from the first call, all three memory tools sent with every call),",
         "`keep_last_3`. No retrieve call a model might make to re-read a cited result is simulated.",
         "",
@@ -667,9 +676,14 @@ def markdown(report: ReplayReport) -> str:
     for summary in report.sources:
         if summary.scripted:
             lines += [
-                f"`{summary.source}`: a research session built from real pages (raw `source.html`, pasted as a",
-                "naive agent pastes a fetched page) in the seed's pattern of one search then 3 pages per iteration;",
-                "**the assistant turns (reasoning, tool calls) are scripted**, only the tool results are real.",
+                f"`{summary.source}`: a research session assembled from real parts. The questions and every assistant",
+                "turn (each Thought verbatim, its Search or Lookup as a tool call, the Finish answer) are those of",
+                "consecutive real ReAct runs from the first (of the first ReAct log among the traces, or `--pages-shape`),",
+                "as one agent answering question after question. Each Search result is the next real web page's raw",
+                "`source.html` (pasted as a naive agent pastes a fetched page; after the last page the question under",
+                "way ends with its real observations) and each Lookup result the run's real observation. **The pairing",
+                "of a Search with a page is not real** (the Thought after it was written about what the run's search",
+                "returned, a Wikipedia paragraph for HotpotQA), so the session is kept out of the total.",
                 "",
             ]
         if summary.react:
@@ -740,7 +754,7 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
                     label=f"{label}{' (default)' if chosen else ''}: {total(cumulative[-1])}{versus}",
                     linewidth=2.4 if chosen else 1.4, zorder=3 if chosen else 2)
         scripted = next((s.scripted for s in report.sources if s.source == name), False)
-        ax.set_title(name + (" (scripted turns, real pages)" if scripted else ""), fontsize=10)
+        ax.set_title(name + (PAGES_SUFFIX if scripted else ""), fontsize=10)
         ax.set_yscale("log")
         if 0 < floor < math.inf:  # leave out the first 5% of calls: the lines part later
             ax.set_ylim(bottom=floor)
