@@ -112,16 +112,19 @@ def conforms(payload: dict[str, Any]) -> None:
 # -- where the breakpoints go ------------------------------------------------------------------------
 
 
-def test_a_tool_loop_gets_four_breakpoints_tools_system_previous_call_and_last_message() -> None:
+def test_a_tool_loop_gets_four_breakpoints_system_previous_call_last_answer_and_last_message() -> None:
     payload = AnthropicRenderer().render(loop(3), tools=TOOLS, model="m", max_tokens=8)
     conforms(payload)
     assert sorted(marked(payload)) == sorted([
-        ("tools", "1"),  # the last tool: the tools stay cached when only the system prompt changes
         ("system", "0"),  # tools + system
         last_block(payload, -3),  # the results before the last answer: the previous call's end
+        last_block(payload, -2),  # the last answer: where a swap of the newest results parts the next prompt
         last_block(payload, -1),  # the last message: the next call reads all of this prompt
     ])
     assert payload["system"] == [{"type": "text", "text": "You research.", "cache_control": MARK}]
+    # with fewer places (the first call: no answer yet) the last tool gets one
+    first = AnthropicRenderer().render(loop(0), tools=TOOLS)
+    assert sorted(marked(first)) == sorted([("tools", "1"), ("system", "0"), last_block(first, -1)])
 
 
 def test_the_previous_breakpoint_is_exactly_where_the_previous_call_put_its_last_one() -> None:
@@ -141,24 +144,37 @@ def test_no_tools_and_an_empty_tools_list_mark_the_system_and_the_messages() -> 
     for tools in (None, []):
         payload = AnthropicRenderer().render(loop(2), tools=tools)
         assert "tools" not in payload
-        assert sorted(marked(payload)) == sorted([("system", "0"), last_block(payload, -3), last_block(payload)])
+        assert sorted(marked(payload)) == sorted([("system", "0"), last_block(payload, -3), last_block(payload, -2),
+                                                  last_block(payload)])
 
 
 def test_without_a_system_prompt_the_last_tool_holds_the_prefix_breakpoint() -> None:
     payload = AnthropicRenderer().render(loop(2, system=False), tools=TOOLS)
     assert "system" not in payload
-    assert sorted(marked(payload)) == sorted([("tools", "1"), last_block(payload, -3), last_block(payload)])
+    assert sorted(marked(payload)) == sorted([("tools", "1"), last_block(payload, -3), last_block(payload, -2),
+                                              last_block(payload)])
 
 
-def test_a_system_prompt_alone_and_a_single_message() -> None:
+def test_a_swap_of_the_newest_results_reads_the_prompt_up_to_them(server: FakeLLMServer) -> None:
+    """``full_once`` shows a result in full once and cites it in the next call: the next prompt
+    parts from this one right after the last answer, where this prompt has a breakpoint."""
     render = AnthropicRenderer().render
-    alone = render([Message(role="system", content="Be brief.")])
-    assert alone == {"system": [{"type": "text", "text": "Be brief.", "cache_control": MARK}], "messages": []}
-    single = render([Message(role="user", content="Hello.")])
-    assert single == {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": "Hello.", "cache_control": MARK}]}]}
-    with_system = render([Message(role="system", content="Be brief."), Message(role="user", content="Hello.")])
-    assert marked(with_system) == [("system", "0"), ("messages", "0", "0")]
+    big = " ".join(f"w{i}" for i in range(1_200))  # past the 1,024-token minimum
+    shown = [Message(role="system", content=big), *loop(2)[1:]]
+    cited = [*shown[:-1], shown[-1].model_copy(update={"content": "[search · 4 tokens · retrieve_memory(id=\"m\")]"}),
+             Message(role="assistant", content="Step 2.", tool_calls=(ToolCall(id="c2", name="search", input={"q": 2}),)),
+             Message(role="tool", tool_call_id="c2", content="result c2")]
+    client = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="x", max_retries=0, timeout=10)
+    usages = []
+    for messages in (shown, cited):
+        server.enqueue("ok")
+        payload = render(messages, tools=TOOLS)
+        usages.append(client.messages.create(model="claude-sonnet-4-6", max_tokens=8, **payload).usage)
+    first, second = usages
+    whole = first.input_tokens + first.cache_creation_input_tokens + first.cache_read_input_tokens
+    # all of the first prompt but its last block (the result "result c1_0", 2 words in the fake's
+    # units), which the second call shows as its citation
+    assert second.cache_read_input_tokens == whole - 2
 
 
 @pytest.mark.parametrize("system", [True, False])
@@ -166,8 +182,8 @@ def test_a_system_prompt_alone_and_a_single_message() -> None:
 @pytest.mark.parametrize("automatic", [False, True])
 def test_never_more_than_four_breakpoints_and_the_last_message_always_marked(
         system: bool, tools: list[dict[str, Any]] | None, automatic: bool) -> None:
-    """Every prefix of a long conversation (up to seven candidate places: tools, system, each turn's
-    end): four breakpoints at most, three when the request asks for automatic caching (which
+    """Every prefix of a long conversation (up to five candidate places: tools, system, the last
+    message, the last answer, the previous call's end): four breakpoints at most, three when the request asks for automatic caching (which
     marks one block itself); the last message is marked whenever the renderer marks it."""
     conversation = loop(6, system=system, parallel=2) + [Message(role="user", content="Go on.")]
     options: dict[str, Any] = {"cache_control": MARK} if automatic else {}
@@ -178,9 +194,9 @@ def test_never_more_than_four_breakpoints_and_the_last_message_always_marked(
         assert len(where) <= MAX_CACHE_BREAKPOINTS - automatic
         if payload["messages"]:
             assert last_block(payload) in where
-        if len(payload["messages"]) >= 3 and system and tools:  # four candidates: all kept, or the least useful dropped
-            assert ("tools", "1") in where if not automatic else ("tools", "1") not in where
+        if len(payload["messages"]) >= 3 and system and tools:  # four or five candidates: the last tool goes first
             assert len(where) == MAX_CACHE_BREAKPOINTS - automatic
+            assert ("tools", "1") not in where or (not automatic and len({*where} - {("tools", "1")}) == 3)
         assert payload.get("cache_control") == (MARK if automatic else None)
 
 
@@ -331,8 +347,9 @@ def test_an_anthropic_agent_is_cached_and_its_usage_report_prices_reads_and_writ
     for body in requests:
         assert len(marked(body)) <= MAX_CACHE_BREAKPOINTS
         assert ("system", "0") in marked(body) and last_block(body) in marked(body)
-        assert (("tools", str(len(body["tools"]) - 1))) in marked(body)
+    assert ("tools", str(len(requests[0]["tools"]) - 1)) in marked(requests[0])  # a place left on the first call
     assert last_block(requests[0]) in marked(requests[1])  # the previous call's end, marked again
+    assert last_block(requests[1], -2) in marked(requests[1])  # the last answer
 
     first, second, third = run.steps
     assert (first.cached_tokens, first.cache_write_tokens) == (0, first.prompt_tokens)  # all of it written

@@ -12,7 +12,13 @@ from jsonschema import Draft202012Validator
 from actions import MemoryToolkit, default_actions
 from actions.combined import CombinedMemoryAction
 from agent_memory import AgentMemory, ConfigurationError, MemoryConfig
+from agent_memory.kernel.budget import ModelLimits
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.llm.assembler import LLMRequestAssembler, RequestPackage
+from agent_memory.llm.chat import ChatResult, Usage
+from agent_memory.models.messages import Message
 from agent_memory.presentation.offer import MemoryTools, OfferState, ToolOffer, load_toolkit
+from agent_memory.pricing import PriceModel
 from agent_memory.tokens import default_token_counter
 
 
@@ -107,3 +113,47 @@ def test_toolkit_is_found_by_entry_point(memory: AgentMemory) -> None:
     assert names(toolkit.openai_tools(OfferState())) == ["memory"]
     with pytest.raises(ConfigurationError, match="no memory toolkit"):
         load_toolkit(memory, group="agent_memory.no_such_group")
+
+
+# -- the tools list under prompt caching ----------------------------------------------------------
+
+def _priced_assembler(path: Path, prices: PriceModel | None) -> tuple[MemoryManager, LLMRequestAssembler]:
+    from actions import MemoryToolkit
+
+    memory = AgentMemory("cached", path, config=MemoryConfig(index_on_store=False))
+    limits = ModelLimits(max_context_tokens=200_000, max_output_tokens=1_000, safety_margin_tokens=0)
+    system = "You are an analyst. " + " ".join(f"rule{i}." for i in range(1_500))  # a cached first prompt
+    manager = MemoryManager(memory, system_prompt=system, limits=limits, prices=prices)
+    return manager, LLMRequestAssembler(manager, toolkit=MemoryToolkit(memory, manager=manager))
+
+
+def _answer(assembler: LLMRequestAssembler, package: RequestPackage, text: str) -> None:
+    assembler.commit(package, ChatResult(message=Message(role="assistant", content=text), usage=Usage(),
+                                         finish_reason="stop", model="claude-sonnet-4-6"))
+
+
+@pytest.mark.parametrize("priced", [True, False], ids=["sonnet", "tokens"])
+def test_under_a_price_model_the_tools_list_changes_only_when_the_prompt_is_rewritten(
+        tmp_path: Path, priced: bool) -> None:
+    """Query Memory becomes usable when memory holds items the prompt does not show (a sub-agent's
+    results in a shared memory). Priced, adding it mid-conversation would rewrite the whole cached
+    prompt (tools come first), so it joins with the next rewrite, the kernel's compaction; by
+    tokens alone it joins at once."""
+    prices = PriceModel.lookup("claude-sonnet-4-6", provider="anthropic") if priced else None
+    manager, assembler = _priced_assembler(tmp_path, prices)
+    manager.ingest_user_message("Compare the two reports.")
+    first = assembler.prepare_request()
+    names = [tool["function"]["name"] for tool in first.tools]
+    assert names == (["retrieve_memory"] if priced else [])  # a cached first prompt gets retrieve at once
+    _answer(assembler, first, "Looking.")
+    manager.memory.store("A sub-agent's finding: revenue rose 4% in Q3.", tags=["sub-agent"])  # hidden from the prompt
+    manager.ingest_user_message("And the other one?")
+    second = assembler.prepare_request()
+    assert second.offer.hidden_items is (not priced)
+    assert [tool["function"]["name"] for tool in second.tools] == (names if priced else ["query_memory"])
+    _answer(assembler, second, "Still looking.")
+    manager.compact()  # a rewrite of the prompt: the tools list may change with it
+    manager.ingest_user_message("Go on.")
+    third = assembler.prepare_request()
+    assert third.offer.hidden_items
+    assert "query_memory" in [tool["function"]["name"] for tool in third.tools]

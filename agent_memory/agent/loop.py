@@ -44,7 +44,7 @@ from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import ToolCall
 from agent_memory.observers import Compacted, LLMCalled, MemoryEvent, MemoryObserver, Truncated
-from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
+from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
 
 if TYPE_CHECKING:
@@ -212,10 +212,6 @@ class MemoryAgent:
         if self.config.enable_memory:
             self.toolkit = load_toolkit(self.memory, manager=self.manager, offer=self.config.tool_offer,
                                         form=self.config.tool_form)
-            # What citing costs per call: the retrieve tool and the prompt section that teaches it.
-            retrieve_only = self.toolkit.openai_tools(OfferState(citing=True))
-            teaching = self.memory.tokens.count(self.config.memory_prompt or "")
-            self.manager.presentation.offer_cost_tokens = self.manager.count_tokens([], retrieve_only) + teaching
         clash = set(self.tools) & set(getattr(self.toolkit, "names", []))
         if clash:
             raise ConfigurationError(f"tool names taken by the memory tools: {sorted(clash)}")
@@ -226,7 +222,6 @@ class MemoryAgent:
         own = [t.openai_schema() for t in self.tools.values()]
         if self._spawn_schema is not None:
             own.append(self._spawn_schema)
-        self.manager.presentation.fixed_tokens = self.manager.count_tokens([], own)  # sent before the messages
         self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tools=own,
                                              memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
         every_tool = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.errors import ContextOverflowError
-from agent_memory.kernel.budget import BudgetCheck, Pressure
+from agent_memory.kernel.budget import BudgetCheck, Pressure, tool_tokens
 from agent_memory.kernel.compactor import CompactionRecord
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import ChatModel, ChatResult
@@ -80,6 +80,11 @@ class LLMRequestAssembler:
             (:data:`~agent_memory.agent.prompt.MEMORY_PROMPT`), appended to the system prompt of
             every call that offers a memory tool, and only then: while no memory tool is offered
             (nothing to cite or search yet) it costs nothing. ``None``: no section.
+
+    The assembler tells the manager's :class:`~agent_memory.presentation.context.ContextBuilder`
+    what its choices cost per call, for the decisions of when citing starts and which swaps pay:
+    ``offer_cost_tokens``, the tools list citing adds (``retrieve_memory`` as the toolkit offers
+    it) and ``memory_prompt``; ``fixed_tokens``, the agent's own ``tools``.
     """
 
     def __init__(
@@ -98,6 +103,11 @@ class LLMRequestAssembler:
         self.tools = [dict(tool) for tool in tools]
         self.renderer = renderer
         self.render_options = dict(render_options or {})
+        presentation, count = manager.presentation, manager.memory.tokens.count
+        if toolkit is not None:
+            citing = toolkit.openai_tools(OfferState(citing=True))
+            presentation.offer_cost_tokens = tool_tokens(citing, count) + (count(memory_prompt) if memory_prompt else 0)
+        presentation.fixed_tokens = tool_tokens(self.tools, count)
 
     def _offer(self, built: BuiltContext) -> OfferState:
         """What the memory tools are offered for with ``built``.

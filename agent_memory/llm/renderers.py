@@ -366,12 +366,17 @@ class AnthropicRenderer:
        message*): the next call, which repeats this prompt and adds to it, reads all of it;
     2. the ``system`` block (or the last tool when there is no system prompt): tools and system
        stay cached when the conversation is rewritten from its start;
-    3. the last block of the user message before the last assistant message, which ended the
+    3. the last block of the last assistant message: where the next prompt parts from this one
+       when results shown in full for the first time (the newest, after that message) are swapped
+       for their citations (:mod:`agent_memory.presentation.epochs`); the next call reads all of
+       this prompt up to them;
+    4. the last block of the user message before the last assistant message, which ended the
        previous call's prompt in a tool loop: an exact hit on the previous call's entry, however
        many blocks the last answer and its results added (the 20-block look-back would miss it
        after many parallel calls);
-    4. the last tool, when there is also a system prompt: the tools stay cached when only the
-       system prompt changes.
+    5. the last tool, when there is also a system prompt: the tools stay cached when only the
+       system prompt changes (with four breakpoints at most, placed only when one of the above is
+       missing).
 
     A request-level ``cache_control`` option (Anthropic's automatic caching, which marks the last
     block itself) takes one of the four places, so then three at most are placed. With caching on,
@@ -483,6 +488,8 @@ def _breakpoints(rendered: dict[str, Any], notes: set[int]) -> list[dict[str, An
     candidates: list[dict[str, Any] | None] = [stable[-1][1] if stable else None]
     candidates.append(system[-1] if system else tools[-1] if tools else None)
     answers = [n for n, turn in enumerate(turns) if turn["role"] == "assistant"]
+    if answers:
+        candidates.append(last_stable(turns[answers[-1]]))
     if answers and answers[-1] > 0 and turns[answers[-1] - 1]["role"] == "user":
         candidates.append(last_stable(turns[answers[-1] - 1]))
     if system and tools:

@@ -61,13 +61,19 @@ than any later start. A prompt the provider does not cache (``w = r``) is never 
 early: nothing is saved by avoiding a rewrite there. The builder makes the offer for ``full_once``
 only, whose swaps (of the result the last call showed) rewrite a few hundred tokens at the end of
 the prompt and pay from the next call; ``keep_last_k``'s rewrite ``k`` results and rarely pay at
-0.1x reads. What the offer risks: a conversation that never gets a result worth citing pays
-``T * r`` per call for nothing (the tools are read from the cache).
+0.1x reads. What the offer risks: a conversation that never gets a result worth citing, or ends
+before its swaps pay back ``T * w`` once and ``T * r`` per call, costs more than sending
+everything. So ``T`` is kept small: ``retrieve_memory``'s schema holds only the shape of a call
+(153 tokens) and the memory section of the system prompt is 29 tokens.
 
-Measured on the replayed traces (``agent-memory replay``): tau-bench and SWE-agent first prompts
-are 2,000-4,000 tokens and their results a few hundred. Without the offer, citing almost never
-paid under Anthropic and GPT-5 rates (the default cost what naive costs, 0.03% more on SWE-agent
-under GPT-5); with it, the default costs less than naive under all three headline price models.
+Measured on the replayed traces (``agent-memory replay``, 2026-11-25): tau-bench and SWE-agent
+first prompts are 1,100-4,000 tokens and their results a few hundred. Without the offer, citing
+almost never paid under Anthropic and GPT-5 rates (the default cost what naive costs, 0.03% more on
+SWE-agent under GPT-5); with it and ``T`` = 183, the default costs less than naive under all three
+headline price models on every source (tau-bench −1.8% / −9.5% / −1.8% under Sonnet 4.6 / gpt-4o /
+gpt-5, SWE-agent −5.3% / −20.7% / −5.6%), while about half the tau-bench runs, the short ones, cost
+up to 4-6% more than naive (the report counts them). Gott's median (``N = t``) instead of ``t / 3``
+moves those figures by under half a point either way.
 
 Without rates (``None``: no price model), the decision is the one of tokens alone: every due swap at
 once, and citing starts as soon as it saves more tokens than the memory tools cost.

@@ -26,6 +26,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -80,6 +81,11 @@ class StrategyCost:
     """Σ output (the same in every strategy)."""
     change: float
     """total_usd / naive total_usd − 1 (negative: cheaper than naive; 0.0 when naive costs 0)."""
+    runs_dearer: int = 0
+    """Runs that cost more than naive under this price model (a run too short to pay back what
+    the memory tools cost per call, say); the total above is over every run."""
+    worst_run_change: float = 0.0
+    """The largest run's cost / its naive cost − 1 (≤ 0.0 when no run cost more than naive)."""
 
 
 @dataclass
@@ -234,13 +240,22 @@ def _costs(results: Sequence[RunResult], strategies: Sequence[str], models: Sequ
         for m in models:
             total, naive = sums[label][m.label], sums[NAIVE][m.label]
             parts = total.to_json()
+            per_run = [_run_change(priced[id(r)][label][m.label], priced[id(r)][NAIVE][m.label]) for r in results]
             out[label][m.label] = StrategyCost(
                 total_usd=parts["total_usd"], uncached_input_usd=parts["uncached_input_usd"],
                 cache_write_usd=parts["cache_write_usd"], cache_read_usd=parts["cache_read_usd"],
                 output_usd=parts["output_usd"],
                 change=round(float(total.total_usd / naive.total_usd - 1), 4) if naive.total_usd else 0.0,
+                runs_dearer=sum(change > 0 for change in per_run),
+                worst_run_change=round(max(per_run, default=0.0), 4),
             )
     return out
+
+
+def _run_change(costs: Sequence[Cost], naive: Sequence[Cost]) -> float:
+    """One run's cost / its naive cost − 1 (0.0 when naive costs nothing)."""
+    mine, base = sum((c.total_usd for c in costs), Decimal(0)), sum((c.total_usd for c in naive), Decimal(0))
+    return float(mine / base - 1) if base else 0.0
 
 
 def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
@@ -596,6 +611,27 @@ def _tokens_by_model_lines(report: ReplayReport) -> list[str]:
     ]
 
 
+def _dearer_runs_lines(report: ReplayReport) -> list[str]:
+    """Per source, how many runs of the default cost more than naive under each price model, and
+    the worst of them: a total below naive can hide runs above it."""
+    names = [label for label, _ in _model_names(report)]
+    cells = []
+    for summary in [*report.sources, report.total]:
+        cost = summary.strategies[report.default].cost
+        if not cost:
+            continue
+        parts = " / ".join(
+            f"{cost[m].runs_dearer}" + (f" (worst {_pct(cost[m].worst_run_change)})" if cost[m].runs_dearer else "")
+            for m in names if m in cost)
+        cells.append(f"{_name(summary, report)} {parts} of {summary.runs}")
+    if not cells:
+        return []
+    return [
+        f"Runs in which `{report.default}` cost more than naive, under {' / '.join(names)}: {'; '.join(cells)}.",
+        "",
+    ]
+
+
 def markdown(report: ReplayReport) -> str:
     """``report.md``: the headline table, then what was measured, the detail tables, notes."""
     default = report.default
@@ -611,6 +647,7 @@ def markdown(report: ReplayReport) -> str:
             *_table(headers, rows),
             "",
             *_tokens_by_model_lines(report),
+            *_dearer_runs_lines(report),
         ]
     lines += [
         "## Details",
