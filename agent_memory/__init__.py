@@ -17,6 +17,7 @@ from agent_memory.diagnostics import AgentMemoryWarning, ToolsDroppedWarning, Un
 from agent_memory.errors import (
     AgentMemoryError,
     ConfigurationError,
+    ConflictError,
     ContextOverflowError,
     CorruptRecordError,
     EmbeddingError,
@@ -108,7 +109,9 @@ from agent_memory.agent.loop import AgentRun, AgentStep, MemoryAgent
 from agent_memory.agent.sub_agents import SubAgentResult
 from agent_memory.agent.tools import FunctionTool, ToolFailure, tool
 from agent_memory.fork import MemoryFork
-from agent_memory.agent.queue import EventKind, EventQueue, QueuedEvent
+from agent_memory.storage.files.journal import EventQueue
+from agent_memory.storage.journal import EventJournal, EventKind, QueuedEvent
+from agent_memory.storage import Backend, FileBackend
 from agent_memory.agent.step_lock import StepLock, StepLockHolder
 from agent_memory.kernel.retriever import Retriever
 from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle
@@ -143,6 +146,7 @@ __all__ = [
     "AgentStep",
     "AnthropicChatModel",
     "AnthropicRenderer",
+    "Backend",
     "BilledTokens",
     "BudgetCheck",
     "BuiltContext",
@@ -161,6 +165,7 @@ __all__ = [
     "CompactionSnapshotBuilder",
     "Compactor",
     "ConfigurationError",
+    "ConflictError",
     "ContentMissing",
     "ContextBuilder",
     "ContextOverflowError",
@@ -176,6 +181,7 @@ __all__ = [
     "EpisodicItem",
     "EventApplied",
     "EventFailedError",
+    "EventJournal",
     "EventKind",
     "EventProcessor",
     "EventQueue",
@@ -183,6 +189,7 @@ __all__ = [
     "ExcerptTransform",
     "ExecutionMode",
     "ExtractiveSummarizer",
+    "FileBackend",
     "FileTraceStore",
     "FilteredTransform",
     "FirstNTransform",

@@ -206,9 +206,9 @@ def _kernel(memory: AgentMemory) -> Iterator[MemoryManager]:
     """The agent's conversation kernel, read from disk under the kernel lock (as an MCP server's
     forget and pin tools run), for the ``with`` block."""
     from agent_memory.kernel.manager import MemoryManager  # the kernel and the MCP SDK: only when needed
-    from agent_memory.mcp_server import holding, kernel_lock
+    from agent_memory.mcp_server import kernel_lock
 
-    with holding(kernel_lock(memory)):
+    with kernel_lock(memory):
         yield MemoryManager(memory)
 
 

@@ -21,7 +21,8 @@ with ``raise ... from exc`` so callers catch one root::
     │   ├── CorruptRecordError      a record that cannot be parsed (other than a torn last line)
     │   ├── UnsupportedRecordError  an item record this version cannot read (a newer schema
     │   │                           version, an unknown field or type); kept as it is, refused
-    │   └── LockTimeoutError (TimeoutError)  another process held a file lock too long
+    │   ├── LockTimeoutError (TimeoutError)  another process held a file lock too long
+    │   └── ConflictError           a write that depended on a read found the state changed (retry)
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
     │   ├── EmbeddingError          the embedding model could not be loaded or run
     │   └── KeywordIndexError       the keyword index (SQLite FTS5) failed; a damaged file is rebuilt
@@ -62,6 +63,7 @@ from pydantic import ValidationError
 __all__ = [
     "AgentMemoryError",
     "ConfigurationError",
+    "ConflictError",
     "ContextOverflowError",
     "CorruptRecordError",
     "EmbeddingError",
@@ -252,6 +254,14 @@ class UnsupportedRecordError(StoreError):
 class LockTimeoutError(StoreError, TimeoutError):
     """Another thread or process held a file lock (``items.jsonl.lock``, ``index.lock``) longer
     than the wait allowed; nothing was changed by the call that gave up."""
+
+
+class ConflictError(StoreError):
+    """A write that depended on what was read found the stored state changed since (another
+    process wrote in between): nothing was written; read again and retry. Raised by a backend's
+    item log and documents when a write passes ``expect`` (see
+    :mod:`agent_memory.storage.contracts`); the library retries by itself, so a caller sees it only
+    from those objects directly."""
 
 
 class MemoryClosedError(AgentMemoryError, RuntimeError):

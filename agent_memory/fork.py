@@ -1,14 +1,16 @@
 """Memory forks: what an isolated sub-agent sees of its parent's memory (seed 002, sub-agent
 memory snapshots, "isolated copy-on-write").
 
-A :class:`MemoryFork` names a parent memory (directory and agent id), the ids of the items it held
-when the fork was taken, and when. It is a small JSON file (:meth:`MemoryFork.save`), so a child in
-another process opens the same view. ``AgentMemory(child_id, memory_dir, base=fork)`` is then a
-memory in two layers, as an overlay file system:
+A :class:`MemoryFork` names a parent memory (its backend's URL and its agent id), the ids of the
+items it held when the fork was taken, and when. It is a small JSON document the spawn saves for
+the child in the backend (:meth:`MemoryFork.save_for`: ``fork.json`` in the child's directory, or a
+row in Postgres), so a child in another process, or on another machine with only the URL, opens
+the same view. ``AgentMemory(child_id, store=..., base=fork)`` is then a memory in two layers, as an
+overlay file system:
 
-- the child's own layer: its own directory, where every write goes (store, forget of its items);
+- the child's own layer: where every write goes (store, forget of its items);
 - the parent's layer, read-only: the parent's items of the snapshot, read in place from the
-  parent's JSONL, blobs and index (no copy, no re-embedding: a fork costs O(its own writes)).
+  parent's records, blobs and index (no copy, no re-embedding: a fork costs O(its own writes)).
 
 Isolation is enforced, not advised: an item the parent stored after the fork is refused
 (:class:`~agent_memory.errors.OutsideSnapshotError`, an unknown id to a model), and any change to
@@ -21,37 +23,37 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent_memory.config import MemoryConfig
-from agent_memory.errors import InvalidArgumentError, OutsideSnapshotError, map_exceptions
+from agent_memory.errors import InvalidArgumentError, OutsideSnapshotError, StoreError, map_exceptions
 from agent_memory.ids import validate_agent_id
 from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, utc_now
-from agent_memory.store.jsonl import atomic_write_bytes
-from agent_memory.tokens import TokenCounter
+from agent_memory.storage.contracts import Backend
 
 if TYPE_CHECKING:
     from agent_memory.memory import AgentMemory
 
-__all__ = ["FORK_FILE", "MemoryFork", "ParentLayer"]
+__all__ = ["FORK_DOCUMENT", "FORK_FILE", "MemoryFork", "ParentLayer"]
 
-FORK_SCHEMA_VERSION = 1
-"""Version of the fork file's JSON layout."""
+FORK_SCHEMA_VERSION = 2
+"""Version of the fork document's JSON layout (1: the parent named by ``parent_memory_dir``)."""
+
+FORK_DOCUMENT = "fork"
+"""The name of a forked memory's fork among the child's documents in the backend."""
 
 FORK_FILE = "fork.json"
-"""A forked memory's fork, in its agent directory: ``AgentMemory(child_id, memory_dir)`` in any
-process opens the same isolated view."""
+"""The fork's file in the child's agent directory (the file backend's document ``fork``)."""
 
 
 class MemoryFork(BaseModel):
     """A frozen view of a parent memory for an isolated sub-agent: which items, of which memory.
 
     Take one with :meth:`of`; hand it to ``AgentMemory(..., base=fork)`` in this process, or
-    :meth:`save` it and :meth:`load` it in another.
+    :meth:`save_for` the child, and any process that opens the child's memory reads through it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,55 +61,68 @@ class MemoryFork(BaseModel):
     schema_version: int = FORK_SCHEMA_VERSION
     parent_agent_id: str
     """The parent's agent id."""
-    parent_memory_dir: str
-    """The parent's memory directory (absolute)."""
+    parent_store: str
+    """The parent's backend, as :func:`~agent_memory.storage.open_backend` takes it: the memory
+    directory (absolute) or the database URL (without its password)."""
     item_ids: frozenset[str] = Field(default_factory=frozenset)
     """The parent's items the child may read."""
     created_at: datetime = Field(default_factory=utc_now)
     """When the fork was taken (UTC)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_layout(cls, data: Any) -> Any:
+        """A fork written by version 1 named the parent's directory ``parent_memory_dir``."""
+        if isinstance(data, dict) and "parent_memory_dir" in data and "parent_store" not in data:
+            data = {**data, "parent_store": data["parent_memory_dir"], "schema_version": FORK_SCHEMA_VERSION}
+            del data["parent_memory_dir"]
+        return data
+
     @classmethod
     def of(cls, memory: AgentMemory) -> MemoryFork:
         """A fork of ``memory`` as it is now (every item it holds, its own and those of its own
         base when it is itself a fork). O(items) ids; no content is read."""
-        return cls(parent_agent_id=memory.agent_id, parent_memory_dir=str(memory.memory_dir.resolve()),
+        return cls(parent_agent_id=memory.agent_id, parent_store=memory.backend.url,
                    item_ids=frozenset(record.id for record in memory.records()))
 
-    def save(self, path: str | Path) -> Path:
-        """Write the fork as JSON, atomically; returns the path (normally ``<child's agent
-        directory>/fork.json``, :data:`FORK_FILE`).
-
-        Raises:
-            InvalidArgumentError: if ``path`` is in the parent's own agent directory (the parent's
-                memory would then be a fork of itself and could not be opened); nothing is written.
-            StoreError: if the file cannot be written (an existing file is then unchanged).
-        """
-        with map_exceptions("MemoryFork.save"):
-            target = Path(path)
-            parent_dir = Path(self.parent_memory_dir) / "agents" / validate_agent_id(self.parent_agent_id)
-            if target.parent.resolve() == parent_dir.resolve():
-                raise InvalidArgumentError(
-                    f"a fork of {self.parent_agent_id!r} cannot be saved in that agent's own directory ({target}): "
-                    "a sub-agent's fork goes in the sub-agent's directory")
-            payload = self.model_dump(mode="json")
-            payload["item_ids"] = sorted(self.item_ids)
-            atomic_write_bytes(target, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
-            return target
+    def to_json(self) -> bytes:
+        """The document: JSON, ids sorted."""
+        payload = self.model_dump(mode="json")
+        payload["item_ids"] = sorted(self.item_ids)
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> MemoryFork:
-        """Read a fork written by :meth:`save`.
+    def from_json(cls, data: bytes, *, where: str = "fork") -> MemoryFork:
+        """Read a fork document (of this version or the first).
 
         Raises:
-            StoreError: if the file cannot be read. InvalidArgumentError: if it is not a fork file.
+            StoreError: if ``data`` is not a fork document (``where`` names it in the message).
         """
-        with map_exceptions("MemoryFork.load"):
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or data.get("schema_version") != FORK_SCHEMA_VERSION:
-                raise InvalidArgumentError(f"{path} is not a memory fork file (schema {FORK_SCHEMA_VERSION})")
-            fork = cls.model_validate(data)
+        try:
+            payload = json.loads(data)
+            if not isinstance(payload, dict) or payload.get("schema_version") not in (1, FORK_SCHEMA_VERSION):
+                raise ValueError(f"schema version {payload.get('schema_version') if isinstance(payload, dict) else None}")
+            fork = cls.model_validate(payload)
             validate_agent_id(fork.parent_agent_id)
-            return fork
+        except (ValueError, ValidationError) as exc:
+            raise StoreError(f"{where} is not a memory fork (schema 1-{FORK_SCHEMA_VERSION}): {exc}") from exc
+        return fork
+
+    def save_for(self, backend: Backend, child_id: str) -> None:
+        """Keep the fork as ``child_id``'s ``fork`` document in ``backend``, atomically; any
+        process that opens the child's memory then reads through it.
+
+        Raises:
+            InvalidArgumentError: if ``child_id`` is the parent itself in the parent's own store
+                (the parent's memory would be a fork of itself); nothing is written.
+            StoreError: if the document cannot be written (an earlier one is then unchanged).
+        """
+        with map_exceptions("MemoryFork.save_for"):
+            if validate_agent_id(child_id) == self.parent_agent_id and backend.url == self.parent_store:
+                raise InvalidArgumentError(
+                    f"a fork of {self.parent_agent_id!r} cannot be saved for that agent itself: a sub-agent's "
+                    "fork goes with the sub-agent")
+            backend.document(child_id, FORK_DOCUMENT).put(self.to_json())
 
 
 class ParentLayer:
@@ -115,27 +130,22 @@ class ParentLayer:
 
     Args:
         fork: which parent, which items.
-        config: how to open the parent's index (the child's own config: same Chroma mode).
-        tokens: the child's token counter.
+        open_parent: opens the parent's memory (on first use; never written through this object).
     """
 
-    def __init__(self, fork: MemoryFork, *, config: MemoryConfig, tokens: TokenCounter) -> None:
+    def __init__(self, fork: MemoryFork, *, open_parent: Callable[[], AgentMemory]) -> None:
         self.fork = fork
         self.ids = fork.item_ids
-        self._config = config
-        self._tokens = tokens
+        self._open = open_parent
         self._memory: AgentMemory | None = None
         self._mutex = threading.Lock()
 
     @property
     def memory(self) -> AgentMemory:
-        """The parent's memory, opened on first use (never written through this object)."""
+        """The parent's memory, opened on first use."""
         with self._mutex:
             if self._memory is None:
-                from agent_memory.memory import AgentMemory  # the layer is built by AgentMemory itself
-
-                self._memory = AgentMemory(self.fork.parent_agent_id, self.fork.parent_memory_dir,
-                                           config=self._config, token_counter=self._tokens)
+                self._memory = self._open()
             return self._memory
 
     def contains(self, item_id: str) -> bool:

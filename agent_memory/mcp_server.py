@@ -25,9 +25,10 @@ exactly the validation, answers and error messages an in-process agent gets from
   with a 300-character excerpt. No call returns a whole memory.
 - **Several servers on one memory.** Items are appended under a lock (two servers storing at once
   lose nothing). Tools that change the conversation kernel's state (compact, forget, pin: every
-  action holding a manager) run one at a time across processes, under ``kernel.lock`` in the
-  agent's directory, on a manager freshly read from disk: a server never writes back state another
-  server changed since it started.
+  action holding a manager) run one at a time across processes (and machines, with Postgres), under
+  the agent's ``kernel`` lock (``kernel.lock`` in its directory, or an advisory lock), on a manager
+  freshly read from the store: a server never writes back state another server changed since it
+  started.
 - **Large text.** ``store_memory`` takes at most 8,000 characters a call; longer text comes in
   parts (an upload: ``more=true``, then the ``upload`` handle each answer gives; kept on disk
   under ``<agent_dir>/uploads/`` until the last part, so a restart loses nothing; see
@@ -50,13 +51,11 @@ import logging
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from filelock import FileLock, Timeout
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -88,12 +87,11 @@ if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
-    "KERNEL_LOCK_FILE",
+    "KERNEL_LOCK",
     "KERNEL_LOCK_TIMEOUT_S",
     "SERVER_NAME",
     "MemoryMCPServer",
     "build_server",
-    "holding",
     "jsonrpc_refusal",
     "kernel_lock",
     "serve_mcp",
@@ -104,11 +102,12 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "agent-memory"
 """The server's name in the MCP handshake (``serverInfo.name``)."""
 
-KERNEL_LOCK_FILE = "kernel.lock"
-"""Lock file in the agent's directory, held while a tool changes the conversation kernel's state."""
+KERNEL_LOCK = "kernel"
+"""The agent's lock held while a tool changes the conversation kernel's state (the file backend's
+``kernel.lock``)."""
 
 KERNEL_LOCK_TIMEOUT_S = 60.0
-"""Longest wait for :data:`KERNEL_LOCK_FILE`, in seconds, before the call fails as a tool error."""
+"""Longest wait for :data:`KERNEL_LOCK`, in seconds, before the call fails as a tool error."""
 
 MAX_FAULT_CHARS = 300
 """Characters of a machine fault's message shown to the model."""
@@ -134,31 +133,16 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
 """Behaviour hints per capability (clients use them to decide what needs the user's approval)."""
 
 
-def kernel_lock(memory: AgentMemory) -> FileLock:
-    """The lock (:data:`KERNEL_LOCK_FILE` in the agent's directory) a process holds while it
-    changes the agent's conversation kernel (compact, forget, pin): MCP servers and the
-    ``agent-memory forget / pin / unpin`` commands take it, so each works on state read from
-    disk after the previous one wrote. Acquire it with :func:`holding`."""
-    return FileLock(str(memory.agent_dir / KERNEL_LOCK_FILE), timeout=KERNEL_LOCK_TIMEOUT_S)
-
-
-@contextmanager
-def holding(lock: FileLock) -> Iterator[None]:
-    """Hold ``lock`` (creating its directory if needed) for the ``with`` block.
+def kernel_lock(memory: AgentMemory) -> AbstractContextManager[None]:
+    """Hold the agent's :data:`KERNEL_LOCK` for the ``with`` block: a process holds it while it
+    changes the agent's conversation kernel (compact, forget, pin). MCP servers and the
+    ``agent-memory forget / pin / unpin`` commands take it, so each works on state read from the
+    store after the previous one wrote.
 
     Raises:
-        LockTimeoutError: if another process held it longer than its timeout
-            (:data:`KERNEL_LOCK_TIMEOUT_S` for :func:`kernel_lock`).
+        LockTimeoutError: if another process held it more than :data:`KERNEL_LOCK_TIMEOUT_S` seconds.
     """
-    Path(lock.lock_file).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        lock.acquire()
-    except Timeout as exc:
-        raise LockTimeoutError(f"timed out after {lock.timeout:g} s waiting for {lock.lock_file}") from exc
-    try:
-        yield
-    finally:
-        lock.release()
+    return memory.backend.locks(memory.agent_id).hold(KERNEL_LOCK, timeout_s=KERNEL_LOCK_TIMEOUT_S)
 
 
 class MemoryMCPServer(MCPServer):
@@ -189,7 +173,6 @@ class MemoryMCPServer(MCPServer):
         self.toolkit: MemoryTools = self._load_toolkit(self.manager)
         self._tools = [self._tool(definition) for definition in self.toolkit.anthropic_tools(None)]
         self._kernel_mutex = threading.Lock()
-        self._kernel_lock = kernel_lock(memory)
 
     def __repr__(self) -> str:
         return f"MemoryMCPServer({self.memory!r}, tools={[tool.name for tool in self._tools]})"
@@ -257,14 +240,14 @@ class MemoryMCPServer(MCPServer):
         """Run the tool call ``name(arguments)`` through the toolkit (blocking).
 
         A tool that changes the conversation kernel's state (its action holds a manager, or the
-        toolkit cannot say) runs under :data:`KERNEL_LOCK_FILE` on a manager read from disk just
+        toolkit cannot say) runs under :data:`KERNEL_LOCK` on a manager read from the store just
         before; every other tool runs on the shared memory at once.
 
         Returns:
             The toolkit's result (``ok``, ``content``; ``data`` and ``error`` for the built-in one).
 
         Raises:
-            LockTimeoutError: if another process held :data:`KERNEL_LOCK_FILE` more than
+            LockTimeoutError: if another process held :data:`KERNEL_LOCK` more than
                 :data:`KERNEL_LOCK_TIMEOUT_S` seconds.
             AgentMemoryError: faults of the store or the index (``StoreError``, ``VectorIndexError``).
         """
@@ -272,7 +255,7 @@ class MemoryMCPServer(MCPServer):
         known = callable(getattr(self.toolkit, "get", None))
         if known and getattr(action, "manager", None) is None:
             return self.toolkit.dispatch(name, arguments)
-        with self._kernel_mutex, holding(self._kernel_lock):
+        with self._kernel_mutex, kernel_lock(self.memory):
             return self._load_toolkit(MemoryManager(self.memory)).dispatch(name, arguments)
 
     # -- stdio -----------------------------------------------------------------------------------

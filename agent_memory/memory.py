@@ -2,9 +2,10 @@
 
 ``store`` puts a full result out of the context and returns its memory id; ``retrieve`` gives it
 back shaped by a transform and capped in tokens; ``query`` finds items by meaning and filters;
-``clear``, ``snapshot`` and ``restore`` manage its life. The JSONL item store is the source of
-truth; the Chroma index is derived and catches up by itself (after a crash, a deferred store, or
-items another process added), and ``rebuild_index`` recreates it from the JSONL
+``clear``, ``snapshot`` and ``restore`` manage its life. The item log of the storage backend
+(:mod:`agent_memory.storage`: files by default, or Postgres) is the source of truth; the vector and
+keyword indexes are derived and catch up by themselves (after a crash, a deferred store, or items
+another process added), and ``rebuild_index`` recreates them from the items
 (:mod:`agent_memory.index.upkeep`).
 
 Every public method converts errors at the boundary (:func:`agent_memory.errors.map_exceptions`):
@@ -12,8 +13,8 @@ callers see :class:`~agent_memory.errors.AgentMemoryError` subclasses only. Fail
 not the caller's (indexing after a successful store, a damaged line of ``items.jsonl``, a
 missing content blob) are reported to observers (:mod:`agent_memory.observers`), not raised.
 
-A record of a newer version in ``items.jsonl`` is kept as it is (never moved or rewritten),
-reported (:class:`~agent_memory.observers.RecordUnsupported`) and refused when its item is read
+A record of a newer version is kept as it is (never moved or rewritten), reported
+(:class:`~agent_memory.observers.RecordUnsupported`) and refused when its item is read
 (:class:`~agent_memory.errors.UnsupportedRecordError`); every other item stays readable. A
 memory directory that cannot be written (a read-only mount, a snapshot shipped to another
 machine) opens, and ``get``, ``retrieve``, ``query``, ``records`` work without writing to it
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,12 @@ from agent_memory.boundary import check_memory_dir as _check_memory_dir
 from agent_memory.boundary import int_arg as _int_arg
 from agent_memory.boundary import mapped_init as _mapped_init
 from agent_memory.boundary import public as _public
-from agent_memory.config import MAX_RETRIEVE_MAX_TOKENS, MemoryConfig, resolve_memory_dir
-from agent_memory.errors import InvalidArgumentError, IsolationError, MemoryClosedError
-from agent_memory.fork import FORK_FILE, MemoryFork, ParentLayer, merge_hits
+from agent_memory.config import MAX_RETRIEVE_MAX_TOKENS, MemoryConfig
+from agent_memory.errors import ConfigurationError, InvalidArgumentError, IsolationError, MemoryClosedError
+from agent_memory.fork import FORK_DOCUMENT, MemoryFork, ParentLayer, merge_hits
 from agent_memory.ids import validate_agent_id, validate_memory_id
 from agent_memory.index.fusion import newest, search
-from agent_memory.index.lexical import LexicalIndex
+from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.upkeep import IndexUpkeep
 from agent_memory.index.vector import VectorIndex
 from agent_memory.models.items import (
@@ -61,8 +62,8 @@ from agent_memory.observers import (
     logger,
 )
 from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.storage import Backend, FileBackend, open_backend
 from agent_memory.store.items import ItemStore, UnreadableRecord
-from agent_memory.store.jsonl import CorruptLine
 from agent_memory.store.prepare import prepare_item, snapshot_pairs, str_list
 from agent_memory.tokens import TiktokenCounter, TokenCounter
 from agent_memory.transforms import MIN_MAX_TOKENS, apply_transform, extractive_summary, parse_transform
@@ -73,15 +74,21 @@ DEFAULT_AGENT_ID = "default"
 """Agent id used when none is given."""
 
 class AgentMemory:
-    """The memory of one agent, under ``<memory_dir>/agents/<agent_id>/``.
+    """The memory of one agent: its items, their indexes, and (for the kernel above it) its
+    conversation, in a storage backend.
 
     Args:
-        agent_id: names the agent's directory; 1-128 of ``A-Z a-z 0-9 _ . -``.
-        memory_dir: base directory; ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
+        agent_id: names the agent; 1-128 of ``A-Z a-z 0-9 _ . -``.
+        memory_dir: the memory directory of the default file backend (``<memory_dir>/agents/<agent_id>/``);
+            ``None``: ``store``, else ``AGENT_MEMORY_URL``, else ``AGENT_MEMORY_DIR`` or ``./memory``.
+        store: where memory lives instead: a ``postgresql://`` URL (the ``postgres`` extra; one
+            database serves many agents and machines), a memory directory, or a
+            :class:`~agent_memory.storage.contracts.Backend`; see :func:`~agent_memory.storage.open_backend`.
+            Give ``memory_dir`` or ``store``, not both.
         config: storage and index settings; ``None``: ``MemoryConfig()``.
         token_counter: counts tokens; ``None``: tiktoken with ``config.token_encoding``.
-        index: a vector index to use instead of the Chroma one ``config`` describes (the caller
-            keeps it: :meth:`close` does not close it).
+        index: a vector index to use instead of the backend's (the caller keeps it: :meth:`close`
+            does not close it).
         plugins: compaction plugins; the first that matches an item makes its ``summary``
             retrieve transform. ``None``: the installed ones
             (``PluginRegistry.from_entry_points()``), loaded on first use.
@@ -90,29 +97,30 @@ class AgentMemory:
             :mod:`agent_memory.observers`. Events are also logged on the ``agent_memory`` logger.
         base: a fork of a parent memory (:class:`~agent_memory.fork.MemoryFork`) this memory
             reads through, read-only, beside its own items: an isolated sub-agent's memory (see
-            :mod:`agent_memory.fork`). ``None``: the fork saved in the agent directory
-            (``fork.json``, written by a spawn) if there is one, else none.
+            :mod:`agent_memory.fork`). ``None``: the fork saved for this agent in the backend (by a
+            spawn) if there is one, else none.
 
     Raises:
-        InvalidIdError: if ``agent_id`` is not a safe directory name.
+        InvalidIdError: if ``agent_id`` is not a safe name.
         InvalidArgumentError: if an argument has the wrong type.
-        ConfigurationError: if ``memory_dir`` is (or lies under) a file; if the index cannot be
+        ConfigurationError: if ``memory_dir`` is (or lies under) a file; if both ``memory_dir``
+            and ``store`` are given; if a database cannot be reached; if the index cannot be
             opened (lazily, on first index use).
 
-    Nothing is created on disk until the first write. A memory holds SQLite connections and a
-    chromadb client once its index is used: :meth:`close` releases them, and a memory is a
-    context manager (``with AgentMemory(...) as memory:``). A closed memory raises
-    :class:`~agent_memory.errors.MemoryClosedError` on every use (it does not reopen: a closed
-    object that silently reopened would leak what ``close`` released).
+    Nothing is written until the first write. A memory holds connections and clients once used:
+    :meth:`close` releases them, and a memory is a context manager (``with AgentMemory(...) as
+    memory:``). A closed memory raises :class:`~agent_memory.errors.MemoryClosedError` on every use
+    (it does not reopen: a closed object that silently reopened would leak what ``close``
+    released).
 
-    Thread-safe within a process. Several processes may share one memory directory: appends to
-    ``items.jsonl`` are locked and lose nothing, and a process sees items another one stored on
-    its next read. The embedded Chroma index is reopened when another process wrote to it, so
-    readers always see every vector; but embedded chromadb can still drop a vector when two
-    processes *index* at the same moment (measured: 1 of 1,200 with two concurrent writers), so
-    for concurrent writers use ``chroma_mode="server"`` (tested lossless), or let writers store
-    with ``index_on_store=False`` and one process index (``flush_index``). ``rebuild_index``
-    repairs an index from the JSONL at any time.
+    Thread-safe: one AgentMemory may serve many threads. Several processes may share one memory:
+    every write is atomic and durable and loses nothing another process wrote, and a process sees
+    items another one stored on its next read. With files, processes on one machine share a
+    memory directory; the embedded Chroma index is reopened when another process wrote to it, but
+    embedded chromadb can drop a vector when two processes *index* at the same moment (measured: 1
+    of 1,200 with two concurrent writers), so for concurrent writers use ``chroma_mode="server"``
+    (tested lossless), or the Postgres backend, which processes on any number of machines share.
+    ``rebuild_index`` repairs an index from the stored items at any time.
     """
 
     @_mapped_init
@@ -121,6 +129,7 @@ class AgentMemory:
         agent_id: str = DEFAULT_AGENT_ID,
         memory_dir: str | os.PathLike[str] | None = None,
         *,
+        store: str | os.PathLike[str] | Backend | None = None,
         config: MemoryConfig | None = None,
         token_counter: TokenCounter | None = None,
         index: VectorIndex | None = None,
@@ -132,9 +141,9 @@ class AgentMemory:
         self.agent_id = validate_agent_id(agent_id)
         if memory_dir is not None and not isinstance(memory_dir, str | os.PathLike):
             raise InvalidArgumentError(f"memory_dir must be a path, not {type(memory_dir).__name__}")
-        self.memory_dir = resolve_memory_dir(memory_dir)
-        self.agent_dir = self.memory_dir / "agents" / self.agent_id
-        _check_memory_dir(self.memory_dir)
+        self.backend: Backend = open_backend(store, memory_dir)
+        if isinstance(self.backend, FileBackend):
+            _check_memory_dir(self.backend.memory_dir)
         for name, value, kind in (
             ("config", config, MemoryConfig),
             ("token_counter", token_counter, TokenCounter),
@@ -149,20 +158,52 @@ class AgentMemory:
         if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
             raise InvalidArgumentError(f"observers must be a list of observers, not {type(observers).__name__}")
         self._observers = ObserverList(observers)
-        self._store = ItemStore(self.agent_dir, on_quarantine=self._quarantined, on_unreadable=self._unreadable)
+        log = self.backend.items(self.agent_id, on_quarantine=self._quarantined)
+        self._store = ItemStore(log, where=self.backend.describe(self.agent_id), on_unreadable=self._unreadable)
         self._upkeep = IndexUpkeep(
-            agent_id=self.agent_id, agent_dir=self.agent_dir, config=self.config, tokens=self.tokens,
+            agent_id=self.agent_id, backend=self.backend, config=self.config, tokens=self.tokens,
             store=self._store, index=index, emit=self._observers.emit,
         )
         self._mutex = threading.RLock()
         self._plugins = plugins
-        if base is None and (self.agent_dir / FORK_FILE).is_file():
-            base = MemoryFork.load(self.agent_dir / FORK_FILE)  # a fork made elsewhere: the same view
-        self._base = ParentLayer(base, config=self.config, tokens=self.tokens) if base is not None else None
+        if base is None:  # a fork made elsewhere (a spawn in another process): the same view
+            data, _ = self.backend.document(self.agent_id, FORK_DOCUMENT).get()
+            base = MemoryFork.from_json(data, where=self.backend.describe(self.agent_id)) if data is not None else None
+        self._base = ParentLayer(base, open_parent=self._parent_opener(base)) if base is not None else None
+
+    def _parent_opener(self, fork: MemoryFork) -> Callable[[], AgentMemory]:
+        """Opens the parent's memory of ``fork``: through this memory's backend when the parent is in
+        the same store (its connection, password included), else by the fork's URL or path."""
+        store: str | Backend = self.backend if fork.parent_store == self.backend.url else fork.parent_store
+        return lambda: AgentMemory(fork.parent_agent_id, store=store, config=self.config, token_counter=self.tokens)
+
+    @property
+    def memory_dir(self) -> Path:
+        """The memory directory of a file backend.
+
+        Raises:
+            ConfigurationError: for a memory in a database (it has no directory: use
+                :attr:`backend`).
+        """
+        return self._files().memory_dir
+
+    @property
+    def agent_dir(self) -> Path:
+        """The agent's directory of a file backend (``<memory_dir>/agents/<agent_id>``).
+
+        Raises:
+            ConfigurationError: for a memory in a database.
+        """
+        return self._files().agent_dir(self.agent_id)
+
+    def _files(self) -> FileBackend:
+        if not isinstance(self.backend, FileBackend):
+            raise ConfigurationError(f"the memory of {self.agent_id!r} is in {self.backend.url}, not in a directory")
+        return self.backend
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
-        return f"AgentMemory(agent_id={self.agent_id!r}, memory_dir={str(self.memory_dir)!r}{state})"
+        return f"AgentMemory(agent_id={self.agent_id!r}, store={self.backend.url!r}{state})"
 
     # -- life cycle and observers ----------------------------------------------------------------
     def close(self) -> None:
@@ -184,7 +225,7 @@ class AgentMemory:
 
     def __enter__(self) -> AgentMemory:
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -199,18 +240,16 @@ class AgentMemory:
         """
         self._observers.add(observer)
 
-    def _quarantined(self, line: CorruptLine, where: Path | None) -> None:
+    def _quarantined(self, where: str, line_no: int, reason: str, moved_to: str | None) -> None:
         self._observers.emit(
-            RecordQuarantined(
-                agent_id=self.agent_id, path=str(self._store.jsonl.path), line_no=line.line_no,
-                reason=line.reason, quarantine_path=str(where) if where is not None else None,
-            )
+            RecordQuarantined(agent_id=self.agent_id, path=where, line_no=line_no, reason=reason,
+                              quarantine_path=moved_to)
         )
 
     def _unreadable(self, record: UnreadableRecord) -> None:
         self._observers.emit(
             RecordUnsupported(
-                agent_id=self.agent_id, path=str(self._store.jsonl.path), item_id=record.id,
+                agent_id=self.agent_id, path=self._store.where, item_id=record.id,
                 schema_version=record.schema_version, reason=record.reason,
             )
         )
@@ -229,14 +268,15 @@ class AgentMemory:
     def index(self) -> VectorIndex:
         """The vector index (opened on first use)."""
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
         return self._upkeep.index
 
     @property
-    def lexical(self) -> LexicalIndex | None:
-        """The BM25 keyword index (``index/lexical.sqlite3``), or ``None`` if hybrid search is off."""
+    def lexical(self) -> KeywordIndex | None:
+        """The keyword index (the file backend's ``index/lexical.sqlite3``, SQLite FTS5), or
+        ``None`` if hybrid search is off."""
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self.agent_dir}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
         return self._upkeep.lexical
 
     # -- store -----------------------------------------------------------------------------------
@@ -696,5 +736,9 @@ class AgentMemory:
 
     @property
     def path(self) -> Path:
-        """The agent's directory (``<memory_dir>/agents/<agent_id>``)."""
+        """The agent's directory of a file backend (``<memory_dir>/agents/<agent_id>``).
+
+        Raises:
+            ConfigurationError: for a memory in a database.
+        """
         return self.agent_dir

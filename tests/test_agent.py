@@ -123,14 +123,13 @@ def test_research_loop_fetches_retrieves_queries_and_merges_a_sub_agent(server: 
 
 def test_isolated_sub_agent_refuses_reads_outside_its_snapshot_and_writes_into_the_parent(
         server: FakeLLMServer, tmp_path: Path) -> None:
-    from agent_memory.fork import FORK_FILE, MemoryFork
+    from agent_memory.fork import MemoryFork
     from agent_memory.presentation.offer import ToolOffer
 
     parent = AgentMemory("parent", tmp_path, config=MemoryConfig(index_on_store=False))
     before = parent.store("Known before the spawn: the bridge opens at 9.", title="before")
-    child_dir = tmp_path / "agents" / "parent.sub01"
-    child_dir.mkdir(parents=True)
-    MemoryFork.of(parent).save(child_dir / FORK_FILE)  # what spawn(memory="isolated") writes
+    assert parent.backend.claim("parent.sub01")
+    MemoryFork.of(parent).save_for(parent.backend, "parent.sub01")  # what spawn(memory="isolated") writes
     late = parent.store("Stored after the spawn.", title="late")
     server.enqueue(
         call("retrieve_memory", id=late),  # a parent item stored after the fork
@@ -153,13 +152,12 @@ def test_isolated_fork_works_from_another_process(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from agent_memory.fork import FORK_FILE, MemoryFork
+    from agent_memory.fork import MemoryFork
 
     parent = AgentMemory("p", tmp_path, config=MemoryConfig(index_on_store=False))
     shared = parent.store("Parent fact: the code word is heron.", title="fact")
-    child_dir = tmp_path / "agents" / "p.sub01"
-    child_dir.mkdir(parents=True)
-    MemoryFork.of(parent).save(child_dir / FORK_FILE)
+    assert parent.backend.claim("p.sub01")
+    MemoryFork.of(parent).save_for(parent.backend, "p.sub01")
     late = parent.store("Stored later.", title="late")
     script = (
         "import sys, json\n"

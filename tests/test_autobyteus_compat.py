@@ -296,6 +296,7 @@ def test_autobyteus_reads_the_kernels_working_context_snapshot(tmp_path: Path, a
     from agent_memory.kernel.budget import ModelLimits
     from agent_memory.kernel.manager import MemoryManager
     from agent_memory.kernel.working_context import WorkingContextSnapshot
+    from agent_memory.storage.files.documents import FileDocumentSlot
     from agent_memory.models.messages import Message, ToolCall
 
     memory_dir = tmp_path / "memory"
@@ -321,5 +322,6 @@ def test_autobyteus_reads_the_kernels_working_context_snapshot(tmp_path: Path, a
     results = [m for m in got["messages"] if m["tool_payload"] and "tool_call_id" in m["tool_payload"]]
     assert results and all(r["tool_payload"]["tool_result"].startswith("[stored in memory as mem_") for r in results)
     # and ours reads it back exactly
-    reread = WorkingContextSnapshot(memory.agent_dir / "working_context_snapshot.json", agent_id="kernel-agent")
+    reread = WorkingContextSnapshot(FileDocumentSlot(memory.agent_dir / "working_context_snapshot.json"),
+                                    agent_id="kernel-agent")
     assert reread.build_messages() == ours and reread.epoch_id == 2

@@ -232,7 +232,7 @@ def test_store_returns_the_id_when_the_index_lock_is_held_too_long(
     stored: tuple[AgentMemory, dict[str, str]], recorder: EventRecorder
 ) -> None:
     memory, ids = stored
-    memory._upkeep._lock.timeout = 0.2
+    memory._upkeep.lock_timeout_s = 0.2
     other_process = FileLock(str(memory.path / "index.lock"))  # another open file: blocks us
     with other_process:
         item_id = memory.store("stored while another process rebuilds the index")

@@ -5,6 +5,7 @@ its holder is killed), and what observers hear. Real files, real SQLite, real su
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -35,8 +36,9 @@ from agent_memory import (
     Truncated,
 )
 from agent_memory.agent.events import event_memory_id
-from agent_memory.agent.queue import EVENTS_FILE, decode_payload, encode_payload
-from agent_memory.agent.step_lock import STEP_LOCK_FILE
+from agent_memory.storage.files.journal import EVENTS_FILE
+from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
+from agent_memory.storage.journal import decode_payload, encode_payload
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.observers import Compacted
 from agent_memory.store.traces import FileTraceStore
@@ -227,7 +229,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
 KILL_CHILD = r"""
 import os, signal, sys
 from agent_memory import AgentMemory, EventProcessor, MemoryConfig, MemoryManager, Message, ToolCall
-from agent_memory.agent.queue import EventQueue
+from agent_memory.storage.files.journal import EventQueue
 
 root, point = sys.argv[1], sys.argv[2]
 memory = AgentMemory("events", root, config=MemoryConfig(index_on_store=False))
@@ -293,9 +295,10 @@ def test_a_process_killed_while_applying_an_event_applies_it_once_on_restart(tmp
 
 HOLDER_CHILD = r"""
 import sys, time
-from agent_memory.agent.queue import EventQueue
+from pathlib import Path
 from agent_memory.agent.step_lock import StepLock
-lock = StepLock(EventQueue(sys.argv[1]))
+from agent_memory.storage.files.locks import FileLocks
+lock = StepLock(FileLocks(Path(sys.argv[1])), key=sys.argv[1])
 print(lock.acquire(timeout_s=30), flush=True)
 time.sleep(120)
 """
@@ -320,8 +323,10 @@ def test_the_step_lock_blocks_another_process_and_is_free_once_its_holder_is_kil
         holder.kill()  # SIGKILL: the holder cannot clean up
         holder.communicate(timeout=30)
     assert holder.returncode == -signal.SIGKILL
-    assert (manager.memory.agent_dir / STEP_LOCK_FILE).exists()  # the file stays behind, harmless
-    assert processor.queue.read_holder()[0] == step_id  # so does the dead holder's record ...
+    lock_file = manager.memory.agent_dir / LOCK_FILES["step"]
+    assert lock_file.exists()  # the file stays behind, harmless
+    record = json.loads(Path(f"{lock_file}.holder").read_text(encoding="utf-8"))
+    assert record["note"] == step_id and record["pid"] == holder.pid  # so does the dead holder's record ...
     assert not processor.is_step_locked() and processor.current_step_id() is None  # ... which the OS overrules
     result = processor.step(timeout_s=1)
     assert result.event_processed and result.event.result == {"turn_id": "turn_0001"}
@@ -329,7 +334,7 @@ def test_the_step_lock_blocks_another_process_and_is_free_once_its_holder_is_kil
 
 
 def test_one_step_at_a_time_across_lock_objects_and_threads_of_one_process(tmp_path: Path) -> None:
-    first, second = StepLock(EventQueue(tmp_path)), StepLock(EventQueue(tmp_path))
+    first, second = StepLock(FileLocks(tmp_path), key=str(tmp_path)), StepLock(FileLocks(tmp_path), key=str(tmp_path))
     step_id = first.acquire(timeout_s=1)
     assert second.is_locked() and second.current_step_id() == step_id
     with pytest.raises(LockTimeoutError):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent_memory import AgentMemory, MemoryConfig, MemoryManager, Message
 from agent_memory.agent.events import event_memory_id
-from agent_memory.agent.queue import EventQueue
+from agent_memory.storage.files.journal import EventQueue
 from agent_memory.models.traces import turn_number
 from agent_memory.store.traces import FileTraceStore
 

@@ -13,6 +13,7 @@ from agent_memory.kernel.budget import ModelLimits, Pressure, TokenBudget, count
 from agent_memory.kernel.pairing import PENDING_RESULT, pair_tool_messages
 from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle, render_bundle
 from agent_memory.kernel.working_context import SCHEMA_VERSION, WorkingContextSnapshot
+from agent_memory.storage.files.documents import FileDocumentSlot
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import EpisodicItem, SemanticItem
 from agent_memory.presentation.context import PresentationState
@@ -78,23 +79,23 @@ def test_pairing_moves_late_results_fills_pending_and_notes_orphans() -> None:
 
 def test_working_context_round_trips_and_refuses_newer_files(tmp_path: Path) -> None:
     path = tmp_path / "working_context_snapshot.json"
-    context = WorkingContextSnapshot(path, agent_id="a")
+    context = WorkingContextSnapshot(FileDocumentSlot(path), agent_id="a")
     context.reset([Message(role="system", content="S")], new_epoch=False)
     context.append(Message(role="user", content="hi", turn_id="turn_0001", seq=1, id="rt_0001_0001"))
     context.append(Message(role="assistant", tool_calls=(ToolCall(id="c", name="t", input={"q": 1}),), turn_id="turn_0001"))
     context.append(Message(role="tool", tool_call_id="c", name="t", tool_result_ref="mem_0123456789ab", turn_id="turn_0001"))
     assert not path.exists() or "hi" not in path.read_text()  # appends wait for a checkpoint
     context.commit_presentation(PresentationState(calls=1, first_call={"mem_0123456789ab": 1}))
-    again = WorkingContextSnapshot(path, agent_id="a")
+    again = WorkingContextSnapshot(FileDocumentSlot(path), agent_id="a")
     assert again.build_messages() == context.build_messages() and again.presentation.calls == 1
     payload = json.loads(path.read_text())
     assert payload["schema_version"] == SCHEMA_VERSION and payload["agent_id"] == "a" and payload["epoch_id"] == 1
     assert payload["messages"][2]["tool_payload"] == {"tool_calls": [{"id": "c", "name": "t", "arguments": {"q": 1}}]}
     context.reset([Message(role="system", content="S2")])
-    assert WorkingContextSnapshot(path).epoch_id == 2 and json.loads(path.read_text())["last_compaction_ts"] > 0
+    assert WorkingContextSnapshot(FileDocumentSlot(path)).epoch_id == 2 and json.loads(path.read_text())["last_compaction_ts"] > 0
     path.write_text(json.dumps({**payload, "schema_version": SCHEMA_VERSION + 1}))
     with pytest.raises(StoreError, match="schema version"):
-        WorkingContextSnapshot(path)
+        WorkingContextSnapshot(FileDocumentSlot(path))
 
 
 def test_snapshot_format_is_the_seeds_and_deterministic() -> None:

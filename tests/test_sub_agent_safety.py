@@ -154,7 +154,7 @@ def test_a_parent_and_a_shared_child_each_keep_and_read_their_own_turns(server: 
     with MemoryAgent(chat(server), memory_dir=tmp_path, agent_id="lead", memory_config=FAST, config=config) as parent:
         # a sub-agent sharing the parent's memory, made as spawn(memory="shared") makes it
         child = MemoryAgent(chat(server), memory=parent.memory, config=config,
-                            trace_dir=tmp_path / "agents" / "lead.sub01", name="lead.sub01")
+                            conversation_id="lead.sub01")
         parents_turn = converse(parent, server, "PARENT")
         childs_turn = converse(child, server, "CHILD")
         server.assert_complete()
@@ -251,14 +251,14 @@ def test_a_child_whose_model_fails_is_a_tool_error(server: FakeLLMServer, tmp_pa
         assert tool_messages(server.requests[-1])[0].startswith("the sub-agent failed")
 
 
-def test_a_fork_is_never_saved_in_its_parents_own_directory(tmp_path: Path) -> None:
+def test_a_fork_is_never_saved_for_its_parent_itself(tmp_path: Path) -> None:
     from agent_memory.fork import MemoryFork
 
     with AgentMemory("lead", tmp_path, config=FAST) as memory:
         note = memory.store("The lead's note.", title="note")
         before = tree(tmp_path)
-        with pytest.raises(InvalidArgumentError, match="own directory"):
-            MemoryFork.of(memory).save(memory.agent_dir / FORK_FILE)
+        with pytest.raises(InvalidArgumentError, match="for that agent itself"):
+            MemoryFork.of(memory).save_for(memory.backend, "lead")
         assert tree(tmp_path) == before
     with AgentMemory("lead", tmp_path, config=FAST) as reopened:
         assert reopened.fork is None and reopened.get(note).content == "The lead's note."

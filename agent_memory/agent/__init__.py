@@ -9,7 +9,7 @@ from agent_memory.agent.sub_agents import SubAgentResult
 from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool, tool
 
 from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult, event_memory_id
-from agent_memory.agent.queue import EventKind, EventQueue, QueuedEvent
+from agent_memory.storage.journal import EventKind, QueuedEvent
 from agent_memory.agent.step_lock import StepLock, StepLockHolder
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "tool",
     "EventKind",
     "EventProcessor",
-    "EventQueue",
     "ExecutionMode",
     "QueuedEvent",
     "StepLock",

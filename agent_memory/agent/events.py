@@ -4,7 +4,7 @@ stepping, step lock, observers).
 An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
 every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
 compaction request, a usage report) is first journaled in the memory's
-:class:`~agent_memory.agent.queue.EventQueue` (``events.sqlite3``, committed), then applied, one at
+:class:`~agent_memory.storage.journal.EventJournal` (``events.sqlite3``, or a table), then applied, one at
 a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.StepLock`:
 
 - **auto** mode (the default): :meth:`EventProcessor.dispatch` applies the queue at once, then
@@ -24,7 +24,7 @@ restarted manager rebuilds its in-process state (pending tool calls, the working
 the raw traces when it is constructed.
 
 **Several processes.** The step lock keeps two processes from applying events of one memory at
-once, and it is an OS lock: a killed holder's lock is free at once (the seed's stays locked). A
+once, and it dies with its holder: a killed holder's lock is free at once (the seed's stays locked). A
 MemoryManager keeps in-process state (the turn counter, the working context), so only one live
 manager should apply a memory's events: other processes dispatch in stepping mode (they only
 journal) and the applying process steps or dispatches in auto mode. A processor whose manager
@@ -50,7 +50,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.agent.payloads import check_payload, normalised
-from agent_memory.agent.queue import EventKind, EventQueue, QueuedEvent
 from agent_memory.agent.step_lock import DEFAULT_STEP_LOCK_TIMEOUT_S, StepLock
 from agent_memory.errors import (
     ConfigurationError,
@@ -66,6 +65,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem
 from agent_memory.observers import EventApplied, MemoryObserver, logger
+from agent_memory.storage.journal import EventJournal, EventKind, QueuedEvent
 
 __all__ = [
     "DEFAULT_KEEP_APPLIED_EVENTS",
@@ -153,8 +153,8 @@ class EventProcessor:
         manager: the memory's kernel; events are applied through its public methods.
         mode: ``"auto"`` or ``"stepping"`` (:class:`ExecutionMode`); settable later
             (:attr:`execution_mode`).
-        queue: the event queue; ``None``: ``events.sqlite3`` in ``manager.trace_dir`` (the
-            agent directory, unless the manager keeps its conversation elsewhere).
+        queue: the event journal; ``None``: the memory backend's journal of the manager's agent
+            (``events.sqlite3`` in its directory, or a Postgres table).
         observers: added to the manager and its memory: they hear ingest, compaction,
             truncation, retrieval and :class:`~agent_memory.observers.EventApplied`.
         tools: the tool definitions sent with each prompt, counted when a step truncates or
@@ -174,7 +174,7 @@ class EventProcessor:
         manager: MemoryManager,
         *,
         mode: ExecutionMode | str = ExecutionMode.AUTO,
-        queue: EventQueue | None = None,
+        queue: EventJournal | None = None,
         observers: Iterable[MemoryObserver] = (),
         tools: Sequence[dict[str, Any]] = (),
         lock_timeout_s: float = DEFAULT_STEP_LOCK_TIMEOUT_S,
@@ -182,8 +182,9 @@ class EventProcessor:
     ) -> None:
         self.manager = manager
         self.execution_mode = mode  # validated by the setter
-        self.queue = queue if queue is not None else EventQueue(manager.trace_dir)
-        self.step_lock = StepLock(self.queue)
+        backend = manager.memory.backend
+        self.queue = queue if queue is not None else backend.journal(manager.agent_id)
+        self.step_lock = StepLock(backend.locks(manager.agent_id), key=f"{backend.url}|{manager.agent_id}")
         self.tools = list(tools)
         self.lock_timeout_s = lock_timeout_s
         self.keep_applied = keep_applied

@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -34,6 +33,7 @@ from agent_memory.agent.events import EventProcessor
 from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError
+from agent_memory.ids import validate_agent_id
 from agent_memory.kernel.budget import ModelLimits, model_limits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.kernel.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
@@ -46,6 +46,7 @@ from agent_memory.models.messages import ToolCall
 from agent_memory.observers import Compacted, LLMCalled, MemoryEvent, MemoryObserver, Truncated
 from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
+from agent_memory.storage import Backend
 
 if TYPE_CHECKING:
     from agent_memory.agent.sub_agents import SubAgentResult
@@ -143,20 +144,21 @@ class MemoryAgent:
         tools: the agent's own tools: typed functions or :class:`FunctionTool` s.
         system_prompt: the agent's instructions (the memory section is appended when memory is
             enabled).
-        memory: the memory to use; ``None``: ``AgentMemory(agent_id, memory_dir, config=memory_config)``.
-        agent_id, memory_dir, memory_config: for the memory made when ``memory`` is ``None``.
+        memory: the memory to use; ``None``: ``AgentMemory(agent_id, memory_dir, store=store,
+            config=memory_config)``.
+        agent_id, memory_dir, store, memory_config: for the memory made when ``memory`` is
+            ``None`` (``store``: a ``postgresql://`` URL, see :class:`~agent_memory.memory.AgentMemory`).
         config: the agent configuration; ``None``: ``AgentConfig()``.
         limits: the model's context limits; ``None``: looked up by the model's name.
         compaction_llm: the client of the LLM summarizer (needed when ``config.use_compaction_llm``).
-        trace_dir: where the conversation's files go; ``None``: the memory's agent directory
-            (sub-agents sharing a memory get their own).
+        conversation_id: the agent id the conversation (traces, working context, event journal,
+            locks) is kept under in the memory's backend; ``None``: the memory's agent id.
+            Sub-agents sharing a memory get their own.
         observers: hear ingest, compaction, truncation, retrieval and applied events, and one
             :class:`~agent_memory.observers.LLMCalled` per LLM call (tokens, cache reads and
             writes, cost).
-        name: the agent's name in results and events; ``None``: the memory's agent id (or the
-            trace directory's name). With ``trace_dir`` it is also the conversation's agent id
-            (``MemoryManager(agent_id=...)``, which scopes the ids of its compacted turns in a
-            shared memory), so it must then be a valid agent id.
+        name: the agent's name in results and events; ``None``: ``conversation_id``, else the
+            memory's agent id.
         price_model: prices each call's reported usage (:attr:`AgentStep.cost`); ``None``:
             ``PriceModel.lookup`` of the chat model's name (``model.model``, in the table of its
             ``price_provider``) when the price table has it, else calls are not priced and
@@ -167,7 +169,7 @@ class MemoryAgent:
     Raises:
         ConfigurationError: if ``use_compaction_llm`` is set without ``compaction_llm``, or a
             tool's name is taken twice.
-        InvalidIdError: if ``trace_dir`` is given and the agent's name is not a valid agent id.
+        InvalidIdError: if ``conversation_id`` is not a valid agent id.
     """
 
     def __init__(
@@ -179,11 +181,12 @@ class MemoryAgent:
         memory: AgentMemory | None = None,
         agent_id: str = "agent",
         memory_dir: str | os.PathLike[str] | None = None,
+        store: str | Backend | None = None,
         memory_config: MemoryConfig | None = None,
         config: AgentConfig | None = None,
         limits: ModelLimits | None = None,
         compaction_llm: LLMClient | None = None,
-        trace_dir: str | os.PathLike[str] | None = None,
+        conversation_id: str | None = None,
         observers: Sequence[MemoryObserver] = (),
         name: str | None = None,
         price_model: PriceModel | None = None,
@@ -197,15 +200,17 @@ class MemoryAgent:
         if len(self.tools) != len(wrapped):
             raise ConfigurationError(f"two tools share a name: {sorted(t.name for t in wrapped)}")
         self._owns_memory = memory is None
-        self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, config=memory_config)
-        self.agent_id = name or (self.memory.agent_id if trace_dir is None else Path(trace_dir).name)
+        self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, store=store,
+                                                                    config=memory_config)
+        conversation = validate_agent_id(conversation_id) if conversation_id is not None else None
+        self.agent_id = name or conversation or self.memory.agent_id
         self.compaction_llm = compaction_llm
         self.manager = MemoryManager(
-            self.memory, trace_dir=trace_dir,
+            self.memory,
             system_prompt=system_prompt,
             limits=limits if limits is not None else model_limits(getattr(model, "model", None)),
             summarizer=self._summarizer(), tail_turns=self.config.tail_turns, observers=observers,
-            agent_id=self.agent_id if trace_dir is not None else None,  # a sub-agent's own conversation
+            agent_id=conversation,  # a sub-agent's own conversation in a shared memory
             prices=self.price_model,  # swaps of results for citations are made when they pay, cached
         )
         self.toolkit: MemoryTools | None = None

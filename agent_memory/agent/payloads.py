@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent_memory.agent.queue import EventKind
+from agent_memory.storage.journal import EventKind
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.models.messages import Message, ToolCall
 

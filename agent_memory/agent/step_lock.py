@@ -1,38 +1,30 @@
 """The step lock of one memory (seed 003 "step locking"): one process applies events at a time.
 
 The seed keeps the lock as ``currentStepId`` in the thread's record, so a process killed while
-stepping leaves the memory locked for good. Here the lock *is* an OS lock: an exclusive
-``flock`` on ``events.steplock`` in the agent directory (:class:`filelock.FileLock`), which the
-kernel releases when its holder exits, however it exits (``kill -9`` included). The lock file
-stays behind and means nothing by itself. Beside it, the event queue keeps a record of the holder
-(step id, pid, host, when) for :meth:`StepLock.holder`; a record left by a dead holder is ignored,
-because the OS lock, not the record, says whether the lock is held.
-
-The lock is advisory and local: processes on one machine (or on a file system whose ``flock``
-works across machines) exclude each other; it is not meant for a directory shared over NFS.
+stepping leaves the memory locked for good. Here the lock is the backend's ``step`` lock
+(:class:`~agent_memory.storage.contracts.Locks`): an OS ``flock`` for files, an advisory lock of
+the holder's session for Postgres, which dies with its holder however it exits (``kill -9``
+included). The backend records who holds it (step id, pid, host, when) for :meth:`StepLock.holder`;
+a record left by a dead holder is ignored, because the lock, not the record, says who holds it.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import ExitStack, contextmanager
 
-from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.agent.queue import EventQueue
 from agent_memory.errors import InvalidArgumentError, LockTimeoutError
+from agent_memory.storage.contracts import Locks
 
-__all__ = ["DEFAULT_STEP_LOCK_TIMEOUT_S", "STEP_ID_PREFIX", "STEP_LOCK_FILE", "StepLock", "StepLockHolder"]
+__all__ = ["DEFAULT_STEP_LOCK_TIMEOUT_S", "STEP_ID_PREFIX", "STEP_LOCK", "StepLock", "StepLockHolder"]
 
-STEP_LOCK_FILE = "events.steplock"
-"""File name of the OS lock, in the agent directory."""
+STEP_LOCK = "step"
+"""The name of the lock among the agent's locks (the file backend's ``events.steplock``)."""
 
 STEP_ID_PREFIX = "step_"
 """Prefix of step ids: ``step_`` + 16 random hex digits, one per acquisition."""
@@ -41,16 +33,15 @@ DEFAULT_STEP_LOCK_TIMEOUT_S = 60.0
 """How long a step waits for another process's step by default, in seconds (a step may run a
 compaction with an LLM summarizer)."""
 
-
 class StepLockHolder(BaseModel):
     """Who holds a step lock."""
 
     model_config = ConfigDict(frozen=True)
 
     step_id: str
-    """``step_`` + 16 hex digits, new for every acquisition."""
+    """``step_`` + 16 hex digits, new for every acquisition ("" when the backend kept no record)."""
     pid: int
-    """The holder's process id (on ``host``)."""
+    """The holder's process id (on ``host``; 0: unknown)."""
     host: str
     """The holder's host name."""
     acquired_at: float
@@ -64,66 +55,58 @@ def _timeout(timeout_s: float) -> float:
 
 
 class StepLock:
-    """The step lock of the memory whose queue is ``queue``: not re-entrant; one holder at a
-    time across processes *and* across StepLock objects of one process.
+    """The step lock of one agent: not re-entrant; one holder at a time across processes *and*
+    across StepLock objects and threads of one process (the backend's locks are).
 
     Args:
-        queue: the memory's event queue (the lock file sits beside it; it records the holder).
+        locks: the agent's locks in the backend.
+        key: names the agent in messages (the backend's URL and the agent id).
     """
 
-    def __init__(self, queue: EventQueue) -> None:
-        self.queue = queue
-        self.path: Path = queue.agent_dir / STEP_LOCK_FILE
-        self._lock = FileLock(str(self.path), thread_local=False)
+    def __init__(self, locks: Locks, key: str) -> None:
+        self.locks = locks
+        self.key = key
         self._mutex = threading.Lock()
+        """This object's own: one of its holders at a time (acquire and release may be in two threads)."""
+        self._held: ExitStack | None = None
         self._step_id: str | None = None
 
     def __repr__(self) -> str:
-        return f"StepLock({str(self.path)!r}, held={self._step_id is not None})"
+        return f"StepLock({self.key!r}, held={self._step_id is not None})"
 
     def acquire(self, timeout_s: float = DEFAULT_STEP_LOCK_TIMEOUT_S) -> str:
         """Take the lock, waiting up to ``timeout_s`` seconds (``0``: try once; ``inf``: for
-        ever), and return the new step id. Another thread using this object waits like another
-        process; the thread that holds it must not acquire it again (it would wait for itself).
+        ever), and return the new step id. Another thread waits like another process; the thread
+        that holds it must not acquire it again (it would wait for itself).
 
         Raises:
             LockTimeoutError: if another holder kept it longer than ``timeout_s``.
             InvalidArgumentError: for a negative or non-numeric timeout.
-            StoreError: if the lock file or the holder record cannot be written.
+            StoreError: if the lock cannot be taken for another reason.
         """
         wait = _timeout(timeout_s)
         deadline = time.monotonic() + wait if wait >= 0 else None
         if not self._mutex.acquire(timeout=wait):
-            raise LockTimeoutError(f"the step lock of {self.queue.agent_dir} is held by another thread of this "
-                                   f"process; waited {timeout_s} s")
+            raise LockTimeoutError(f"the step lock of {self.key} is held by another thread of this process; "
+                                   f"waited {timeout_s} s")
         try:
-            self.queue.agent_dir.mkdir(parents=True, exist_ok=True)
-            left = max(0.0, deadline - time.monotonic()) if deadline is not None else -1
-            try:
-                self._lock.acquire(timeout=left)
-            except Timeout as exc:
-                holder = self.holder()
-                who = f" by pid {holder.pid} on {holder.host} (step {holder.step_id})" if holder else ""
-                raise LockTimeoutError(f"the step lock of {self.queue.agent_dir} is held{who}; waited {timeout_s} s") from exc
+            left = max(0.0, deadline - time.monotonic()) if deadline is not None else float("inf")
             step_id = STEP_ID_PREFIX + secrets.token_hex(8)
-            try:
-                self.queue.write_holder(step_id, pid=os.getpid(), host=socket.gethostname(), acquired_at=time.time())
-            except BaseException:
-                self._lock.release()
-                raise
+            held = ExitStack()
+            held.enter_context(self.locks.hold(STEP_LOCK, timeout_s=left, note=step_id))
         except BaseException:
             self._mutex.release()
             raise
-        self._step_id = step_id
+        self._held, self._step_id = held, step_id
         return step_id
 
     def release(self) -> None:
         """Let the lock go. Does nothing if not held."""
-        if self._step_id is None:
+        if self._step_id is None or self._held is None:
             return
-        self._step_id = None  # the holder record stays: the OS lock, not the record, says who holds it
+        held, self._held, self._step_id = self._held, None, None
         try:
-            self._lock.release()
+            held.close()
         finally:
             self._mutex.release()
 
@@ -143,29 +126,15 @@ class StepLock:
 
     def is_locked(self) -> bool:
         """Whether anyone (this object, another in this process, another process) holds the lock:
-        asked of the OS, so a holder that died does not count."""
-        if self._step_id is not None:
-            return True
-        if not self.path.exists():
-            return False
-        probe = FileLock(str(self.path), thread_local=False)
-        try:
-            probe.acquire(timeout=0)
-        except Timeout:
-            return True
-        probe.release()
-        return False
+        asked of the backend, so a holder that died does not count."""
+        return self._step_id is not None or self.locks.probe(STEP_LOCK) is not None
 
     def holder(self) -> StepLockHolder | None:
-        """Who holds the lock; ``None`` when nobody does (a dead holder's record is ignored). May
-        be ``None`` for an instant after a holder took the OS lock, before it wrote its record."""
-        if not self.is_locked():
+        """Who holds the lock; ``None`` when nobody does (a dead holder's record is ignored)."""
+        found = self.locks.probe(STEP_LOCK)
+        if found is None:
             return None
-        record = self.queue.read_holder()
-        if record is None:
-            return None
-        step_id, pid, host, acquired_at = record
-        return StepLockHolder(step_id=step_id, pid=pid, host=host, acquired_at=acquired_at)
+        return StepLockHolder(step_id=found.note, pid=found.pid, host=found.host, acquired_at=found.since)
 
     def current_step_id(self) -> str | None:
         """The step id of the holder, or ``None`` when the lock is free."""

@@ -12,33 +12,33 @@ Inheritance is declarative: the parent says what the child gets, and nothing els
 - **history**: the parent's last N turns, rendered as context in the child's task message.
 - **tools**: the parent's tools, or the ones named.
 
-The child's conversation lives in its own trace files (``<memory_dir>/agents/<child id>/``), also
-when it shares the parent's memory. An isolated child's fork is a file (``fork.json`` in its
-directory): any process that opens ``AgentMemory(child_id, memory_dir)`` gets the same isolated
-view, so a child can run in another process.
+The child's conversation lives under its own agent id in the parent's backend (for files
+``<memory_dir>/agents/<child id>/``), also when it shares the parent's memory. An isolated child's
+fork is a document of the child in the backend (``fork.json`` in its directory, or a row):
+any process that opens ``AgentMemory(child_id, store=...)`` gets the same isolated view, so a
+child can run in another process, or on another machine with the Postgres backend.
 
 **A child's id is new.** It is checked (:func:`~agent_memory.ids.validate_agent_id`) before any
-path is built from it, and its directory is claimed with one atomic ``mkdir`` (never
-``exist_ok``) before anything is written, in every memory mode: an id whose directory exists (any
-agent's, the parent's included), the parent's own id, or the id of an agent in use beside it (its
-memory's agent, its earlier children, the parent of its fork) is refused with
-:class:`~agent_memory.errors.InvalidArgumentError`, and nothing is written. Two spawns racing
-for one id cannot both take it: one ``mkdir`` fails. A generated id (``<parent>.subNN``,
-:func:`~agent_memory.ids.sub_agent_id`) moves on to the next free number instead.
+path or key is built from it, and claimed in the backend atomically
+(:meth:`~agent_memory.storage.contracts.Backend.claim`: one ``mkdir``, never ``exist_ok``, or one
+insert) before anything is written, in every memory mode: an id already taken (any agent's, the
+parent's included), the parent's own id, or the id of an agent in use beside it (its memory's
+agent, its earlier children, the parent of its fork) is refused with
+:class:`~agent_memory.errors.InvalidArgumentError`, and nothing is written. Two spawns racing for
+one id cannot both take it. A generated id (``<parent>.subNN``, :func:`~agent_memory.ids.sub_agent_id`)
+moves on to the next free number instead.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.agent.config import MemoryMode
 from agent_memory.errors import AgentMemoryError, InvalidArgumentError, LLMError, StoreError
-from agent_memory.fork import FORK_FILE, MemoryFork
+from agent_memory.fork import MemoryFork
 from agent_memory.ids import sub_agent_id, validate_agent_id
 from agent_memory.kernel.transcript import render_turns
 from agent_memory.limits import shorten
@@ -123,52 +123,30 @@ def _ids_in_use(parent: MemoryAgent) -> set[str]:
     return used
 
 
-def _claim_dir(agents_dir: Path, child_id: str) -> Path | None:
-    """Create ``agents_dir/child_id`` atomically (one ``mkdir``, never ``exist_ok``); ``None`` if
-    something of that name exists (another agent's, or a racing spawn's).
-
-    Raises:
-        StoreError: if the directory cannot be created for another reason.
-    """
-    path = agents_dir / child_id
-    try:
-        agents_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the agents directory {agents_dir}: {exc}") from exc
-    try:
-        path.mkdir()
-    except FileExistsError:
-        return None
-    except OSError as exc:
-        raise StoreError(f"cannot create the sub-agent's directory {path}: {exc}") from exc
-    return path
-
-
-def _claim_child(parent: MemoryAgent, agent_id: str | None) -> tuple[str, Path]:
-    """A new id for the child and its directory, created by this call (see the module docstring).
+def _claim_child(parent: MemoryAgent, agent_id: str | None) -> str:
+    """A new id for the child, claimed in the parent's backend by this call (see the module
+    docstring).
 
     Raises:
         InvalidIdError: if ``agent_id`` is malformed.
         InvalidArgumentError: if ``agent_id`` is taken.
-        StoreError: if no directory can be created.
+        StoreError: if no id can be claimed.
     """
-    agents_dir = parent.memory.memory_dir / "agents"
+    backend = parent.memory.backend
     in_use = _ids_in_use(parent)
     if agent_id is not None:
-        child_id = validate_agent_id(agent_id)  # before any path is built from it
-        path = _claim_dir(agents_dir, child_id) if child_id not in in_use else None
-        if path is None:
+        child_id = validate_agent_id(agent_id)  # before any path or key is built from it
+        if child_id in in_use or not backend.claim(child_id):
             raise InvalidArgumentError(
-                f"agent id {child_id!r} is taken (the parent, an agent in use or an existing directory in "
-                f"{agents_dir}): a sub-agent needs a new id; pass another, or none for a generated one")
-        return child_id, path
+                f"agent id {child_id!r} is taken (the parent, an agent in use or an agent stored in "
+                f"{backend.url}): a sub-agent needs a new id; pass another, or none for a generated one")
+        return child_id
     first = len(parent.children) + 1
     for n in range(first, first + MAX_CHILD_ID_ATTEMPTS):
         child_id = sub_agent_id(parent.agent_id, n)
-        path = _claim_dir(agents_dir, child_id) if child_id not in in_use else None
-        if path is not None:
-            return child_id, path
-    raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {agents_dir}")
+        if child_id not in in_use and backend.claim(child_id):
+            return child_id
+    raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {backend.url}")
 
 
 def spawn(
@@ -224,20 +202,20 @@ def spawn(
         turn_ids = parent.manager.store.active_turn_ids()[-history_turns:]
         history = render_turns(parent.manager.store.list_raw(turn_ids))
         text = f"Context from the agent that gave you this task (its last turns):\n{history}\n\nYour task: {task}"
-    child_id, child_dir = _claim_child(parent, agent_id)  # the first write: nothing is written before it
+    child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
         if mode == "isolated":
-            MemoryFork.of(base).save(child_dir / FORK_FILE)
+            MemoryFork.of(base).save_for(base.backend, child_id)
         if mode != "shared":
-            own_memory = AgentMemory(child_id, base.memory_dir, config=base.config)
+            own_memory = AgentMemory(child_id, store=base.backend, config=base.config)
         child = MemoryAgent(
             model or parent.model, tools=[parent.tools[name] for name in names],
             system_prompt=system_prompt if system_prompt is not None else parent.system_prompt,
             memory=own_memory if own_memory is not None else base,
             config=parent.config.model_copy(update={"allow_sub_agents": False}),
             limits=parent.manager.budget.limits, compaction_llm=parent.compaction_llm,
-            trace_dir=child_dir if own_memory is None else None, name=child_id,
+            conversation_id=child_id if own_memory is None else None, name=child_id,
         )
         try:
             for fact in pinned_facts:
@@ -248,7 +226,7 @@ def spawn(
     except BaseException:
         if own_memory is not None:
             own_memory.close()
-        shutil.rmtree(child_dir, ignore_errors=True)  # the directory this call made: the id is free again
+        base.backend.release_claim(child_id)  # what this call wrote: the id is free again
         raise
     before = {record.id for record in base.records()} if own_memory is None else set()
     try:
@@ -291,7 +269,7 @@ def merge(parent: MemoryAgent, result: SubAgentResult, item_ids: Iterable[str] |
         raise InvalidArgumentError(f"{foreign} were not stored by sub-agent {result.agent_id}")
     if not chosen:
         return []
-    with AgentMemory(result.agent_id, parent.memory.memory_dir, config=parent.memory.config) as child:
+    with AgentMemory(result.agent_id, store=parent.memory.backend, config=parent.memory.config) as child:
         entries = []
         for item_id in chosen:
             item = child.get(item_id)

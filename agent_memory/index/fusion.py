@@ -25,7 +25,7 @@ import regex
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
-from agent_memory.index.lexical import LexicalIndex
+from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.vector import ChunkHit, VectorIndex
 from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
@@ -105,7 +105,7 @@ def newest(
     criteria: MemoryCriteria,
     *,
     index: VectorIndex,
-    lexical: LexicalIndex | None,
+    lexical: KeywordIndex | None,
     get_record: Callable[[str], ItemRecord],
 ) -> list[QueryHit]:
     """The ``criteria.limit`` newest items matching ``criteria``'s filters (a query without text).
@@ -137,7 +137,7 @@ def search(
     criteria: MemoryCriteria,
     *,
     index: VectorIndex,
-    lexical: LexicalIndex | None,
+    lexical: KeywordIndex | None,
     config: MemoryConfig,
     get_record: Callable[[str], ItemRecord],
 ) -> list[QueryHit]:
@@ -217,7 +217,7 @@ def rank(
     criteria: MemoryCriteria,
     *,
     index: VectorIndex,
-    lexical: LexicalIndex | None,
+    lexical: KeywordIndex | None,
     config: MemoryConfig,
     keyword_text: str | None = None,
     vector: Sequence[float] | None = None,

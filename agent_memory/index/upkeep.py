@@ -1,7 +1,8 @@
 """Keeping an agent's indexes in step with its item store.
 
-The JSONL item store is the source of truth; the vector index (chromadb) and the keyword index
-(SQLite FTS5) are derived and catch up by themselves. This module holds that upkeep for one
+The item store is the source of truth; the vector index and the keyword index (the backend's:
+chromadb and SQLite FTS5 for files, pgvector and full-text search for Postgres) are derived and
+catch up by themselves. This module holds that upkeep for one
 :class:`~agent_memory.memory.AgentMemory`: cutting items into chunks, indexing new items,
 finding the items an index lacks (deferred stores, other processes' items, a crash), rebuilding
 from scratch, and containing failures:
@@ -17,39 +18,37 @@ from scratch, and containing failures:
   or refuses every item of a batch, raises ``VectorIndexError``.
 - An item whose content blob is missing or damaged is skipped and reported
   (:class:`~agent_memory.observers.ContentMissing`).
-- A keyword index file that SQLite calls "not a database" or "malformed" is deleted and built
-  again by ``rebuild_index`` (and by ``clear`` / ``restore``), reported as
+- A keyword index that SQLite calls "not a database" or "malformed" is dropped and built again
+  by ``rebuild_index`` (and by ``clear`` / ``restore``, and the next query), reported as
   :class:`~agent_memory.observers.IndexRecreated`.
-- A memory directory that cannot be written (a read-only mount, a snapshot shipped without write
-  permission; :func:`~agent_memory.store.jsonl.writable_dir` decides when an index is first
-  opened) is read without writing anything into it: the Chroma database is opened from a private
-  temporary copy (chromadb cannot open one read-only), the keyword index with SQLite's read-only
-  URI (none at all when the file is missing: dense search only), no lock file is taken, and the
-  catch-up indexing of items the index lacks is skipped. Each is reported as
-  :class:`~agent_memory.observers.IndexReadOnly`; items the index lacks stay readable by id.
+- A memory the backend cannot write (a memory directory on a read-only mount, or without write
+  permission: :meth:`~agent_memory.storage.files.FileBackend.read_only` decides when an index is
+  first opened) is read without writing anything: the Chroma database is opened from a private
+  temporary copy (chromadb cannot open one read-only), the keyword index read-only (none at all
+  when there is none: dense search only), no lock is taken, and the catch-up indexing of items the
+  index lacks is skipped. Each is reported as :class:`~agent_memory.observers.IndexReadOnly`;
+  items the index lacks stay readable by id.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
-
-from filelock import FileLock
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError, KeywordIndexError, LockTimeoutError, StoreError, VectorIndexError
 from agent_memory.index.chunking import chunk_text
-from agent_memory.index.lexical import LexicalIndex, is_corruption
+from agent_memory.index.keyword import KeywordIndex
+from agent_memory.index.lexical import is_corruption
 from agent_memory.index.text import chunk_header, indexable_text
 from agent_memory.index.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
 from agent_memory.models.items import ItemRecord
 from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryEvent
 from agent_memory.store.items import ItemStore
-from agent_memory.store.jsonl import writable_dir
+from agent_memory.storage.contracts import Backend
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "IndexUpkeep", "unindexable"]
@@ -71,16 +70,16 @@ T = TypeVar("T")
 
 
 class IndexUpkeep:
-    """The vector and keyword indexes of one agent directory, kept in step with its item store.
+    """The vector and keyword indexes of one agent, kept in step with its item store.
 
     Args:
-        agent_id: the agent (names the Chroma collection; stamped on events).
-        agent_dir: ``<memory_dir>/agents/<agent_id>``; holds ``index/`` and ``index.lock``.
+        agent_id: the agent (names the indexes; stamped on events).
+        backend: where the indexes and the ``index`` lock live.
         config: chunking, hybrid search and Chroma settings.
         tokens: counts tokens for chunking.
         store: the item store the indexes derive from.
-        index: a vector index to use (not closed by :meth:`close`); ``None``: the Chroma index
-            ``config`` describes, opened on first use and closed by :meth:`close`.
+        index: a vector index to use (not closed by :meth:`close`); ``None``: the backend's,
+            opened on first use and closed by :meth:`close`.
         emit: reports an event (never raises).
     """
 
@@ -88,7 +87,7 @@ class IndexUpkeep:
         self,
         *,
         agent_id: str,
-        agent_dir: Path,
+        backend: Backend,
         config: MemoryConfig,
         tokens: TokenCounter,
         store: ItemStore,
@@ -96,37 +95,34 @@ class IndexUpkeep:
         emit: Callable[[MemoryEvent], None],
     ) -> None:
         self.agent_id = agent_id
-        self.agent_dir = agent_dir
+        self.backend = backend
+        self.where = backend.describe(agent_id)
         self.config = config
         self.tokens = tokens
         self.store = store
         self.emit = emit
         self._index = index
         self._owns_index = index is None
-        self._lexical: LexicalIndex | None = None
+        self._lexical: KeywordIndex | None = None
         self._indexed: set[str] = set()
         self._refused: set[str] = set()
-        self._settled: tuple[tuple[int, int], int] | None = None
+        self._settled: str | None = None
         """The store's version when every record was last found indexed or refused: a flush at
         the same version has nothing to do (O(1), not a pass over every record)."""
         self._mutex = threading.RLock()
-        self._lock = FileLock(str(agent_dir / "index.lock"), timeout=INDEX_LOCK_TIMEOUT_S)
         self._read_only: bool | None = None
         self._no_lexical = False
-        """Read-only and there is no keyword index file: dense search only."""
-
-    @property
-    def index_dir(self) -> Path:
-        """``<agent_dir>/index``: the Chroma database and the keyword index file."""
-        return self.agent_dir / "index"
+        """Read-only and there is no keyword index: dense search only."""
+        self.lock_timeout_s = INDEX_LOCK_TIMEOUT_S
+        """How long an index write waits for another process's, in seconds."""
 
     @property
     def read_only(self) -> bool:
-        """Whether the memory directory cannot be written (decided once, when first asked: the
+        """Whether the agent's storage cannot be written (decided once, when first asked: the
         indexes then open read-only and catch-up indexing is skipped)."""
         with self._mutex:
             if self._read_only is None:
-                self._read_only = not writable_dir(self.index_dir)
+                self._read_only = self.backend.read_only(self.agent_id)
             return self._read_only
 
     # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
@@ -139,33 +135,20 @@ class IndexUpkeep:
         """
         with self._mutex:
             if self._index is None:
-                from agent_memory.index.chroma import ChromaVectorIndex
-
-                path = self.index_dir / "chroma"
-                if self.read_only:
-                    index = ChromaVectorIndex(self.agent_id, self.config, path=path, read_only=True)
-                    if index.copy_path is not None:
-                        detail = (
-                            f"vector index read from a private copy in {index.copy_path} (chromadb cannot open "
-                            "a database without writing to it), deleted on close"
-                            + ("" if path.is_dir() else "; there was no vector index to copy: dense search finds nothing")
-                        )
-                        self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
-                    self._index = index
-                else:
-                    self.agent_dir.mkdir(parents=True, exist_ok=True)
-                    self._index = ChromaVectorIndex(self.agent_id, self.config, path=path)
+                read_only = self.read_only
+                index = self.backend.vector_index(self.agent_id, self.config, self.tokens, read_only=read_only)
+                copy = getattr(index, "copy_path", None)
+                if read_only and copy is not None:
+                    detail = (f"vector index read from a private copy in {copy} (chromadb cannot open a database "
+                              "without writing to it), deleted on close")
+                    self.emit(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
+                self._index = index
             return self._index
 
     @property
-    def lexical_path(self) -> Path:
-        """The keyword index file, ``index/lexical.sqlite3``."""
-        return self.agent_dir / "index" / "lexical.sqlite3"
-
-    @property
-    def lexical(self) -> LexicalIndex | None:
-        """The keyword index, or ``None`` if hybrid search is off (opened on first use). A file
-        too damaged to open is recreated and filled from the store (as in :meth:`repairing`).
+    def lexical(self) -> KeywordIndex | None:
+        """The keyword index, or ``None`` if hybrid search is off (opened on first use). One too
+        damaged to open is recreated and filled from the store (as in :meth:`repairing`).
 
         Raises:
             KeywordIndexError: if it cannot be opened for another reason (locked, disk full).
@@ -177,24 +160,23 @@ class IndexUpkeep:
                 if self.read_only:
                     return self._open_lexical_read_only()
                 try:
-                    self._lexical = LexicalIndex(self.lexical_path)
+                    self._lexical = self.backend.keyword_index(self.agent_id, self.config)
                 except KeywordIndexError as exc:
                     if not is_corruption(exc):
                         raise
                     return self._recreate_lexical(exc, refill=True)
             return self._lexical
 
-    def _open_lexical_read_only(self) -> LexicalIndex | None:
+    def _open_lexical_read_only(self) -> KeywordIndex | None:
         """The keyword index of a read-only memory, opened without writing; ``None`` (and dense
-        search only from then on) when there is no file. Called under ``_mutex``."""
-        if not self.lexical_path.is_file():
+        search only from then on) when there is none. Called under ``_mutex``."""
+        self._lexical = self.backend.keyword_index(self.agent_id, self.config, read_only=True)
+        if self._lexical is None:
             self._no_lexical = True
-            detail = "there is no keyword index file to read: dense search only"
-            self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
-            return None
-        self._lexical = LexicalIndex(self.lexical_path, read_only=True)
-        detail = f"keyword index {self.lexical_path.name} opened read-only"
-        self.emit(IndexReadOnly(agent_id=self.agent_id, path=str(self.index_dir), detail=detail))
+            detail = "there is no keyword index to read: dense search only"
+        else:
+            detail = "keyword index opened read-only"
+        self.emit(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
         return self._lexical
 
     def repairing(self, call: Callable[[], T]) -> T:
@@ -210,18 +192,18 @@ class IndexUpkeep:
             self._recreate_lexical(exc, refill=True)
             return call()
 
-    def _recreate_lexical(self, exc: BaseException, *, refill: bool) -> LexicalIndex:
-        """Delete a damaged keyword index file, create it again and report it
-        (:class:`IndexRecreated`); with ``refill``, fill it from the store: chunks only, since
-        the vector index is intact, so nothing is embedded again."""
+    def _recreate_lexical(self, exc: BaseException, *, refill: bool) -> KeywordIndex:
+        """Drop a damaged keyword index, create it again and report it (:class:`IndexRecreated`);
+        with ``refill``, fill it from the store: chunks only, since the vector index is intact,
+        so nothing is embedded again."""
         with self._mutex:
             if self._lexical is not None:
-                self._lexical.destroy()
-            else:
-                LexicalIndex.delete_files(self.lexical_path)
+                self._lexical.close()
             self._lexical = None
-            self.emit(IndexRecreated(agent_id=self.agent_id, path=str(self.lexical_path), reason=_describe(exc)))
-            fresh = LexicalIndex(self.lexical_path)
+            fresh = self.backend.keyword_index(self.agent_id, self.config, recreate=True)
+            assert fresh is not None  # not read-only
+            where = str(getattr(fresh, "path", self.where))  # the file, for the file backend
+            self.emit(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
             if refill:
                 records = self.store.records()
                 for start in range(0, len(records), INDEX_BATCH_ITEMS):
@@ -230,20 +212,13 @@ class IndexUpkeep:
             self._lexical = fresh
             return fresh
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold ``index.lock`` (other processes index or rebuild under it)."""
-        self.agent_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock.acquire()
-        except TimeoutError as exc:  # filelock.Timeout
-            raise LockTimeoutError(
-                f"timed out after {INDEX_LOCK_TIMEOUT_S:g} s waiting for {self.agent_dir / 'index.lock'}"
-            ) from exc
-        try:
-            yield
-        finally:
-            self._lock.release()
+    def _locked(self) -> AbstractContextManager[None]:
+        """Hold the agent's ``index`` lock (other processes index or rebuild under it).
+
+        Raises:
+            LockTimeoutError: if another process holds it longer than :attr:`lock_timeout_s`.
+        """
+        return self.backend.locks(self.agent_id).hold("index", timeout_s=self.lock_timeout_s)
 
     # -- chunks --------------------------------------------------------------------------------
     def chunks_for(self, record: ItemRecord, content: Any) -> list[IndexChunk]:
@@ -343,7 +318,7 @@ class IndexUpkeep:
         if todo and self.read_only:
             self.emit(
                 IndexReadOnly(
-                    agent_id=self.agent_id, path=str(self.index_dir),
+                    agent_id=self.agent_id, path=self.where,
                     detail=f"{len(todo):,} stored items are not in the index and cannot be indexed in a read-only "
                     "memory: text queries and listings miss them; get and retrieve read them",
                     unindexed_ids=tuple(r.id for r in todo[:MAX_REPORTED_IDS]), unindexed_count=len(todo),
@@ -471,8 +446,9 @@ class IndexUpkeep:
         try:
             with self._mutex:
                 if self._lexical is None:
-                    self._lexical = LexicalIndex(self.lexical_path)
+                    self._lexical = self.backend.keyword_index(self.agent_id, self.config)
                 lexical = self._lexical
+            assert lexical is not None  # not read-only
             lexical.reset()
         except KeywordIndexError as exc:
             if not is_corruption(exc):

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
@@ -47,7 +45,7 @@ from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder
 from agent_memory.kernel.summarizer import ExtractiveSummarizer, Summarizer
 from agent_memory.kernel.transcript import group_turns, messages_from_traces, render_turn
 from agent_memory.kernel.turns import TurnTracker
-from agent_memory.kernel.working_context import WORKING_CONTEXT_FILE, WorkingContextSnapshot
+from agent_memory.kernel.working_context import WORKING_CONTEXT_DOCUMENT, WorkingContextSnapshot
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Media, Message, ToolCall
 from agent_memory.models.traces import (
@@ -76,7 +74,7 @@ from agent_memory.presentation.llm_compactor import LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.results import result_store_arguments
-from agent_memory.store.traces import FileTraceStore, TraceStore
+from agent_memory.store.traces import TraceStore
 
 __all__ = [
     "ASSISTANT_EVENT",
@@ -120,10 +118,8 @@ class MemoryManager(MemoryMarks):
 
     Args:
         memory: the agent's AgentMemory (tool results, and the conversation's search items).
-        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: JSONL files in ``trace_dir``.
-        trace_dir: where the conversation's files live (traces, working context, event queue);
-            ``None``: the memory's agent directory. A sub-agent sharing its parent's memory keeps
-            its transcript in a directory of its own.
+        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: the memory's backend keeps
+            them for ``agent_id`` (JSONL files in its directory, or Postgres tables).
         system_prompt: kept verbatim at the start of every prompt; ``None``: none.
         model: the model's name, for its limits (:func:`~agent_memory.kernel.budget.model_limits`).
         limits: the limits themselves (overrides ``model``).
@@ -138,7 +134,8 @@ class MemoryManager(MemoryMarks):
             :class:`~agent_memory.presentation.context.ContextBuilder`); ``None``: tokens decide.
         tail_turns: raw turns kept by a compaction.
         observers: hear ingest, compaction, truncation (and the memory's own events).
-        agent_id: the agent whose conversation this is; it scopes the memory ids of its compacted
+        agent_id: the agent whose conversation this is: the backend keeps its traces, working
+            context and event journal under this id, and it scopes the memory ids of its compacted
             turns, episodes and facts (:func:`~agent_memory.ids.turn_memory_id`); ``None``: the
             memory's agent id. A sub-agent sharing its parent's memory gives its own.
 
@@ -152,7 +149,6 @@ class MemoryManager(MemoryMarks):
         memory: AgentMemory,
         *,
         store: TraceStore | None = None,
-        trace_dir: str | os.PathLike[str] | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         limits: ModelLimits | None = None,
@@ -172,8 +168,8 @@ class MemoryManager(MemoryMarks):
         self.observers = ObserverList(observers)
         for observer in self.observers:
             memory.add_observer(observer)
-        self.trace_dir = Path(trace_dir) if trace_dir is not None else memory.agent_dir
-        self.store = store if store is not None else FileTraceStore(self.trace_dir)
+        backend = memory.backend
+        self.store = store if store is not None else backend.traces(self.agent_id)
         self.system_prompt = system_prompt
         self.budget = TokenBudget(limits if limits is not None else model_limits(model))
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
@@ -183,7 +179,8 @@ class MemoryManager(MemoryMarks):
         self.snapshot_builder = CompactionSnapshotBuilder()
         self.planner = CompactionPlanner(self)
         self.tracker = TurnTracker(self.store)
-        self.context = WorkingContextSnapshot(self.trace_dir / WORKING_CONTEXT_FILE, agent_id=memory.agent_id)
+        self.context = WorkingContextSnapshot(backend.document(self.agent_id, WORKING_CONTEXT_DOCUMENT),
+                                              agent_id=memory.agent_id)
         policy = policy if policy is not None else PresentationPolicy()
         cap = max(MIN_FULL_RESULT_TOKENS, int(FULL_RESULT_SHARE * self.budget.input_budget))
         if policy.full_result_max_tokens > cap:  # a first showing must leave room for the rest

@@ -7,7 +7,9 @@ committed only after the provider answered. Everything is data, persisted atomic
 version and the epoch id, so a restarted agent resumes its epoch, its prompt prefix and what it has
 shown.
 
-The file is AutoByteus' own (``agents/<id>/working_context_snapshot.json``: ``schema_version``,
+It is kept as the agent's ``working_context`` document in the backend
+(:class:`~agent_memory.storage.contracts.DocumentSlot`). Its JSON is AutoByteus' own (the file
+backend's ``agents/<id>/working_context_snapshot.json``: ``schema_version``,
 ``agent_id``, ``epoch_id``, ``last_compaction_ts``, ``messages`` with ``role``, ``content``,
 ``reasoning_content``, ``image_urls``, ``audio_urls``, ``video_urls``, ``tool_payload``), so its
 ``WorkingContextSnapshotSerializer`` reads ours; each message also carries our full message under
@@ -18,29 +20,30 @@ A snapshot AutoByteus wrote loads too (from its keys).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent_memory.errors import StoreError
+from agent_memory.errors import ConflictError, StoreError
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.context import PresentationState
-from agent_memory.store.jsonl import atomic_write_bytes
+from agent_memory.storage.contracts import ChangeToken, DocumentSlot
 
-__all__ = ["SCHEMA_VERSION", "WORKING_CONTEXT_FILE", "WorkingContextSnapshot", "WorkingContextState", "from_payload",
-           "to_payload"]
+__all__ = ["SCHEMA_VERSION", "WORKING_CONTEXT_DOCUMENT", "WorkingContextSnapshot", "WorkingContextState",
+           "from_payload", "to_payload"]
 
 SCHEMA_VERSION = 1
 """Version of the file's layout (AutoByteus' version 1); a newer file is refused, not misread."""
 
-WORKING_CONTEXT_FILE = "working_context_snapshot.json"
-"""File name of the persisted snapshot, in the agent's directory (AutoByteus' name)."""
+WORKING_CONTEXT_DOCUMENT = "working_context"
+"""The snapshot's name among the agent's documents (the file backend's
+``working_context_snapshot.json``, AutoByteus' name)."""
+
+MAX_SAVE_ATTEMPTS = 20
+"""Saves retried when another process wrote the snapshot in between (each merges its pins)."""
 
 OWN_KEY = "agent_memory"
 """Key under which the file keeps what AutoByteus' format has no place for."""
@@ -79,25 +82,24 @@ class WorkingContextSnapshot:
     """The working context of one agent.
 
     Args:
-        path: where it is persisted (``<agent dir>/working_context_snapshot.json``); ``None``:
-            in memory only. An existing file is loaded.
-        agent_id: written into the file (AutoByteus' reader requires it).
+        slot: where it is persisted (the backend's ``working_context`` document of the agent);
+            ``None``: in memory only. An existing document is loaded.
+        agent_id: written into the document (AutoByteus' reader requires it).
 
     Raises:
-        StoreError: if the file exists but cannot be read, or has a newer schema version.
+        StoreError: if the document exists but cannot be read, or has a newer schema version.
     """
 
-    def __init__(self, path: Path | None = None, *, agent_id: str = "agent") -> None:
-        self.path = path
+    def __init__(self, slot: DocumentSlot | None = None, *, agent_id: str = "agent") -> None:
+        self.slot = slot
         self.agent_id = agent_id
         self._dirty = False
         self._mutex = threading.RLock()
-        self._file_lock = FileLock(str(path) + ".lock") if path is not None else None
-        self._state = self._load() if path is not None else WorkingContextState()
-        self._seen = self._stat()
-        """The file as this object last read or wrote it (another process changed it if not)."""
+        self._seen: ChangeToken | None = None
+        """The document's token as this object last read or wrote it (another process changed it if not)."""
+        self._state, self._seen = self._load() if slot is not None else (WorkingContextState(), None)
         self._seen_pins = self._state.pinned_items
-        """The pinned ids in the file as this object last read or wrote it: the base of the merge."""
+        """The pinned ids in the document as this object last read or wrote it: the base of the merge."""
 
     # -- reading ---------------------------------------------------------------------------------
     @property
@@ -182,75 +184,71 @@ class WorkingContextSnapshot:
 
     def refresh_pins(self) -> tuple[str, ...]:
         """The pinned item ids, with the pins and unpins another process (an MCP server, a second
-        manager on this agent) wrote to the file since this object last read or wrote it."""
+        manager on this agent) wrote since this object last read or wrote the document."""
         with self._mutex:
-            if self._file_lock is None or self._stat() == self._seen:
+            if self.slot is None or self.slot.token() == self._seen:
                 return self._state.pinned_items
-            with self._file_lock:
-                merged = self._merge_pins(self._state.pinned_items)
+            merged, theirs, token = self._merged_pins(self._state.pinned_items)
+            self._seen, self._seen_pins = token, theirs
             self._state = self._state.model_copy(update={"pinned_items": merged})
             return merged
 
     # -- persistence -----------------------------------------------------------------------------
     def _set(self, state: WorkingContextState) -> None:
         state = state.model_copy(update={"updated_at": time.time()})
-        if self.path is not None and self._file_lock is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._file_lock:
-                state = state.model_copy(update={"pinned_items": self._merge_pins(state.pinned_items)})
-                payload = to_payload(state, self.agent_id)
-                atomic_write_bytes(self.path, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
-                self._seen, self._seen_pins = self._stat(), state.pinned_items
+        if self.slot is not None:
+            for _ in range(MAX_SAVE_ATTEMPTS):
+                pins, theirs, token = self._merged_pins(state.pinned_items)
+                merged = state.model_copy(update={"pinned_items": pins})
+                payload = json.dumps(to_payload(merged, self.agent_id), ensure_ascii=False).encode("utf-8")
+                try:
+                    self._seen = self.slot.put(payload, expect=token)
+                except ConflictError:
+                    continue  # another process wrote in between: merge its pins again
+                self._seen_pins, state = pins, merged
+                break
+            else:
+                raise ConflictError(f"{self.slot!r} kept changing: gave up after {MAX_SAVE_ATTEMPTS} attempts")
         self._state = state
         self._dirty = False
 
-    def _merge_pins(self, ours: tuple[str, ...]) -> tuple[str, ...]:
-        """``ours`` with what another process changed in the file's pins since this object last
+    def _merged_pins(self, ours: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], ChangeToken]:
+        """``ours`` with what another process changed in the document's pins since this object last
         saw it: a three-way merge of id sets (base: the pins last seen), so that neither side's
-        pin or unpin is lost; ours first, in order. Called under the file lock."""
-        if self._stat() == self._seen:
-            return ours
+        pin or unpin is lost; ours first, in order. Returns the merge, the pins in the document and
+        the document's token."""
+        assert self.slot is not None
+        token = self.slot.token()
+        if token == self._seen:
+            return ours, self._seen_pins, token
         try:
-            theirs = self._load().pinned_items
+            theirs_state, token = self._load()
         except StoreError:  # unreadable now: the next write replaces it with ours
-            return ours
+            return ours, self._seen_pins, token
+        theirs = theirs_state.pinned_items
         base = set(self._seen_pins)
         unpinned = base - set(theirs)
         merged = [pin for pin in ours if pin not in unpinned]
         merged += [pin for pin in theirs if pin not in base and pin not in merged]
-        self._seen, self._seen_pins = self._stat(), theirs
-        return tuple(merged)
+        return tuple(merged), theirs, token
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        """``(inode, size, mtime ns)`` of the file, or ``None`` if there is none (an atomic
-        rewrite always gives a new inode)."""
-        if self.path is None:
-            return None
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return None
-        return info.st_ino, info.st_size, info.st_mtime_ns
-
-    def _load(self) -> WorkingContextState:
-        assert self.path is not None
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return WorkingContextState()
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc}") from exc
+    def _load(self) -> tuple[WorkingContextState, ChangeToken]:
+        assert self.slot is not None
+        raw, token = self.slot.get()
+        if raw is None:
+            return WorkingContextState(), token
+        where = repr(self.slot)
         try:
             payload = json.loads(raw)
         except ValueError as exc:
-            raise StoreError(f"{self.path} is not a working context snapshot: {exc}") from exc
+            raise StoreError(f"{where} is not a working context snapshot: {exc}") from exc
         version = payload.get("schema_version") if isinstance(payload, dict) else None
         if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {version!r}; this library reads up to {SCHEMA_VERSION}")
+            raise StoreError(f"{where} has schema version {version!r}; this library reads up to {SCHEMA_VERSION}")
         try:
-            return from_payload(payload)
+            return from_payload(payload), token
         except (ValidationError, ValueError, TypeError) as exc:
-            raise StoreError(f"{self.path} is not a valid working context snapshot: {exc}") from exc
+            raise StoreError(f"{where} is not a valid working context snapshot: {exc}") from exc
 
 
 # -- the file format (AutoByteus' serializer, plus our own keys) -----------------------------------

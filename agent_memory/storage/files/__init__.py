@@ -1,0 +1,132 @@
+"""The default backend: files under one memory directory, nothing to start (``memory/agents/<id>/``).
+
+Per agent: ``items.jsonl`` and ``content/`` (:mod:`~agent_memory.storage.files.items`), the
+indexes under ``index/`` (embedded Chroma, or a Chroma server named by the config; the keyword
+index ``lexical.sqlite3``), the conversation's JSONL files
+(:class:`~agent_memory.store.traces.FileTraceStore`), ``working_context_snapshot.json`` and
+``fork.json`` (:mod:`~agent_memory.storage.files.documents`), ``events.sqlite3``
+(:mod:`~agent_memory.storage.files.journal`) and lock files (:mod:`~agent_memory.storage.files.locks`).
+Processes on one machine share it safely; for processes on several machines use the Postgres
+backend (:mod:`agent_memory.storage.postgres`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from agent_memory.config import MemoryConfig, resolve_memory_dir
+from agent_memory.errors import StoreError
+from agent_memory.ids import validate_agent_id
+from agent_memory.index.keyword import KeywordIndex
+from agent_memory.index.lexical import LexicalIndex
+from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.contracts import QuarantineHook
+from agent_memory.storage.files.documents import FileDocumentSlot, document_file
+from agent_memory.storage.files.items import FileItemLog
+from agent_memory.storage.files.journal import EventQueue
+from agent_memory.storage.files.locks import FileLocks
+from agent_memory.store.jsonl import writable_dir
+from agent_memory.store.traces import FileTraceStore
+from agent_memory.tokens import TokenCounter
+
+__all__ = ["AGENTS_DIR", "FileBackend"]
+
+AGENTS_DIR = "agents"
+"""The directory of the agents, in the memory directory."""
+
+
+class FileBackend:
+    """:class:`~agent_memory.storage.contracts.Backend` on ``<memory_dir>/agents/<agent_id>/``.
+
+    Args:
+        memory_dir: the memory directory; ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
+            Nothing is created until the first write.
+    """
+
+    def __init__(self, memory_dir: str | os.PathLike[str] | None = None) -> None:
+        self.memory_dir = resolve_memory_dir(memory_dir)
+        self.url = str(self.memory_dir)
+        self._locks: dict[str, FileLocks] = {}
+        self._mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FileBackend({self.url!r})"
+
+    def agent_dir(self, agent_id: str) -> Path:
+        """``<memory_dir>/agents/<agent_id>`` (the id validated first)."""
+        return self.memory_dir / AGENTS_DIR / validate_agent_id(agent_id)
+
+    def describe(self, agent_id: str) -> str:
+        """Where an agent's records are, for messages: its ``items.jsonl``."""
+        return str(self.agent_dir(agent_id) / "items.jsonl")
+
+    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
+        log = FileItemLog(self.agent_dir(agent_id))
+        if on_quarantine is not None:
+            log.on_quarantine = lambda line, moved: on_quarantine(
+                str(log.jsonl.path), line.line_no, line.reason, str(moved) if moved is not None else None)
+        return log
+
+    def read_only(self, agent_id: str) -> bool:
+        return not writable_dir(self.agent_dir(agent_id) / "index")
+
+    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
+                      recreate: bool = False) -> KeywordIndex | None:
+        path = self.agent_dir(agent_id) / "index" / "lexical.sqlite3"
+        if recreate:
+            LexicalIndex.delete_files(path)
+        if read_only and not path.is_file():
+            return None
+        return LexicalIndex(path, read_only=read_only)
+
+    def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
+                     read_only: bool = False) -> VectorIndex:
+        from agent_memory.index.chroma import ChromaVectorIndex  # chromadb and torch: heavy, loaded on first use
+
+        agent_dir = self.agent_dir(agent_id)
+        if not read_only:
+            agent_dir.mkdir(parents=True, exist_ok=True)
+        return ChromaVectorIndex(agent_id, config, path=agent_dir / "index" / "chroma", read_only=read_only)
+
+    def traces(self, agent_id: str) -> FileTraceStore:
+        return FileTraceStore(self.agent_dir(agent_id))
+
+    def document(self, agent_id: str, name: str) -> FileDocumentSlot:
+        return FileDocumentSlot(self.agent_dir(agent_id) / document_file(name))
+
+    def journal(self, agent_id: str) -> EventQueue:
+        return EventQueue(self.agent_dir(agent_id))
+
+    def locks(self, agent_id: str) -> FileLocks:
+        agent_dir = self.agent_dir(agent_id)
+        with self._mutex:  # one object per agent: the locks re-enter in one thread
+            locks = self._locks.get(agent_id)
+            if locks is None:
+                locks = self._locks[agent_id] = FileLocks(agent_dir)
+            return locks
+
+    def claim(self, agent_id: str) -> bool:
+        agent_dir = self.agent_dir(agent_id)
+        try:
+            agent_dir.parent.mkdir(parents=True, exist_ok=True)
+            agent_dir.mkdir()
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"cannot create the agent directory {agent_dir}: {exc}") from exc
+        return True
+
+    def release_claim(self, agent_id: str) -> None:
+        shutil.rmtree(self.agent_dir(agent_id), ignore_errors=True)
+
+    def agent_ids(self) -> list[str]:
+        root = self.memory_dir / AGENTS_DIR
+        if not root.is_dir():
+            return []
+        return sorted(path.name for path in root.iterdir() if path.is_dir())
+
+    def close(self) -> None:
+        """Nothing to release: every object it handed out closes its own files."""
