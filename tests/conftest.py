@@ -5,6 +5,7 @@
 - ``memory``: an :class:`AgentMemory` in a fresh temporary directory, with the real embedding
   model, parametrized over the embedded Chroma index and a real ``chroma run`` server (started on
   127.0.0.1 once per session and stopped by PID).
+- ``postgres_server``: a real Postgres with pgvector (pgserver's), once per session.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
-from agent_memory.testing import ChromaServer  # noqa: E402
+from agent_memory.testing import ChromaServer, PostgresServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,6 +48,19 @@ def data_dir() -> Path:
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
     """A real Chroma server on 127.0.0.1 (free port), for the whole session."""
     server = ChromaServer(tmp_path_factory.mktemp("chroma-server"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A real Postgres with pgvector for the whole session: ``pgserver``'s, on a Unix socket in a
+    temporary directory, or the server ``AGENT_MEMORY_TEST_POSTGRES_URL`` names. Each test asks it
+    for a database of its own (:meth:`PostgresServer.new_database`)."""
+    server = PostgresServer(tmp_path_factory.mktemp("postgres"))
     server.start()
     try:
         yield server

@@ -17,6 +17,7 @@ from pathlib import Path
 from agent_memory.errors import ConfigurationError
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage.files import FileBackend
+from agent_memory.storage.urls import is_database_url, redacted_url
 
 __all__ = ["STORE_URL_ENV", "Backend", "FileBackend", "is_database_url", "open_backend", "redacted_url"]
 
@@ -24,25 +25,8 @@ STORE_URL_ENV = "AGENT_MEMORY_URL"
 """Environment variable naming the backend when the code names none: a ``postgresql://`` URL or a
 memory directory. Without it (and without ``AGENT_MEMORY_DIR``) memory is in ``./memory``."""
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-
 _OPEN: dict[str, Backend] = {}
 _OPEN_LOCK = threading.Lock()
-
-
-def is_database_url(value: str) -> bool:
-    """Whether ``value`` names a Postgres database (``postgresql://``, ``postgres://``)."""
-    return value.strip().lower().startswith(_POSTGRES_SCHEMES)
-
-
-def redacted_url(url: str) -> str:
-    """``url`` without its password (``postgresql://user:***@host/db``), for messages and reports."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    credentials, at, host = rest.rpartition("@")
-    user, colon, _ = credentials.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
 
 
 def open_backend(store: str | os.PathLike[str] | Backend | None = None,

@@ -1,7 +1,10 @@
 """Helpers for testing code that uses agent-memory: real servers on loopback, started and stopped.
 
 Nothing here fakes agent-memory itself. :class:`ChromaServer` runs the real ``chroma run`` server
-of the installed chromadb on 127.0.0.1 (for the ``server`` index mode). :class:`LlamaServer` runs
+of the installed chromadb on 127.0.0.1 (for the ``server`` index mode). :class:`PostgresServer`
+runs a real Postgres with pgvector (the ``pgserver`` package's binaries, on a Unix socket), or
+stands for an existing server named by ``AGENT_MEMORY_TEST_POSTGRES_URL``, and hands out fresh
+databases. :class:`LlamaServer` runs
 llama-cpp-python's real OpenAI-compatible server with a local GGUF model. :class:`FakeLLMServer`
 is the one fake: it stands for a remote LLM service (OpenAI Chat Completions, OpenAI Responses,
 Anthropic Messages) with real HTTP on loopback and scripted answers instead of a model.
@@ -21,6 +24,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,11 +37,13 @@ from agent_memory.errors import ConfigurationError
 __all__ = [
     "ANTHROPIC_CACHE_LOOKBACK_BLOCKS",
     "FAKE_MODEL",
+    "POSTGRES_URL_ENV",
     "SMOLLM2_GGUF",
     "ChromaServer",
     "FakeLLMServer",
     "FakeOpenAIServer",
     "LlamaServer",
+    "PostgresServer",
     "RecordedRequest",
     "ScriptedReply",
     "ScriptedToolCall",
@@ -117,6 +123,86 @@ class ChromaServer:
             self.process.wait(timeout=10)
 
     def __enter__(self) -> ChromaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# -- Postgres with pgvector ----------------------------------------------------------------------
+
+POSTGRES_URL_ENV = "AGENT_MEMORY_TEST_POSTGRES_URL"
+"""Names an existing Postgres server (a ``postgresql://`` URL of a role that may create databases,
+with the ``vector`` extension available) for :class:`PostgresServer` to use instead of starting one."""
+
+
+class PostgresServer:
+    """A real Postgres server with pgvector for tests: the ``pgserver`` package's ``postgres``
+    (16, with pgvector) started in ``path``, listening on a Unix socket in it; or, when
+    ``AGENT_MEMORY_TEST_POSTGRES_URL`` is set, that server (not started or stopped here).
+
+    Args:
+        path: the server's data directory (ignored for a server named by the environment).
+
+    Use :meth:`start` / :meth:`stop` or ``with PostgresServer(path) as server:``; then
+    :meth:`new_database` gives the URL of an empty database of its own to each test.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.url: str | None = os.environ.get(POSTGRES_URL_ENV) or None
+        """The URL of the server's ``postgres`` database, once started."""
+        self._server: Any = None
+        self._count = 0
+
+    def start(self) -> PostgresServer:
+        """Start the server (a few seconds the first time: ``initdb``).
+
+        Raises:
+            ConfigurationError: if ``pgserver`` is not installed or the server does not start.
+        """
+        if self.url is not None:
+            return self
+        try:
+            import pgserver
+        except ImportError as exc:
+            raise ConfigurationError("starting a test Postgres needs the pgserver package (pip install pgserver)") from exc
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" (a headless machine)
+                warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+                self._server = pgserver.get_server(self.path, cleanup_mode="stop")
+        except Exception as exc:  # noqa: BLE001 - pgserver raises several kinds
+            raise ConfigurationError(f"the test Postgres in {self.path} did not start: {exc}") from exc
+        self.url = str(self._server.get_uri())
+        return self
+
+    def new_database(self, prefix: str = "am_test") -> str:
+        """Create an empty database and return its URL.
+
+        Raises:
+            ConfigurationError: if the server is not started.
+        """
+        import urllib.parse
+
+        import psycopg
+
+        if self.url is None:
+            raise ConfigurationError("start the PostgresServer first")
+        self._count += 1
+        name = f"{prefix}_{os.getpid()}_{self._count}_{os.urandom(3).hex()}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        parts = urllib.parse.urlsplit(self.url)
+        return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+
+    def stop(self) -> None:
+        """Stop a server this object started (one named by the environment is left running)."""
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

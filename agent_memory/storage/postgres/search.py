@@ -1,0 +1,315 @@
+"""Postgres search: chunks with their embeddings (pgvector) and their words (full-text search).
+
+``am_vectors`` holds each chunk's embedding in a ``vector(384)`` column with an HNSW index for
+cosine distance; ``am_keywords`` holds its ``tsvector`` (the ``english`` configuration: lower case,
+stop words out, Snowball stems, as the file backend's FTS5 ``porter`` tokenizer) with a GIN index.
+Both carry the item facts a query filters on, and every filter is SQL in the same statement
+(:func:`criteria_sql`), so a filter costs nothing extra and never starves the ranking.
+
+The HNSW index serves every agent of the database: a search asks it for the nearest chunks of one
+agent (``WHERE agent_id = ...``) with ``hnsw.ef_search`` raised to the number wanted, and when the
+index yields fewer than that (another agent's chunks crowd the candidates, or a narrow filter) it
+answers from an exact scan of the agent's matching chunks instead (:data:`EXACT_FALLBACK`), so a
+small agent in a large database still gets its best chunks. Keyword hits are ranked by
+``ts_rank`` with length normalisation (rank / (1 + log length)); fusion with the dense ranking
+uses ranks only (:mod:`agent_memory.index.fusion`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import EmbeddingError, KeywordIndexError, StoreError, VectorIndexError
+from agent_memory.index.embeddings import SentenceTransformerEmbedder
+from agent_memory.index.lexical import query_words
+from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.models.items import MemoryCriteria
+from agent_memory.storage.postgres.database import EMBEDDING_DIMENSIONS, Database
+
+__all__ = ["EXACT_FALLBACK", "TEXT_SEARCH_CONFIG", "PostgresKeywordIndex", "PostgresVectorIndex", "criteria_sql"]
+
+TEXT_SEARCH_CONFIG = "english"
+"""The Postgres text search configuration of the keyword index."""
+
+MIN_EF_SEARCH = 100
+"""Least ``hnsw.ef_search`` of a vector search (the candidates HNSW keeps while it walks)."""
+
+MAX_EF_SEARCH = 1_000
+"""Most ``hnsw.ef_search`` (pgvector's limit)."""
+
+EXACT_FALLBACK = True
+"""A vector search that the HNSW index answers with fewer chunks than wanted while the agent has
+more matching chunks is answered again by an exact scan of them."""
+
+QUERY_CACHE_SIZE = 256
+"""Query texts whose vectors an index remembers (a follow-up query repeats the first's text)."""
+
+ADD_BATCH = 256
+"""Chunks embedded and written per statement batch."""
+
+
+def criteria_sql(criteria: MemoryCriteria) -> tuple[str, list[Any]]:
+    """``criteria``'s filters (type, source, tags, time range; not its text) as SQL conditions to
+    put after ``WHERE agent_id = %s``, and their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if criteria.type is not None:
+        clauses.append("type = %s")
+        params.append(criteria.type)
+    if criteria.source is not None:
+        clauses.append("source = %s")
+        params.append(criteria.source)
+    if criteria.tags:
+        clauses.append("tags @> %s")
+        params.append(list(criteria.tags))
+    if criteria.since is not None:
+        clauses.append("timestamp_s >= %s")
+        params.append(criteria.since.timestamp())
+    if criteria.until is not None:
+        clauses.append("timestamp_s <= %s")
+        params.append(criteria.until.timestamp())
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+def _split(chunk_ids: Sequence[str]) -> tuple[list[str], list[int]]:
+    items, indexes = [], []
+    for chunk_id in chunk_ids:
+        item_id, _, index = chunk_id.rpartition(":")
+        if item_id and index.isdigit():
+            items.append(item_id)
+            indexes.append(int(index))
+    return items, indexes
+
+
+_META = "item_id, chunk_index, start_char, header_chars, type, source, timestamp_s, tags, text"
+
+
+def _meta_row(agent_id: str, chunk: IndexChunk) -> tuple[Any, ...]:
+    return (agent_id, chunk.item_id, chunk.chunk_index, chunk.start_char, chunk.header_chars, chunk.type,
+            chunk.source, chunk.timestamp_s, list(chunk.tags), chunk.text)
+
+
+class PostgresVectorIndex:
+    """:class:`~agent_memory.index.vector.VectorIndex` of one agent in ``am_vectors``.
+
+    Args:
+        database: the database.
+        agent_id: the agent.
+        config: the embedding model (``embedding_model_path``; ``None``: all-MiniLM-L6-v2),
+            its batch size and query threads.
+
+    Raises:
+        ConfigurationError: if the model's vectors are not :data:`EMBEDDING_DIMENSIONS` long (on
+            first use).
+    """
+
+    def __init__(self, database: Database, agent_id: str, config: MemoryConfig) -> None:
+        self.database = database
+        self.agent_id = agent_id
+        model_path = str(config.embedding_model_path) if config.embedding_model_path else None
+        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=config.embedding_batch_size,
+                                                    query_threads=config.query_embedding_threads)
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()
+        self._queries_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresVectorIndex({self.agent_id!r})"
+
+    def _vectors(self, texts: list[str]) -> list[np.ndarray[Any, Any]]:
+        vectors = [np.asarray(vector, dtype=np.float32) for vector in self.embedder.embed(texts)]
+        if vectors and vectors[0].shape != (EMBEDDING_DIMENSIONS,):
+            raise EmbeddingError(f"the embedding model gives {vectors[0].shape[0]} dimensions; the Postgres backend "
+                                 f"keeps {EMBEDDING_DIMENSIONS}")
+        return vectors
+
+    def add(self, chunks: Sequence[IndexChunk]) -> None:
+        for start in range(0, len(chunks), ADD_BATCH):
+            batch = list(chunks[start : start + ADD_BATCH])
+            vectors = self._vectors([chunk.text for chunk in batch])
+            rows = [(*_meta_row(self.agent_id, chunk), vector) for chunk, vector in zip(batch, vectors, strict=True)]
+            try:
+                with self.database.transaction() as conn, conn.cursor() as cursor:
+                    cursor.executemany(
+                        f"INSERT INTO am_vectors (agent_id, {_META}, embedding) VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, item_id, chunk_index) DO "
+                        "UPDATE SET start_char = EXCLUDED.start_char, header_chars = EXCLUDED.header_chars, "
+                        "type = EXCLUDED.type, source = EXCLUDED.source, timestamp_s = EXCLUDED.timestamp_s, "
+                        "tags = EXCLUDED.tags, text = EXCLUDED.text, embedding = EXCLUDED.embedding", rows)
+            except StoreError as exc:
+                raise VectorIndexError(f"vector index write failed: {exc}") from exc
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = self.embedder.embed_query(text)
+        with self._queries_lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def search(
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        passing: Callable[[Sequence[str]], set[str]] | None = None,
+    ) -> list[ChunkHit]:
+        query = np.asarray(list(vector) if vector is not None else self.embed_query(text), dtype=np.float32)
+        where, params = criteria_sql(criteria)
+        columns = "item_id, chunk_index, text, header_chars, start_char, embedding <=> %s AS distance"
+        try:
+            with self.database.transaction() as conn:
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                             (str(min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, 2 * n_chunks))),))
+                rows = conn.execute(
+                    f"SELECT {columns} FROM am_vectors WHERE agent_id = %s{where} ORDER BY embedding <=> %s LIMIT %s",
+                    (query, self.agent_id, *params, query, n_chunks)).fetchall()
+                if EXACT_FALLBACK and len(rows) < n_chunks:
+                    row = conn.execute(f"SELECT count(*) FROM am_vectors WHERE agent_id = %s{where}",
+                                       (self.agent_id, *params)).fetchone()
+                    if row is not None and int(row[0]) > len(rows):
+                        rows = conn.execute(
+                            f"WITH candidates AS MATERIALIZED (SELECT * FROM am_vectors WHERE agent_id = %s{where}) "
+                            f"SELECT {columns} FROM candidates ORDER BY distance LIMIT %s",
+                            (self.agent_id, *params, query, n_chunks)).fetchall()
+        except StoreError as exc:
+            raise VectorIndexError(f"vector search failed: {exc}") from exc
+        return [ChunkHit(item_id=item_id, chunk_index=int(index), body=body[int(header):], start_char=int(start),
+                         score=1.0 - float(distance))
+                for item_id, index, body, header, start, distance in rows]
+
+    def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
+        try:
+            with self.database.connection() as conn:
+                row = conn.execute("SELECT embedding FROM am_vectors WHERE agent_id = %s AND item_id = %s "
+                                   "AND chunk_index = %s", (self.agent_id, item_id, chunk_index)).fetchone()
+        except StoreError as exc:
+            raise VectorIndexError(f"vector index read failed: {exc}") from exc
+        return [float(x) for x in row[0]] if row is not None else None
+
+    def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
+        where, params = criteria_sql(criteria)
+        return [(str(a), float(b)) for a, b in self._read(
+            f"SELECT item_id, timestamp_s FROM am_vectors WHERE agent_id = %s AND chunk_index = 0{where}", params)]
+
+    def item_ids(self) -> set[str]:
+        return {str(row[0]) for row in self._read("SELECT item_id FROM am_vectors WHERE agent_id = %s AND chunk_index = 0",
+                                                  [])}
+
+    def _read(self, sql: str, params: list[Any]) -> list[Any]:
+        try:
+            with self.database.connection() as conn:
+                return conn.execute(sql, (self.agent_id, *params)).fetchall()
+        except StoreError as exc:
+            raise VectorIndexError(f"vector index read failed: {exc}") from exc
+
+    def delete_items(self, item_ids: Sequence[str]) -> None:
+        if item_ids:
+            self._write("DELETE FROM am_vectors WHERE agent_id = %s AND item_id = ANY(%s)", (self.agent_id, list(item_ids)))
+
+    def reset(self) -> None:
+        self._write("DELETE FROM am_vectors WHERE agent_id = %s", (self.agent_id,))
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        try:
+            with self.database.connection() as conn:
+                conn.execute(sql, params)
+        except StoreError as exc:
+            raise VectorIndexError(f"vector index write failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Nothing of its own to release: the backend's pool serves it."""
+
+
+class PostgresKeywordIndex:
+    """:class:`~agent_memory.index.keyword.KeywordIndex` of one agent in ``am_keywords``."""
+
+    def __init__(self, database: Database, agent_id: str) -> None:
+        self.database = database
+        self.agent_id = agent_id
+
+    def __repr__(self) -> str:
+        return f"PostgresKeywordIndex({self.agent_id!r})"
+
+    def add(self, chunks: Sequence[IndexChunk]) -> None:
+        rows = [(*_meta_row(self.agent_id, chunk), chunk.text) for chunk in chunks]
+        for start in range(0, len(rows), ADD_BATCH):
+            self._many(
+                f"INSERT INTO am_keywords (agent_id, {_META}, words) VALUES "
+                f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s)) "
+                "ON CONFLICT (agent_id, item_id, chunk_index) DO UPDATE SET start_char = EXCLUDED.start_char, "
+                "header_chars = EXCLUDED.header_chars, type = EXCLUDED.type, source = EXCLUDED.source, "
+                "timestamp_s = EXCLUDED.timestamp_s, tags = EXCLUDED.tags, text = EXCLUDED.text, words = EXCLUDED.words",
+                rows[start : start + ADD_BATCH])
+
+    def search(
+        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, max_postings: int | None = None
+    ) -> list[ChunkHit]:
+        words = query_words(text)
+        if not words:
+            return []
+        where, params = criteria_sql(criteria)
+        match = " || ".join([f"plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s)"] * len(words))
+        rows = self._read(
+            f"WITH q AS (SELECT ({match}) AS query) "
+            "SELECT item_id, chunk_index, start_char, header_chars, text, ts_rank(words, q.query, 1) AS score "
+            f"FROM am_keywords, q WHERE agent_id = %s AND words @@ q.query{where} "
+            "ORDER BY score DESC, item_id, chunk_index LIMIT %s",
+            [*words, self.agent_id, *params, n_chunks])
+        return [ChunkHit(item_id=item_id, chunk_index=int(index), body=body[int(header):], start_char=int(start),
+                         score=float(score))
+                for item_id, index, start, header, body, score in rows]
+
+    def passing(self, chunk_ids: Sequence[str], criteria: MemoryCriteria) -> set[str]:
+        items, indexes = _split(chunk_ids)
+        if not items:
+            return set()
+        where, params = criteria_sql(criteria)
+        rows = self._read(
+            "SELECT k.item_id, k.chunk_index FROM am_keywords AS k JOIN unnest(%s::text[], %s::int[]) AS c(item_id, idx) "
+            f"ON k.item_id = c.item_id AND k.chunk_index = c.idx WHERE k.agent_id = %s{where}",
+            [items, indexes, self.agent_id, *params])
+        return {f"{item_id}:{index}" for item_id, index in rows}
+
+    def list_items(self, criteria: MemoryCriteria, *, limit: int) -> list[tuple[str, float]]:
+        where, params = criteria_sql(criteria)
+        rows = self._read(
+            f"SELECT item_id, timestamp_s FROM am_keywords WHERE agent_id = %s AND chunk_index = 0{where} "
+            "ORDER BY timestamp_s DESC, item_id DESC LIMIT %s", [self.agent_id, *params, limit])
+        return [(str(item_id), float(ts)) for item_id, ts in rows]
+
+    def item_ids(self) -> set[str]:
+        return {str(row[0]) for row in self._read("SELECT DISTINCT item_id FROM am_keywords WHERE agent_id = %s",
+                                                  [self.agent_id])}
+
+    def delete_items(self, item_ids: Sequence[str]) -> None:
+        if item_ids:
+            self._many("DELETE FROM am_keywords WHERE agent_id = %s AND item_id = ANY(%s)",
+                       [(self.agent_id, list(item_ids))])
+
+    def reset(self) -> None:
+        self._many("DELETE FROM am_keywords WHERE agent_id = %s", [(self.agent_id,)])
+
+    def _read(self, sql: str, params: list[Any]) -> list[Any]:
+        try:
+            with self.database.connection() as conn:
+                return conn.execute(sql, params).fetchall()
+        except StoreError as exc:
+            raise KeywordIndexError(f"keyword index read failed: {exc}") from exc
+
+    def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            with self.database.transaction() as conn, conn.cursor() as cursor:
+                cursor.executemany(sql, rows)
+        except StoreError as exc:
+            raise KeywordIndexError(f"keyword index write failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Nothing of its own to release: the backend's pool serves it."""

@@ -1,0 +1,465 @@
+"""The conformance suite of storage backends: what every backend must do, as pytest tests.
+
+A backend conforms when every test here passes on it. Both built-in backends run it (the file
+backend and Postgres, ``tests/test_backend_conformance.py``); a third party runs it on their own::
+
+    # test_my_backend.py
+    import pytest
+    from agent_memory.testing.conformance import BackendConformance
+
+    class TestMyBackend(BackendConformance):
+        @pytest.fixture
+        def store(self, tmp_path):
+            return "mybackend://..."   # a new, empty store: what open_backend() takes, or a Backend
+
+Run it with ``pytest test_my_backend.py``. The ``store`` fixture gives each test a new, empty store:
+a memory directory, a database URL (with its password: the tests that run other processes hand it
+to them), or a :class:`~agent_memory.storage.contracts.Backend` object (then the tests that need
+another process to open the same store are skipped). The tests load the real embedding model
+(all-MiniLM-L6-v2 from its local package) and need nothing else; a few run subprocesses with the
+current Python.
+
+What is checked, by group: the item log (incremental reads, tokens, optimistic concurrency,
+blobs), documents, locks (exclusion, timeouts, holders, death with the holder), the event journal,
+traces, and AgentMemory on the backend (round trips, search, filters, listing, paging, forget,
+rewrite, clear, snapshot and restore, forks without re-embedding, agent scopes, claims), then
+concurrency (threads, processes) and crashes (``kill -9`` mid-write loses nothing acknowledged
+and leaves no lock held).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agent_memory.errors import (
+    ConflictError,
+    IsolationError,
+    ItemNotFoundError,
+    LockTimeoutError,
+    OutsideSnapshotError,
+    StoreError,
+)
+from agent_memory.fork import MemoryFork
+from agent_memory.memory import AgentMemory
+from agent_memory.config import MemoryConfig
+from agent_memory.models.items import MemoryCriteria
+from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem
+from agent_memory.storage import open_backend
+from agent_memory.storage.contracts import Backend, LogChange, LogEntry
+from agent_memory.store.content import sha256_hex
+
+__all__ = ["BackendConformance"]
+
+FAST = MemoryConfig(index_on_store=False)
+"""A memory that does not embed on store (the tests that do not search)."""
+
+TEXTS = {
+    "danube": "The Danube flows through ten countries, more than any other river in the world.",
+    "kernel": "The Linux kernel scheduler picks the task with the smallest virtual runtime.",
+    "bread": "Sourdough bread rises through wild yeast and lactic acid bacteria fed every day.",
+    "violin": "Antonio Stradivari built violins in Cremona; about 650 of his instruments survive.",
+}
+
+PROCESS_TIMEOUT_S = 120.0
+"""Longest a subprocess of the suite may run, in seconds."""
+
+
+def _record(item_id: str, text: str) -> bytes:
+    return json.dumps({"id": item_id, "text": text}).encode()
+
+
+def _child_env() -> dict[str, str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("AGENT_MEMORY_URL", None)
+    return env
+
+
+class BackendConformance:
+    """The suite; subclass it with a ``store`` fixture (see the module docstring)."""
+
+    # -- fixtures ---------------------------------------------------------------------------------
+    @pytest.fixture
+    def store(self) -> Any:
+        """A new, empty store for each test: override in the subclass."""
+        raise NotImplementedError("give your conformance class a `store` fixture")
+
+    @pytest.fixture
+    def backend(self, store: Any) -> Iterator[Backend]:
+        yield open_backend(store)
+
+    @pytest.fixture
+    def url(self, store: Any) -> str:
+        """What another process opens the store by (skips the test when the store is an object)."""
+        if not isinstance(store, str | os.PathLike):
+            pytest.skip("the store is a Backend object: another process cannot open it")
+        return str(store)
+
+    def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
+        return AgentMemory(agent_id, store=backend, **kwargs)
+
+    # -- the item log -----------------------------------------------------------------------------
+    def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
+        log = backend.items("log")
+        first = log.read()
+        assert first.records == [] and first.reset
+        log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "a"), b"A"),
+                                 LogEntry("mem_000000000002", _record("mem_000000000002", "b"), b"B")]))
+        whole = log.read()
+        assert [item_id for item_id, _ in whole.records] == ["mem_000000000001", "mem_000000000002"] and whole.reset
+        assert json.loads(whole.records[1][1]) == {"id": "mem_000000000002", "text": "b"}
+        assert log.read(whole.token).records == [] and not log.read(whole.token).reset  # nothing new
+        log.write(LogChange(put=[LogEntry("mem_000000000003", _record("mem_000000000003", "c"), b"C")]))
+        added = log.read(whole.token)
+        assert not added.reset and [item_id for item_id, _ in added.records] == ["mem_000000000003"]
+        assert added.token != whole.token
+
+    def test_item_log_replaces_in_place_and_deletes(self, backend: Backend) -> None:
+        log = backend.items("log")
+        ids = [f"mem_00000000000{n}" for n in range(1, 4)]
+        log.write(LogChange(put=[LogEntry(i, _record(i, "old"), i.encode()) for i in ids]))
+        token = log.read().token
+        log.write(LogChange(put=[LogEntry(ids[0], _record(ids[0], "new"), b"new blob")]))
+        after = log.read(token)
+        assert after.reset  # not an addition: the whole log again
+        assert [item_id for item_id, _ in after.records] == ids  # the replaced record kept its place
+        assert json.loads(after.records[0][1])["text"] == "new"
+        log.write(LogChange(delete=[ids[1], "mem_00000000dead"]))
+        assert [item_id for item_id, _ in log.read().records] == [ids[0], ids[2]]
+        log.write(LogChange(put=[LogEntry(ids[2], _record(ids[2], "only"), None)], replace_all=True))
+        assert [item_id for item_id, _ in log.read().records] == [ids[2]]
+
+    def test_item_log_refuses_a_write_after_another_one(self, backend: Backend) -> None:
+        log = backend.items("log")
+        log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "a"), b"A")]))
+        seen = log.read().token
+        log.write(LogChange(put=[LogEntry("mem_000000000002", _record("mem_000000000002", "b"), b"B")]))
+        with pytest.raises(ConflictError):
+            log.write(LogChange(delete=["mem_000000000001"]), expect=seen)
+        assert [item_id for item_id, _ in log.read().records] == ["mem_000000000001", "mem_000000000002"]
+        now = log.read().token
+        log.write(LogChange(delete=["mem_000000000001"]), expect=now)  # with the fresh token it is made
+        assert [item_id for item_id, _ in log.read().records] == ["mem_000000000002"]
+
+    def test_item_log_keeps_blobs_by_digest_until_released(self, backend: Backend) -> None:
+        log = backend.items("log")
+        data = bytes(range(256)) * 3
+        digest = sha256_hex(data)
+        log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", digest), data)]))
+        assert log.blob(digest) == data
+        log.write(LogChange(delete=["mem_000000000001"], release=[digest]))
+        with pytest.raises(StoreError):
+            log.blob(digest)
+        with pytest.raises(StoreError):
+            log.blob(sha256_hex(b"never stored"))
+
+    def test_agents_do_not_see_each_others_items(self, backend: Backend) -> None:
+        backend.items("one").write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "x"), b"x")]))
+        assert backend.items("two").read().records == []
+        with pytest.raises(StoreError):
+            backend.items("two").blob(sha256_hex(b"x"))
+
+    # -- documents and locks ------------------------------------------------------------------------
+    def test_documents_are_replaced_whole_and_refuse_stale_writes(self, backend: Backend) -> None:
+        slot = backend.document("agent", "working_context")
+        data, absent = slot.get()
+        assert data is None and slot.token() == absent
+        first = slot.put(b'{"v": 1}', expect=absent)
+        assert slot.get() == (b'{"v": 1}', first) and slot.token() == first
+        with pytest.raises(ConflictError):
+            slot.put(b'{"v": 2}', expect=absent)  # it exists now
+        second = slot.put(b'{"v": 2}', expect=first)
+        with pytest.raises(ConflictError):
+            slot.put(b'{"v": 3}', expect=first)
+        assert slot.get() == (b'{"v": 2}', second)
+        assert backend.document("other", "working_context").get()[0] is None
+
+    def test_a_lock_excludes_threads_waits_and_names_its_holder(self, backend: Backend) -> None:
+        locks = backend.locks("agent")
+        assert locks.probe("kernel") is None
+        entered = threading.Event()
+        release = threading.Event()
+
+        def holder() -> None:
+            with locks.hold("kernel", timeout_s=5, note="step_abc"):
+                entered.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=holder)
+        thread.start()
+        assert entered.wait(10)
+        found = locks.probe("kernel")
+        assert found is not None and found.note == "step_abc" and found.pid == os.getpid()
+        with pytest.raises(LockTimeoutError):
+            with backend.locks("agent").hold("kernel", timeout_s=0.3):  # another object of the same backend
+                pass
+        with backend.locks("agent").hold("index", timeout_s=1):  # another name is another lock
+            pass
+        release.set()
+        thread.join(10)
+        assert locks.probe("kernel") is None
+        with locks.hold("kernel", timeout_s=1):
+            pass
+
+    def test_a_hold_may_end_in_another_thread(self, backend: Backend) -> None:
+        from contextlib import ExitStack
+
+        locks = backend.locks("agent")
+        stack = ExitStack()
+        stack.enter_context(locks.hold("step", timeout_s=1))
+        closer = threading.Thread(target=stack.close)
+        closer.start()
+        closer.join(10)
+        with locks.hold("step", timeout_s=1):
+            pass
+
+    def test_a_lock_dies_with_its_process(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            import sys, time
+            from agent_memory.storage import open_backend
+            locks = open_backend({url!r}).locks("agent")
+            with locks.hold("kernel", timeout_s=30, note="child"):
+                print("held", flush=True)
+                time.sleep(120)
+            """)
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=_child_env())
+        try:
+            line = child.stdout.readline() if child.stdout else ""
+            assert line.strip() == "held", child.stderr.read() if child.stderr and child.poll() is not None else line
+            found = backend.locks("agent").probe("kernel")
+            assert found is not None and found.note == "child" and found.pid == child.pid
+            with pytest.raises(LockTimeoutError):
+                with backend.locks("agent").hold("kernel", timeout_s=0.3):
+                    pass
+        finally:
+            child.kill()
+            child.communicate(timeout=PROCESS_TIMEOUT_S)
+        deadline = time.monotonic() + 10
+        while backend.locks("agent").probe("kernel") is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the server notices the closed connection
+        with backend.locks("agent").hold("kernel", timeout_s=5):
+            pass
+
+    # -- the event journal --------------------------------------------------------------------------
+    def test_the_journal_numbers_applies_and_prunes_events(self, backend: Backend) -> None:
+        journal = backend.journal("agent")
+        when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        first = journal.push("user_message", {"content": "hi", "raw": b"\x00\xff", "at": when, "$bytes": "kept"})
+        second = journal.push("tool_result", {"tool_call_id": "c1", "result": [1, 2]})
+        assert (first.seq, second.seq) == (first.seq, first.seq + 1) and first.status == "queued"
+        assert journal.get(first.id).payload == {"content": "hi", "raw": b"\x00\xff", "at": when, "$bytes": "kept"}
+        assert journal.next_open() == journal.get(first.id) and journal.open_count() == 2
+        journal.mark_applying(first.id)
+        assert journal.next_open().status == "applying"  # type: ignore[union-attr]
+        done = journal.mark_applied(first.id, {"turn_id": "turn_0001"}, applied_by="m1")
+        assert done.status == "applied" and done.result == {"turn_id": "turn_0001"}
+        assert journal.last_closed() == (first.seq, "m1")
+        assert journal.mark_failed(second.id, "InvalidArgumentError: no such call").status == "failed"
+        assert journal.next_open() is None and journal.pending() == [] and journal.count() == 2
+        third = journal.push("usage_report", {"prompt_tokens": 10})
+        assert third.seq > second.seq and journal.count(status="open") == 1
+        assert journal.prune(keep=1) == 1 and [e.id for e in journal.events()] == [second.id, third.id]
+        with pytest.raises(ItemNotFoundError):
+            journal.get(first.id)
+        assert journal.push("usage_report", {}).seq > third.seq  # numbers are never reused
+        assert backend.journal("other").count() == 0
+
+    # -- traces ---------------------------------------------------------------------------------------
+    def test_traces_append_archive_and_stay_idempotent(self, backend: Backend) -> None:
+        traces = backend.traces("agent")
+        items = [RawTraceItem(turn_id=f"turn_000{turn}", seq=seq, trace_type="user" if seq == 1 else "assistant",
+                              content=f"{turn}.{seq}", source_event="test") for turn in (1, 2) for seq in (1, 2)]
+        traces.add_raw(items)
+        traces.add_raw(items[:1])  # a retry writes nothing
+        assert [t.content for t in traces.list_raw()] == ["1.1", "1.2", "2.1", "2.2"]
+        assert traces.archive_turns(["turn_0001"]) == 2
+        assert traces.active_turn_ids() == ["turn_0002"] and [t.content for t in traces.read_archive()] == ["1.1", "1.2"]
+        episode = traces.add_episodic(EpisodicItem(turn_ids=("turn_0001",), summary="greeted"))
+        assert traces.add_episodic(EpisodicItem(turn_ids=("turn_0001",), summary="greeted")).id == episode.id
+        facts = traces.add_semantic([SemanticItem(fact="The user likes tea."), SemanticItem(fact="the user likes tea.")])
+        assert len(traces.list_semantic()) == 1 and len(traces.list_episodic()) == 1
+        traces.set_pinned(facts[0].id, True)
+        assert [f.pinned for f in backend.traces("agent").list_semantic()] == [True]  # another object reads it
+        assert backend.traces("other").list_raw() == []
+
+    # -- AgentMemory on the backend -------------------------------------------------------------------
+    @pytest.mark.parametrize("content", [
+        "naïve café – Zürich 東京 🚀\nsecond line\r\n", bytes(range(256)), {"b": 1, "a": [1, 2.5, None, True]},
+        [{"id": i, "name": f"row {i}"} for i in range(30)],
+    ], ids=["text", "bytes", "json", "rows"])
+    def test_content_round_trips_exactly(self, backend: Backend, content: Any) -> None:
+        memory = self.memory(backend, config=FAST)
+        item_id = memory.store(content, source="conformance")
+        for reader in (memory, self.memory(backend, config=FAST)):
+            item = reader.get(item_id)
+            assert item.content == content and type(item.content) is type(content)
+        assert memory.get(item_id).metadata.content_sha256 == memory.records()[0].metadata.content_sha256
+
+    def test_search_finds_by_meaning_and_by_keyword_with_filters(self, backend: Backend) -> None:
+        memory = self.memory(backend)
+        ids = {key: memory.store(text, tags=[key, "fact"], type="custom" if key != "bread" else "file",
+                                 source=f"src-{key}") for key, text in TEXTS.items()}
+        assert memory.query(text="which river crosses many countries", limit=1)[0].item.id == ids["danube"]
+        assert memory.query(text="Stradivari", limit=1)[0].item.id == ids["violin"]  # one exact word
+        assert [h.item.id for h in memory.query(text="yeast", type="file", limit=3)] == [ids["bread"]]
+        assert [h.item.id for h in memory.query(text="a river", tags=["kernel"], limit=3)] == [ids["kernel"]]
+        assert [h.item.id for h in memory.query(text="a river", source="src-violin", limit=3)] == [ids["violin"]]
+        future = datetime.now(UTC) + timedelta(days=1)
+        assert memory.query(text="river", since=future, limit=3) == []
+        assert len(memory.query(text="river", until=future, limit=10)) == 4
+        hit = memory.query(text="Danube countries", limit=1)[0]
+        assert hit.chunk is not None and "Danube" in hit.chunk and hit.score is not None
+
+    def test_listing_is_newest_first_with_filters_and_pages(self, backend: Backend) -> None:
+        memory = self.memory(backend)
+        base = datetime(2026, 5, 1, tzinfo=UTC)
+        ids = [memory.store(f"note {n}", tags=["even" if n % 2 == 0 else "odd"], timestamp=base + timedelta(hours=n))
+               for n in range(8)]
+        assert [h.item.id for h in memory.query(limit=3)] == ids[::-1][:3]
+        assert [h.item.id for h in memory.query(tags=["even"], limit=10)] == ids[-2::-2]
+        window = memory.query(since=base + timedelta(hours=2), until=base + timedelta(hours=4), limit=10)
+        assert [h.item.id for h in window] == [ids[4], ids[3], ids[2]]
+        page = memory.query(MemoryCriteria(limit=6))
+        assert [h.item.id for h in page][3:6] == ids[::-1][3:6]  # the second page of three
+
+    def test_forget_rewrite_clear_snapshot_and_restore(self, backend: Backend) -> None:
+        memory = self.memory(backend)
+        keep = memory.store(TEXTS["danube"])
+        twin = memory.store(TEXTS["danube"])  # the same content: one blob, two items
+        gone = memory.store(TEXTS["bread"])
+        assert memory.forget(gone) and not memory.forget(gone)
+        assert gone not in memory and all(h.item.id != gone for h in memory.query(text="sourdough bread", limit=5))
+        assert memory.forget(twin) and memory.get(keep).content == TEXTS["danube"]  # the shared blob stays
+        memory.rewrite(keep, "Redacted: nothing about rivers.")
+        assert memory.get(keep).content.startswith("Redacted") and memory.get(keep).id == keep
+        snapshot = memory.snapshot()
+        memory.clear()
+        assert len(memory) == 0 and memory.query(limit=5) == []
+        memory.restore(snapshot)
+        assert [r.id for r in memory.records()] == [keep] and memory.query(text="redacted", limit=1)[0].item.id == keep
+        with pytest.raises(ItemNotFoundError):
+            memory.get(gone)
+
+    def test_an_isolated_fork_reads_its_snapshot_in_place(self, backend: Backend) -> None:
+        parent = self.memory(backend, "parent")
+        before = parent.store(TEXTS["violin"], title="before")
+        assert backend.claim("parent.sub01")
+        MemoryFork.of(parent).save_for(backend, "parent.sub01")
+        later = parent.store(TEXTS["kernel"], title="later")
+        child = self.memory(backend, "parent.sub01")  # the saved fork: as another process opens it
+        assert child.fork is not None and child.get(before).content == TEXTS["violin"]
+        with pytest.raises(OutsideSnapshotError):
+            child.get(later)
+        assert [h.item.id for h in child.query(text="violin maker in Cremona", limit=3)] == [before]
+        assert child.index.item_ids() == set()  # nothing was embedded again for the child
+        with pytest.raises(IsolationError):
+            child.forget(before)
+        own = child.store("The child's own note about Cremona.")
+        assert own in child and own not in parent and [r.id for r in child.own_records()] == [own]
+
+    def test_claims_are_atomic_and_agents_are_listed(self, backend: Backend) -> None:
+        assert backend.claim("new.agent") and not backend.claim("new.agent")
+        self.memory(backend, "stored", config=FAST).store("x")
+        assert not backend.claim("stored")  # it holds items
+        assert {"new.agent", "stored"} <= set(backend.agent_ids())
+        backend.release_claim("new.agent")
+        assert backend.claim("new.agent")
+
+    # -- concurrency and crashes -------------------------------------------------------------------
+    def test_threads_sharing_one_memory_lose_nothing(self, backend: Backend) -> None:
+        memory = self.memory(backend, config=FAST)
+        stored: list[str] = []
+        lock = threading.Lock()
+
+        def writer(n: int) -> None:
+            for k in range(15):
+                item_id = memory.store(f"thread {n} note {k}")
+                with lock:
+                    stored.append(item_id)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        ids = [r.id for r in self.memory(backend, config=FAST).records()]
+        assert sorted(ids) == sorted(stored) and len(set(ids)) == 60
+
+    def test_processes_writing_at_once_lose_nothing(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            import sys
+            from agent_memory import AgentMemory, MemoryConfig
+            memory = AgentMemory("shared", store={url!r}, config=MemoryConfig(index_on_store=False))
+            ids = [memory.store(f"process {{sys.argv[1]}} note {{k}}") for k in range(25)]
+            victim = ids[0]
+            memory.forget(victim)
+            print("\\n".join(ids[1:]), flush=True)
+            """)
+        children = [subprocess.Popen([sys.executable, "-c", script, str(n)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=_child_env()) for n in range(3)]
+        acknowledged: list[str] = []
+        for child in children:
+            out, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
+            assert child.returncode == 0, err
+            acknowledged += out.split()
+        ids = [r.id for r in self.memory(backend, "shared", config=FAST).records()]
+        assert sorted(ids) == sorted(acknowledged) and len(ids) == 72
+
+    def test_a_killed_writer_loses_nothing_it_acknowledged(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            from agent_memory import AgentMemory, MemoryConfig
+            memory = AgentMemory("crash", store={url!r}, config=MemoryConfig(index_on_store=False))
+            k = 0
+            while True:
+                print(memory.store(f"note {{k}} " + "payload " * 200), flush=True)
+                k += 1
+            """)
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=_child_env())
+        acknowledged: list[str] = []
+        assert child.stdout is not None
+        while len(acknowledged) < 30:
+            line = child.stdout.readline()
+            if not line:
+                break
+            acknowledged.append(line.strip())
+        os.kill(child.pid, signal.SIGKILL)
+        rest, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
+        acknowledged += rest.split()
+        assert len(acknowledged) >= 30, err
+        memory = self.memory(backend, "crash", config=FAST)
+        ids = [r.id for r in memory.records()]
+        assert set(acknowledged) <= set(ids) and len(ids) == len(set(ids))
+        for item_id in acknowledged:
+            assert memory.get(item_id).content.startswith("note ")
+        memory.store("after the crash")  # nothing is left locked
+        with backend.locks("crash").hold("kernel", timeout_s=5), backend.locks("crash").hold("index", timeout_s=5):
+            pass
+
+    def test_a_memory_in_another_process_sees_this_ones_items(self, backend: Backend, url: str) -> None:
+        memory = self.memory(backend, "seen", config=FAST)
+        item_id = memory.store("written here, read there")
+        script = textwrap.dedent(f"""
+            import sys
+            from agent_memory import AgentMemory, MemoryConfig
+            memory = AgentMemory("seen", store={url!r}, config=MemoryConfig(index_on_store=False))
+            print(memory.get(sys.argv[1]).content)
+            print(memory.store("written there"))
+            """)
+        done = subprocess.run([sys.executable, "-c", script, item_id], capture_output=True, text=True,
+                              env=_child_env(), timeout=PROCESS_TIMEOUT_S)
+        assert done.returncode == 0, done.stderr
+        read, written = done.stdout.splitlines()
+        assert read == "written here, read there" and memory.get(written).content == "written there"
