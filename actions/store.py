@@ -9,7 +9,9 @@ One call stores at most :data:`MAX_CONTENT_CHARS` characters. Longer text comes 
 
 The parts are joined exactly as sent (no separator) and stored as one item when the part without
 ``more`` arrives. An upload lives on disk, in ``<agent_dir>/uploads/<token>/`` (one file per part,
-each written atomically), so a server restarted between two parts loses nothing. A part sent
+each written atomically), so a server restarted between two parts loses nothing; for a memory in a
+database, in a directory of the machine that serves the upload (:func:`uploads_dir`: an upload
+belongs to one client's session with one server). A part sent
 twice (a retried call) is kept once, and the last part sent twice stores one item (its id is
 chosen and written down before the item is stored). Bounds: :data:`MAX_UPLOAD_PARTS` parts per
 upload, :data:`MAX_OPEN_UPLOADS` unfinished uploads per agent; an upload not continued for
@@ -30,11 +32,13 @@ one, ``path`` is not in the schema and a call with it is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,7 +50,7 @@ from filelock import FileLock, Timeout
 from pydantic import Field, ValidationError
 
 from actions.base import ActionArguments, InstanceSchemas, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
-from agent_memory import AgentMemory
+from agent_memory import AgentMemory, FileBackend
 from agent_memory.errors import ConfigurationError, IngestError, LockTimeoutError, StoreError, quoted
 from agent_memory.ids import new_memory_id
 from agent_memory.ingest import read_file
@@ -70,6 +74,7 @@ __all__ = [
     "StorePartsArguments",
     "Tag",
     "UPLOADS_DIR",
+    "uploads_dir",
     "UPLOAD_LOCK_TIMEOUT_S",
     "UPLOAD_TTL_S",
 ]
@@ -102,6 +107,16 @@ upload expires, and a finished one stops answering a retry of its last part."""
 
 UPLOADS_DIR = "uploads"
 """Directory of the uploads in progress, in the agent's directory."""
+
+
+def uploads_dir(memory: AgentMemory) -> Path:
+    """Where the uploads in progress of ``memory`` are kept: ``<agent_dir>/uploads`` for a memory
+    directory; for a memory in a database, ``agent-memory-uploads/<hash of the store's URL>/<agent id>``
+    in the system's temporary directory (the machine serving the upload keeps its parts)."""
+    if isinstance(memory.backend, FileBackend):
+        return memory.agent_dir / UPLOADS_DIR
+    store = hashlib.sha256(memory.backend.url.encode("utf-8")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "agent-memory-uploads" / store / memory.agent_id
 
 MAX_FILE_BYTES = 10_000_000
 """Largest file ``path`` may name, in bytes (10 MB)."""
@@ -286,7 +301,7 @@ class StoreMemoryUploadAction(InstanceSchemas[StoreMemoryArguments], StoreMemory
                 check_text(text, what)
         except ValueError as exc:
             raise ToolCallError(f"{exc}. Nothing was stored.") from None
-        uploads = _Uploads(memory.agent_dir / UPLOADS_DIR)
+        uploads = _Uploads(uploads_dir(memory))
         uploads.expire()
         if args.upload is None:
             if not content:

@@ -15,10 +15,11 @@
     agent-memory import memory.jsonl --agent-id copy           # ... restored, ids kept
     agent-memory rebuild-index
     agent-memory serve-mcp --memory-dir ~/agent-memory --agent-id claude   # the memory tools over MCP (stdio)
+    agent-memory migrate --from ./memory --to postgresql://me@db/memory  # files into Postgres (and back)
     agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
 
-``--memory-dir`` and ``--agent-id`` choose the memory; every command that opens one takes them,
-before or after its name (``agent-memory --agent-id bot query ...`` and ``agent-memory query ...
+``--memory-dir`` (or ``--store`` with a ``postgresql://`` URL, or ``AGENT_MEMORY_URL``) and
+``--agent-id`` choose the memory; every command that opens one takes them, before or after its name (``agent-memory --agent-id bot query ...`` and ``agent-memory query ...
 --agent-id bot`` are the same; after the name wins). ``--agent`` is a deprecated spelling of
 ``--agent-id``, still accepted (hidden; a warning on stderr). Results are rich tables on a
 terminal; ``--json`` prints JSON for scripts. Errors (an unknown id, a transform that does not
@@ -63,6 +64,7 @@ from agent_memory.errors import AgentMemoryError, ItemNotFoundError
 from agent_memory.ids import validate_memory_id
 from agent_memory.ingest import Source, plan_sources
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
+from agent_memory.storage import FileBackend, redacted_url
 from agent_memory.models.items import (
     ItemRecord,
     MemoryCriteria,
@@ -98,6 +100,12 @@ MemoryDirOption = Annotated[Path | None, typer.Option(
     "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory.")]
 """``--memory-dir``, taken by the app and by every command that opens a memory."""
 
+StoreOption = Annotated[str | None, typer.Option(
+    "--store", metavar="URL",
+    help="Where the memory lives instead of a directory: a postgresql:// URL (shared by many machines). "
+    "Default: $AGENT_MEMORY_URL, else --memory-dir.")]
+"""``--store``, taken by the app and by every command that opens a memory."""
+
 AgentIdOption = Annotated[str | None, typer.Option(
     "--agent-id", help=f"Agent whose memory to use (a directory under agents/). Default: {DEFAULT_AGENT_ID!r}.")]
 """``--agent-id``, taken by the app and by every command that opens a memory."""
@@ -127,12 +135,16 @@ class _Globals:
 
     memory_dir: Path | None
     agent_id: str
+    store: str | None = None
 
     def argv(self) -> list[str]:
-        """The memory options as command-line words (only those that differ from the defaults)."""
+        """The memory options as command-line words (only those that differ from the defaults; a
+        database URL without its password)."""
         words: list[str] = []
         if self.memory_dir is not None:
             words += ["--memory-dir", str(self.memory_dir)]
+        if self.store is not None:
+            words += ["--store", redacted_url(self.store)]
         if self.agent_id != DEFAULT_AGENT_ID:
             words += ["--agent-id", self.agent_id]
         return words
@@ -145,12 +157,15 @@ def _agent_id(agent_id: str | None, agent: str | None) -> str | None:
     return agent_id if agent_id is not None else agent
 
 
-def _use(ctx: typer.Context, memory_dir: Path | None, agent_id: str | None, agent: str | None) -> None:
-    """Apply a command's own ``--memory-dir`` / ``--agent-id`` (they beat those given before it)."""
+def _use(ctx: typer.Context, memory_dir: Path | None, agent_id: str | None, agent: str | None,
+         store: str | None = None) -> None:
+    """Apply a command's own ``--memory-dir`` / ``--store`` / ``--agent-id`` (they beat those given
+    before it)."""
     options: _Globals = ctx.obj
     chosen = _agent_id(agent_id, agent)
     ctx.obj = _Globals(memory_dir=memory_dir if memory_dir is not None else options.memory_dir,
-                       agent_id=chosen if chosen is not None else options.agent_id)
+                       agent_id=chosen if chosen is not None else options.agent_id,
+                       store=store if store is not None else options.store)
 
 
 def _offline_quiet_env() -> None:
@@ -198,7 +213,9 @@ def _reported_errors() -> Iterator[None]:
 
 def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMemory:
     options: _Globals = ctx.obj
-    return AgentMemory(options.agent_id, options.memory_dir, config=config)
+    if options.store is not None and options.memory_dir is not None:
+        _fail("give --store or --memory-dir, not both")
+    return AgentMemory(options.agent_id, options.memory_dir, store=options.store, config=config)
 
 
 @contextmanager
@@ -225,13 +242,15 @@ def _print_json(data: Any) -> None:
 def main(
     ctx: typer.Context,
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Store, retrieve and query an agent's memory."""
     _offline_quiet_env()
     chosen = _agent_id(agent_id, agent)
-    ctx.obj = _Globals(memory_dir=memory_dir, agent_id=chosen if chosen is not None else DEFAULT_AGENT_ID)
+    ctx.obj = _Globals(memory_dir=memory_dir, agent_id=chosen if chosen is not None else DEFAULT_AGENT_ID,
+                       store=store)
 
 
 @app.command()
@@ -259,11 +278,12 @@ def store(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the new ids, one per line."),
     as_json: bool = typer.Option(False, "--json", help="Print the new items' records as JSON."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Store files, directories, JSONL lines or stdin; print the new memory ids."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -436,11 +456,12 @@ def retrieve(
     raw: bool = typer.Option(False, "--raw", help="Show HTML pages as markup instead of their main text."),
     as_json: bool = typer.Option(False, "--json", help="Print the result (content, pages, notes) as JSON."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         spec, words = _build_transform(transform, {
             "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
@@ -529,6 +550,7 @@ def query(
     limit: int = typer.Option(DEFAULT_QUERY_LIMIT, "--limit", min=1, max=MAX_QUERY_LIMIT, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the hits as JSON."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
@@ -538,13 +560,13 @@ def query(
     rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
     cosine similarity.
     """
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():
         criteria = MemoryCriteria(text=text, type=cast("MemoryType | None", type_), source=source, tags=tuple(tags),
                                   since=since_dt, until=until_dt, limit=limit)
         memory = _open(ctx)
-        if not memory.path.exists():
+        if not _has_files_or_rows(memory):
             hits: list[QueryHit] = []
         else:
             with _stderr().status("Searching…"):
@@ -566,11 +588,12 @@ def list_items(
     limit: int = typer.Option(DEFAULT_LIST_LIMIT, "--limit", min=1, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """List stored items, newest first (reads items.jsonl; no index needed)."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -599,12 +622,13 @@ def get(
     as_json: bool = typer.Option(False, "--json", help="Print the item's record (id, type, metadata) as JSON "
                                  "instead of its content."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Write an item's content to stdout exactly as stored: text as UTF-8, bytes as they are, JSON
     as its stored document; nothing added (no newline, no cap; `retrieve` shapes and pages)."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         item = _open(ctx).get(item_id)
         if as_json:
@@ -631,12 +655,13 @@ def forget(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Memory ids to delete."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Delete items for good (record, content, index entries) and take them out of the agent's
     conversation, as the forget_memory tool does. Every id must exist, or nothing is deleted."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids)
@@ -653,12 +678,13 @@ def pin(
                                          help="Memory ids to pin. None: list the pinned items."),
     as_json: bool = typer.Option(False, "--json", help="Print the pinned ids as a JSON list."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Pin items: every compaction of the agent's conversation keeps them verbatim (as the
     pin_memory tool does); without ids, list the pinned items, in pinning order."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids or [])
@@ -679,12 +705,13 @@ def unpin(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Pinned memory ids."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Unpin items: compactions summarize them like the rest again. An id that was not pinned is
     an error (exit code 1), after the others are unpinned."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
         checked = [validate_memory_id(item_id) for item_id in item_ids]
@@ -710,6 +737,13 @@ def _disk_bytes(path: Path) -> int:
     return total
 
 
+def _has_files_or_rows(memory: AgentMemory) -> bool:
+    """Whether the agent may hold anything: its directory exists (files), or always (a database,
+    whose empty answers cost nothing): a command on a directory never made answers without
+    creating it or loading the embedding model."""
+    return not isinstance(memory.backend, FileBackend) or memory.path.exists()
+
+
 def _stats(memory: AgentMemory) -> dict[str, Any]:
     """What ``stats`` reports, as JSON-able data."""
     records = memory.records()
@@ -721,8 +755,9 @@ def _stats(memory: AgentMemory) -> dict[str, Any]:
         row["tokens"] += record.metadata.tokens
     pending: int | None = len(records)
     pinned: list[str] = []
-    if memory.path.exists():
-        if (memory.path / "index").exists():
+    files = isinstance(memory.backend, FileBackend)
+    if _has_files_or_rows(memory):
+        if not files or (memory.path / "index").exists():
             try:
                 indexed = memory.index.item_ids()
                 if memory.lexical is not None:
@@ -736,7 +771,8 @@ def _stats(memory: AgentMemory) -> dict[str, Any]:
     tags = Counter(tag for record in records for tag in record.metadata.tags)
     return {
         "agent_id": memory.agent_id,
-        "path": str(memory.path),
+        "path": str(memory.path) if files else None,
+        "store": memory.backend.url,
         "items": len(records),
         "size_bytes": sum(row["size_bytes"] for row in by_type.values()),
         "tokens": sum(row["tokens"] for row in by_type.values()),
@@ -746,7 +782,7 @@ def _stats(memory: AgentMemory) -> dict[str, Any]:
         "top_tags": dict(tags.most_common(10)),
         "oldest": min(stamps).isoformat() if stamps else None,
         "newest": max(stamps).isoformat() if stamps else None,
-        "disk_bytes": _disk_bytes(memory.path),
+        "disk_bytes": _disk_bytes(memory.path) if files else None,
     }
 
 
@@ -755,12 +791,13 @@ def stats(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """What the memory holds: items, content bytes and tokens in total and by type, items not
     yet indexed (embedded by the next query), pinned items, tags, dates and disk use."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         data = _stats(_open(ctx))
     if as_json:
@@ -797,12 +834,13 @@ def export(
     ctx: typer.Context,
     out: str = typer.Argument("-", metavar="FILE", help="The JSONL file to write ('-', the default: stdout)."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Write every item with its content as JSONL, restorable with `import`. The file is written
     atomically (complete or not at all)."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
         records = memory.records()
@@ -863,13 +901,14 @@ def import_items(
     replace: bool = typer.Option(False, "--replace", help="Make the memory hold exactly the file's items "
                                  "(its present items are removed). Default: add them beside the present ones."),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Restore exported items: ids, metadata and content as they were (each content checked
     against its sha256), then index them. All or nothing: an id already in the memory (without
     --replace) or a bad line imports nothing."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         imported = _read_export(source)
         memory = _open(ctx)
@@ -891,16 +930,58 @@ def import_items(
 def rebuild_index(
     ctx: typer.Context,
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Drop the vector index and rebuild it from items.jsonl; print how many items were indexed."""
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
         with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
             count = memory.rebuild_index()
         typer.echo(f"Indexed {count} item(s).")
+
+
+@app.command()
+def migrate(
+    source: str = typer.Option(..., "--from", metavar="STORE", help="Where the memory is: a memory directory or a "
+                               "postgresql:// URL."),
+    target: str = typer.Option(..., "--to", metavar="STORE", help="Where it goes: a memory directory or a "
+                               "postgresql:// URL."),
+    only: list[str] = typer.Option([], "--only", metavar="AGENT_ID", help="Copy this agent only; repeat for "
+                                   "several. Default: every agent the source holds."),
+    no_index: bool = typer.Option(False, "--no-index", help="Do not build the target's indexes now (the first "
+                                  "query builds them)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was copied as JSON."),
+) -> None:
+    """Copy memory between stores, byte for byte: a memory directory into Postgres, or back. Every item
+    (records and content), trace, working context and fork of each agent; the target's indexes are
+    built again (embedding). Agents the target holds already, or with events not applied yet, are refused."""
+    from agent_memory.migrate import AgentCopy
+    from agent_memory.migrate import migrate as copy_memory
+    from agent_memory.storage import open_backend
+
+    with _reported_errors():
+        source_backend, target_backend = open_backend(source), open_backend(target)
+        done: list[AgentCopy] = []
+        with _stderr().status("Copying…") as status:
+            def report(copy: AgentCopy) -> None:
+                done.append(copy)
+                status.update(f"Copied {len(done)} agent(s)…")
+
+            copy_memory(source_backend, target_backend, only or None, index=not no_index, progress=report)
+        if as_json:
+            _print_json([vars(copy) for copy in done])
+            return
+        table = Table(box=box.SIMPLE_HEAD)
+        for column in ("agent", "items", "blobs", "traces", "documents", "indexed"):
+            table.add_column(column, justify="left" if column in ("agent", "documents") else "right")
+        for copy in done:
+            table.add_row(copy.agent_id, f"{copy.items:,}", f"{copy.blobs:,}", f"{sum(copy.traces.values()):,}",
+                          ", ".join(copy.documents) or "-", f"{copy.indexed:,}")
+        _stdout().print(table)
+        typer.echo(f"Copied {len(done)} agent(s) from {source_backend.url} to {target_backend.url}.")
 
 
 @app.command("serve-mcp")
@@ -912,6 +993,7 @@ def serve_mcp(
         "is read). Default: none; the tools read no files (text comes as content, in parts when long).",
     ),
     memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
@@ -919,10 +1001,10 @@ def serve_mcp(
     for Claude Desktop, Claude Code, Cursor or an agent's MCP client. Logs go to stderr."""
     from agent_memory.mcp_server import serve_mcp as serve
 
-    _use(ctx, memory_dir, agent_id, agent)
+    _use(ctx, memory_dir, agent_id, agent, store)
     options: _Globals = ctx.obj
     with _reported_errors():
-        serve(options.memory_dir, options.agent_id, allow_read=allow_read)
+        serve(options.memory_dir, options.agent_id, allow_read=allow_read, store=options.store)
 
 
 

@@ -393,18 +393,22 @@ def build_server(
     config: MemoryConfig | None = None,
     name: str = SERVER_NAME,
     allow_read: str | os.PathLike[str] | None = None,
+    store: str | None = None,
 ) -> MemoryMCPServer:
     """An MCP server for the memory of ``agent_id`` under ``memory_dir`` (not started).
 
     Args:
-        memory_dir: base directory of the memory; ``None``: ``AGENT_MEMORY_DIR``, else ``./memory``
-            (resolved against the current directory; ``~`` is expanded).
+        memory_dir: base directory of the memory; ``None``: ``store``, else ``AGENT_MEMORY_URL``,
+            else ``AGENT_MEMORY_DIR``, else ``./memory`` (resolved against the current directory;
+            ``~`` is expanded).
         agent_id: the agent whose memory is served (``<memory_dir>/agents/<agent_id>/``).
         config: the memory's settings (``retrieve_max_tokens`` caps every retrieve answer, in
             tokens); ``None``: ``MemoryConfig()``.
         name: the server's name in the MCP handshake.
         allow_read: a directory whose files ``store_memory`` may store by ``path``; ``None``:
             the tools read no files.
+        store: where the memory lives instead of ``memory_dir``: a ``postgresql://`` URL (see
+            :func:`~agent_memory.storage.open_backend`); give one of the two.
 
     Returns:
         The server; ``server.run("stdio")`` serves it, ``server.close()`` releases the memory.
@@ -415,7 +419,7 @@ def build_server(
             no memory toolkit is installed.
         StoreError: if the agent's conversation state cannot be read.
     """
-    memory = AgentMemory(agent_id, memory_dir, config=config)
+    memory = AgentMemory(agent_id, memory_dir, store=store, config=config)
     try:
         return MemoryMCPServer(memory, name=name, allow_read=allow_read)
     except BaseException:
@@ -429,12 +433,13 @@ def serve_mcp(
     *,
     config: MemoryConfig | None = None,
     allow_read: str | os.PathLike[str] | None = None,
+    store: str | None = None,
 ) -> None:
     """Serve the memory tools over stdio until the client closes stdin, then release the memory.
 
     Arguments and errors as :func:`build_server`. Nothing but MCP messages reaches stdout.
     """
-    server = build_server(memory_dir, agent_id, config=config, allow_read=allow_read)
+    server = build_server(memory_dir, agent_id, config=config, allow_read=allow_read, store=store)
     try:
         server.run("stdio")
     finally:

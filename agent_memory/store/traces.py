@@ -481,6 +481,32 @@ class TraceStore(ABC):
 
     # -- all --------------------------------------------------------------------------------
     @_public
+    def records(self, kind: TraceKind) -> list[TraceRecord]:
+        """Every record of ``kind`` as stored, in write order (a copy to another store: see
+        :func:`agent_memory.storage.migrate.migrate`).
+
+        Raises:
+            InvalidArgumentError: for an unknown kind.
+        """
+        if kind not in KINDS:
+            raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        return self._read(kind)
+
+    @_public
+    def replace_records(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        """Make ``kind`` hold exactly ``records``, atomically (a reader sees the old ones or these).
+
+        Raises:
+            InvalidArgumentError: for an unknown kind, or a record of another kind's type.
+        """
+        if kind not in KINDS:
+            raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        expected = RawTraceItem if kind in ("raw", "archive") else EpisodicItem if kind == "episodic" else SemanticItem
+        _check_type(records, expected, f"{kind} records")
+        with self._locked(kind):
+            self._rewrite(kind, list(records))
+
+    @_public
     def clear(self) -> None:
         """Remove every record of every kind (active, archive, episodic, semantic).
 
