@@ -9,6 +9,9 @@
 #   make bench   the benchmarks on the real data in $(DATA)
 #   make local-llm  the bundled local model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible
 #                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (see README, research agent)
+#   make postgres   a local Postgres with pgvector (pgserver's) in ./postgres-data, left running;
+#                prints its URL for AGENT_MEMORY_URL / --store (README, "Many machines")
+#   make postgres-stop  stop it
 #   make clean   remove .venv, build metadata and caches (never memory data)
 
 PYTHON ?= python3
@@ -22,7 +25,7 @@ TORCH  := torch==2.13.0
 # Nothing is ever fetched from the Hugging Face hub: the embedding model is a local package.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: venv run test bench clean local-llm
+.PHONY: venv run test bench clean local-llm postgres postgres-stop
 
 # AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
 # other's files: a venv of its own, since its dependencies are not ours (~80 s once).
@@ -77,6 +80,16 @@ local-llm: venv
 	$(PY) -m llama_cpp.server --host 127.0.0.1 --port $(LOCAL_LLM_PORT) --n_ctx 8192 \
 		--chat_format chatml-function-calling \
 		--model "$$($(PY) -c 'from agent_memory.testing import smollm2_model_path; print(smollm2_model_path())')"
+
+# pgserver keeps the server running when its cleanup mode is None; its URL names a Unix socket.
+PG_DATA ?= postgres-data
+postgres: venv
+	@$(PY) -c "import pgserver, warnings; warnings.simplefilter('ignore'); \
+	server = pgserver.get_server('$(PG_DATA)', cleanup_mode=None); print(server.get_uri())"
+
+postgres-stop: venv
+	@$(PY) -c "import pgserver, warnings; warnings.simplefilter('ignore'); \
+	pgserver.get_server('$(PG_DATA)', cleanup_mode='stop').cleanup()"
 
 clean:
 	rm -rf $(VENV) $(AB_VENV) build dist *.egg-info .pytest_cache

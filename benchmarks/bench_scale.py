@@ -1,5 +1,9 @@
-"""Latency as memory grows (issue #9, part 2): store, query (text, filtered, listing) and retrieve
-at N = 1k, 10k and 100k items of real text.
+"""Latency as memory grows (issue #9, part 2; issue 16 for Postgres): store, query (text,
+filtered, listing) and retrieve at N = 1k, 10k and 100k items of real text, on each backend: the
+file backend (JSONL + embedded Chroma + SQLite FTS5) and Postgres with pgvector (pgserver's
+server, started here, or the database ``--postgres-url`` names), side by side. At each size the
+retrieval quality is measured too: recall@5 of the supporting paragraphs of the 60 HotpotQA
+questions (every paragraph is in the memory from 1k items on, among the other texts).
 
 The corpus is real: the HotpotQA paragraphs, the 1,400 Cranfield abstracts and the LoCoMo turns of
 ``../shared/data`` (5,435 unique texts), repeated with distinct ids up to N (a copy has the same
@@ -10,10 +14,11 @@ issue allows precomputed embeddings to build the corpus). Everything measured af
 library as an agent does: ``AgentMemory.query`` embeds each query text with the real model,
 ``store`` writes the JSONL and the blob, ``retrieve`` reads and shapes the content.
 
-    python benchmarks/bench_scale.py [--data DIR] [--sizes 1000 10000 100000] [--out FILE]
+    python benchmarks/bench_scale.py [--data DIR] [--sizes 1000 10000 100000] [--backends files postgres]
+                                     [--postgres-url URL] [--out FILE]
 
-Writes ``benchmarks/results/scale.json`` and ``scale.png`` (p95 latency against N, log scale) and
-prints the table. Timings are wall-clock on this machine (2 cores); the load average is recorded.
+Writes ``benchmarks/results/scale.json`` and ``scale.png`` (p95 latency against N, log scale, one
+panel per backend) and prints the tables. Timings are wall-clock on this machine (2 cores); the load average is recorded.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +73,7 @@ def load_questions(data: Path) -> list[str]:
 
 def load_corpus(data: Path) -> list[tuple[str, str, str]]:
     """(kind, title, text) of every unique real text: HotpotQA paragraphs, Cranfield abstracts,
-    LoCoMo turns."""
+    LoCoMo turns (a blank one left out)."""
     corpus: list[tuple[str, str, str]] = []
     seen: set[str] = set()
     for question in json.loads((data / "hotpotqa" / "hotpot_dev_distractor_60.json").read_text(encoding="utf-8")):
@@ -87,7 +92,7 @@ def load_corpus(data: Path) -> list[tuple[str, str, str]]:
             if re.fullmatch(r"session_\d+", key) and isinstance(turns, list):
                 for turn in turns:
                     corpus.append(("locomo", f"{turn['dia_id']} {turn['speaker']}", f"{turn['speaker']}: {turn['text']}"))
-    return corpus
+    return [entry for entry in corpus if entry[2].strip()]  # a blank text is refused by store (issue 20)
 
 
 class CachedEmbedder:
@@ -128,11 +133,13 @@ def timed(calls: Sequence[Any]) -> list[float]:
     return samples
 
 
-def build(root: Path, n: int, corpus: list[tuple[str, str, str]], cached: CachedEmbedder | None) -> tuple[AgentMemory, float]:
-    """A memory of ``n`` items, indexed; returns it and the seconds building took."""
+def build(store: str, n: int, corpus: list[tuple[str, str, str]], cached: CachedEmbedder | None) -> tuple[AgentMemory, float]:
+    """A memory of ``n`` items in ``store`` (a directory or a database URL), indexed; returns it
+    and the seconds building took."""
     started = time.perf_counter()
-    memory = AgentMemory(f"scale-{n}", root, config=MemoryConfig(index_on_store=False))
-    function = memory.index.embedding_function  # the Chroma index's embedding function
+    memory = AgentMemory(f"scale-{n}", store=store, config=MemoryConfig(index_on_store=False))
+    index = memory.index
+    function = getattr(index, "embedding_function", index)  # Chroma's keeps the embedder in its function
     real = function.embedder
     if cached is not None:
         cached.embedder = real
@@ -163,10 +170,33 @@ def text_queries(memory: AgentMemory, questions: list[str], rng: random.Random) 
     }
 
 
+def load_hotpotqa(data: Path) -> list[tuple[str, set[str]]]:
+    """(question, titles of its supporting paragraphs) of the 60 HotpotQA questions."""
+    questions = json.loads((data / "hotpotqa" / "hotpot_dev_distractor_60.json").read_text(encoding="utf-8"))
+    return [(q["question"], {title for title, _ in q["supporting_facts"]}) for q in questions]
+
+
+def quality(memory: AgentMemory, hotpotqa: list[tuple[str, set[str]]], copies: int) -> dict[str, float]:
+    """HotpotQA recall@5 over distinct texts: the share of supporting paragraphs whose title is
+    among the first 5 distinct titles of the items ``query`` returns, over the 60 questions. Each
+    text is in the memory ``copies`` times (ties among them are broken arbitrarily), so the query
+    asks for ``5 * copies`` items (at most 100): the ranking of texts is measured, not of copies."""
+    found = wanted = 0
+    for question, titles in hotpotqa:
+        distinct: list[str] = []
+        for hit in memory.query(text=question, limit=min(100, 5 * copies)):
+            title = hit.item.metadata.title or ""
+            if title not in distinct:
+                distinct.append(title)
+        found += len(titles & set(distinct[:5]))
+        wanted += len(titles)
+    return {"hotpotqa_recall@5": round(found / wanted, 4)}
+
+
 def measure(memory: AgentMemory, questions: list[str], rng: random.Random) -> dict[str, Any]:
     ids = [record.id for record in memory.records()]
     default = text_queries(memory, questions, rng)
-    with AgentMemory(memory.agent_id, memory.memory_dir, config=SINGLE_QUERY) as single_memory:
+    with AgentMemory(memory.agent_id, store=memory.backend, config=SINGLE_QUERY) as single_memory:
         single = text_queries(single_memory, questions, rng)
     result = {
         "query_text": default["text"],
@@ -191,55 +221,88 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = sorted(int(n) for n in results["sizes"])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for op in OPERATIONS:
-        ax.plot(sizes, [results["sizes"][str(n)]["latency_ms"][op]["p95"] for n in sizes], marker="o", label=op)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("items in memory")
-    ax.set_ylabel("p95 latency (ms)")
-    ax.set_title("agent-memory: p95 latency against memory size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    backends = list(results["backends"])
+    fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.5), squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], backends, strict=True):
+        rows = results["backends"][name]["sizes"]
+        sizes = sorted(int(n) for n in rows)
+        for op in OPERATIONS:
+            ax.plot(sizes, [rows[str(n)]["latency_ms"][op]["p95"] for n in sizes], marker="o", label=op)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("items in memory")
+        ax.set_ylabel("p95 latency (ms)")
+        ax.set_title(f"{name}: p95 latency against memory size")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def print_table(results: dict[str, Any]) -> None:
-    sizes = sorted(results["sizes"], key=int)
-    print("p50 / p95 ms   " + "  ".join(f"{int(n):>17,}" for n in sizes) + "   items")
-    for op in OPERATIONS:
-        cells = "  ".join(f"{results['sizes'][n]['latency_ms'][op]['p50']:>7.1f} / "
-                          f"{results['sizes'][n]['latency_ms'][op]['p95']:>7.1f}" for n in sizes)
-        print(f"{op:<27}{cells}")
-    print("build s" + " " * 20 + "  ".join(f"{results['sizes'][n]['build_s']:>17.0f}" for n in sizes))
+    for name, backend in results["backends"].items():
+        rows = backend["sizes"]
+        sizes = sorted(rows, key=int)
+        print(f"{name}\np50 / p95 ms   " + "  ".join(f"{int(n):>17,}" for n in sizes) + "   items")
+        for op in OPERATIONS:
+            cells = "  ".join(f"{rows[n]['latency_ms'][op]['p50']:>7.1f} / {rows[n]['latency_ms'][op]['p95']:>7.1f}"
+                              for n in sizes)
+            print(f"{op:<27}{cells}")
+        print("recall@5" + " " * 19 + "  ".join(f"{rows[n]['quality']['hotpotqa_recall@5']:>17.3f}" for n in sizes))
+        print("build s" + " " * 20 + "  ".join(f"{rows[n]['build_s']:>17.0f}" for n in sizes))
+
+
+def run_backend(name: str, store: Callable[[], str], sizes: Sequence[int], corpus: list[tuple[str, str, str]],
+                questions: list[str], hotpotqa: list[tuple[str, set[str]]], cached: CachedEmbedder) -> dict[str, Any]:
+    """Every size on one backend, each in a new store (``store()``), removed after it was measured."""
+    rows: dict[str, Any] = {}
+    rng = random.Random(7)
+    for n in sizes:
+        memory, build_s = build(store(), n, corpus, cached)
+        copies = -(-n // len(corpus))
+        rows[str(n)] = {"build_s": round(build_s, 1), "latency_ms": measure(memory, questions, rng),
+                        "quality": quality(memory, hotpotqa, copies), "embeddings_computed": cached.computed}
+        memory.clear()
+        memory.close()
+        print(f"{name}: {n:,} items built in {build_s:.0f} s", file=sys.stderr)
+    return {"store": "a temporary directory" if name == "files" else "postgres, a new database per size",
+            "sizes": rows}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("AGENT_MEMORY_DATA", DEFAULT_DATA)))
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--backends", nargs="+", choices=("files", "postgres"), default=["files", "postgres"])
+    parser.add_argument("--postgres-url", default=None,
+                        help="A database to measure in (emptied of the scale-* agents); default: a pgserver started here.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     corpus = load_corpus(args.data)
     questions = load_questions(args.data)
-    rng = random.Random(7)
+    hotpotqa = load_hotpotqa(args.data)
     cached = CachedEmbedder(None)
     results: dict[str, Any] = {"corpus_unique_texts": len(corpus), "samples": SAMPLES, "targets_ms_at_100k": TARGETS_MS,
-                               "load_average": os.getloadavg()[0], "sizes": {}}
+                               "load_average": os.getloadavg()[0], "backends": {}}
     root = Path(tempfile.mkdtemp(prefix="agent-memory-scale-"))
+    server = None
     try:
-        for n in args.sizes:
-            memory, build_s = build(root, n, corpus, cached)
-            row = {"build_s": round(build_s, 1), "latency_ms": measure(memory, questions, rng),
-                   "embeddings_computed": cached.computed}
-            results["sizes"][str(n)] = row
-            memory.close()
-            shutil.rmtree(root / "agents" / f"scale-{n}", ignore_errors=True)
-            print(f"{n:,} items built in {build_s:.0f} s", file=sys.stderr)
+        for name in args.backends:
+            store: Callable[[], str]
+            if name == "files":
+                store = lambda: str(root / "memory")  # noqa: E731 - one directory, an agent per size
+            elif args.postgres_url:
+                store = lambda: args.postgres_url  # noqa: E731
+            else:
+                from agent_memory.testing import PostgresServer
+
+                server = PostgresServer(root / "postgres").start()
+                store = lambda: server.new_database("am_scale")  # noqa: E731 - a new one per size
+            results["backends"][name] = run_backend(name, store, args.sizes, corpus, questions, hotpotqa, cached)
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError, map_exceptions
 
 __all__ = [
+    "CLOSED_STATUSES",
     "EVENT_ID_PREFIX",
     "OPEN_STATUSES",
     "EventJournal",
@@ -46,6 +47,7 @@ __all__ = [
     "checked_kind",
     "decode_payload",
     "encode_payload",
+    "statuses",
 ]
 
 EVENT_ID_PREFIX = "qevt_"
@@ -166,6 +168,20 @@ and ``failed``)."""
 
 OPEN_STATUSES: tuple[EventStatus, ...] = ("queued", "applying")
 """The statuses of an event not applied yet."""
+
+CLOSED_STATUSES: tuple[EventStatus, ...] = ("applied", "failed")
+"""The statuses of an event done with."""
+
+
+def statuses(status: StatusFilter | None) -> tuple[EventStatus, ...] | None:
+    """The statuses a filter keeps (``None``: every event)."""
+    if status is None:
+        return None
+    if status == "open":
+        return OPEN_STATUSES
+    if status == "closed":
+        return CLOSED_STATUSES
+    return (status,)
 
 
 def checked_kind(kind: EventKind | str, payload: Any) -> EventKind:

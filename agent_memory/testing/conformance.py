@@ -377,6 +377,20 @@ class BackendConformance:
         backend.release_claim("new.agent")
         assert backend.claim("new.agent")
 
+    def test_two_managers_on_one_agent_keep_each_others_pins(self, backend: Backend) -> None:
+        from agent_memory.kernel.manager import MemoryManager
+
+        first = MemoryManager(self.memory(backend, "pins", config=FAST))
+        second = MemoryManager(self.memory(backend, "pins", config=FAST))  # built before the first one pins
+        notes = [first.memory.store(f"note {n}") for n in range(3)]
+        first.pin_item(notes[0])
+        second.pin_item(notes[1])  # its working context did not know of the first pin
+        first.ingest_user_message("a turn: the working context is written again")
+        assert set(first.pinned_items) == set(second.pinned_items) == {notes[0], notes[1]}
+        second.unpin_item(notes[0])
+        first.pin_item(notes[2])
+        assert MemoryManager(self.memory(backend, "pins", config=FAST)).pinned_items == (notes[1], notes[2])
+
     # -- concurrency and crashes -------------------------------------------------------------------
     def test_threads_sharing_one_memory_lose_nothing(self, backend: Backend) -> None:
         memory = self.memory(backend, config=FAST)

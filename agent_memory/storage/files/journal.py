@@ -26,6 +26,7 @@ from agent_memory.storage.journal import (
     checked_kind,
     decode_payload,
     encode_payload,
+    statuses,
 )
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "EVENTS_FILE", "EventQueue"]
@@ -58,18 +59,11 @@ CREATE INDEX IF NOT EXISTS events_open ON events (seq) WHERE status IN ('queued'
 
 _COLUMNS = "seq, id, kind, payload, queued_at, status, applied_at, result, error"
 
-_WHERE: dict[str, str] = {
-    "open": " WHERE status IN ('queued', 'applying')",
-    "closed": " WHERE status IN ('applied', 'failed')",
-}
-
-
 def _where(status: StatusFilter | None) -> tuple[str, tuple[Any, ...]]:
-    if status is None:
+    kept = statuses(status)
+    if kept is None:
         return "", ()
-    if status in _WHERE:
-        return _WHERE[status], ()
-    return " WHERE status = ?", (status,)
+    return f" WHERE status IN ({', '.join('?' * len(kept))})", kept
 
 
 def _db_error(exc: sqlite3.Error, path: Path) -> StoreError:

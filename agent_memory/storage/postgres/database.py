@@ -36,6 +36,18 @@ POOL_MAX_SIZE = 16
 POOL_TIMEOUT_S = 30.0
 """Longest wait for a free connection of the pool, in seconds."""
 
+_CHUNK_COLUMNS = """agent_id text NOT NULL,
+        item_id text NOT NULL,
+        chunk_index integer NOT NULL,
+        start_char integer NOT NULL,
+        header_chars integer NOT NULL,
+        type text NOT NULL,
+        source text NOT NULL,
+        timestamp_s double precision NOT NULL,
+        tags text[] NOT NULL,
+        text text NOT NULL,"""
+"""The columns of a chunk both indexes keep (its item's facts, which filters test in SQL)."""
+
 MIGRATION_LOCK = 0x616D5F736368656D  # "am_schem": the advisory lock key of schema changes
 
 MIGRATIONS: tuple[str, ...] = (
@@ -110,32 +122,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent_id, name)
     );
     CREATE TABLE IF NOT EXISTS am_vectors (
-        agent_id text NOT NULL,
-        item_id text NOT NULL,
-        chunk_index integer NOT NULL,
-        start_char integer NOT NULL,
-        header_chars integer NOT NULL,
-        type text NOT NULL,
-        source text NOT NULL,
-        timestamp_s double precision NOT NULL,
-        tags text[] NOT NULL,
-        text text NOT NULL,
+        {_CHUNK_COLUMNS}
         embedding vector({EMBEDDING_DIMENSIONS}) NOT NULL,
         PRIMARY KEY (agent_id, item_id, chunk_index)
     );
     CREATE INDEX IF NOT EXISTS am_vectors_hnsw ON am_vectors USING hnsw (embedding vector_cosine_ops);
     CREATE INDEX IF NOT EXISTS am_vectors_listing ON am_vectors (agent_id, timestamp_s DESC) WHERE chunk_index = 0;
     CREATE TABLE IF NOT EXISTS am_keywords (
-        agent_id text NOT NULL,
-        item_id text NOT NULL,
-        chunk_index integer NOT NULL,
-        start_char integer NOT NULL,
-        header_chars integer NOT NULL,
-        type text NOT NULL,
-        source text NOT NULL,
-        timestamp_s double precision NOT NULL,
-        tags text[] NOT NULL,
-        text text NOT NULL,
+        {_CHUNK_COLUMNS}
         words tsvector NOT NULL,
         PRIMARY KEY (agent_id, item_id, chunk_index)
     );

@@ -24,6 +24,7 @@ from agent_memory.storage.journal import (
     checked_kind,
     decode_payload,
     encode_payload,
+    statuses,
 )
 from agent_memory.storage.postgres.database import Database
 
@@ -31,18 +32,11 @@ __all__ = ["PostgresJournal"]
 
 _COLUMNS = "seq, id, kind, payload, queued_at, status, applied_at, result, error"
 
-_STATUS_SQL: dict[str, str] = {
-    "open": " AND status IN ('queued', 'applying')",
-    "closed": " AND status IN ('applied', 'failed')",
-}
-
-
 def _status(status: StatusFilter | None) -> tuple[str, tuple[Any, ...]]:
-    if status is None:
+    kept = statuses(status)
+    if kept is None:
         return "", ()
-    if status in _STATUS_SQL:
-        return _STATUS_SQL[status], ()
-    return " AND status = %s", (status,)
+    return " AND status = ANY(%s)", (list(kept),)
 
 
 def _event(row: tuple[Any, ...]) -> QueuedEvent:

@@ -7,10 +7,13 @@ Both carry the item facts a query filters on, and every filter is SQL in the sam
 (:func:`criteria_sql`), so a filter costs nothing extra and never starves the ranking.
 
 The HNSW index serves every agent of the database: a search asks it for the nearest chunks of one
-agent (``WHERE agent_id = ...``) with ``hnsw.ef_search`` raised to the number wanted, and when the
-index yields fewer than that (another agent's chunks crowd the candidates, or a narrow filter) it
-answers from an exact scan of the agent's matching chunks instead (:data:`EXACT_FALLBACK`), so a
-small agent in a large database still gets its best chunks. Keyword hits are ranked by
+agent (``WHERE agent_id = ...``) with ``hnsw.ef_search`` (the candidates it keeps) at twice the
+number wanted, at least :data:`MIN_EF_SEARCH`. Candidates that another agent owns, that fail a
+filter, or whose rows were deleted and not vacuumed yet are dropped after the scan, so when fewer
+than wanted remain the search asks again with four times the candidates, up to pgvector's
+:data:`MAX_EF_SEARCH`; when even that yields too few while the agent has more matching chunks,
+it answers from an exact scan of them (:data:`EXACT_FALLBACK`), so a small agent in a large
+database still gets its best chunks. Keyword hits are ranked by
 ``ts_rank`` with length normalisation (rank / (1 + log length)); fusion with the dense ranking
 uses ranks only (:mod:`agent_memory.index.fusion`).
 """
@@ -166,11 +169,15 @@ class PostgresVectorIndex:
         columns = "item_id, chunk_index, text, header_chars, start_char, embedding <=> %s AS distance"
         try:
             with self.database.transaction() as conn:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
-                             (str(min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, 2 * n_chunks))),))
-                rows = conn.execute(
-                    f"SELECT {columns} FROM am_vectors WHERE agent_id = %s{where} ORDER BY embedding <=> %s LIMIT %s",
-                    (query, self.agent_id, *params, query, n_chunks)).fetchall()
+                ef_search = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, 2 * n_chunks))
+                while True:  # rows of other agents, filtered out, and dead rows take candidates' places
+                    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+                    rows = conn.execute(
+                        f"SELECT {columns} FROM am_vectors WHERE agent_id = %s{where} ORDER BY embedding <=> %s LIMIT %s",
+                        (query, self.agent_id, *params, query, n_chunks)).fetchall()
+                    if len(rows) >= n_chunks or ef_search >= MAX_EF_SEARCH:
+                        break
+                    ef_search = min(MAX_EF_SEARCH, 4 * ef_search)
                 if EXACT_FALLBACK and len(rows) < n_chunks:
                     row = conn.execute(f"SELECT count(*) FROM am_vectors WHERE agent_id = %s{where}",
                                        (self.agent_id, *params)).fetchone()
