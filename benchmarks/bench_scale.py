@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -279,12 +280,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="A database to measure in (emptied of the scale-* agents); default: a pgserver started here.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    if len(args.backends) > 1:  # each backend in a process of its own: nothing of one slows the other
+        results: dict[str, Any] = {}
+        for name in args.backends:
+            part = args.out.with_name(f".{args.out.stem}.{name}.json")
+            command = [sys.executable, __file__, "--data", str(args.data), "--backends", name, "--out", str(part),
+                       "--sizes", *map(str, args.sizes), *(["--postgres-url", args.postgres_url] if args.postgres_url else [])]
+            subprocess.run(command, check=True)
+            found = json.loads(part.read_text(encoding="utf-8"))
+            part.unlink()
+            part.with_suffix(".png").unlink(missing_ok=True)
+            backends = {**results.get("backends", {}), **found["backends"]}
+            results = {**found, "backends": backends, "load_average": max(found["load_average"],
+                                                                           results.get("load_average", 0.0))}
+        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        plot(results, args.out.with_suffix(".png"))
+        print_table(results)
+        print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+        return 0
     corpus = load_corpus(args.data)
     questions = load_questions(args.data)
     hotpotqa = load_hotpotqa(args.data)
     cached = CachedEmbedder(None)
-    results: dict[str, Any] = {"corpus_unique_texts": len(corpus), "samples": SAMPLES, "targets_ms_at_100k": TARGETS_MS,
-                               "load_average": os.getloadavg()[0], "backends": {}}
+    results = {"corpus_unique_texts": len(corpus), "samples": SAMPLES, "targets_ms_at_100k": TARGETS_MS,
+               "load_average": os.getloadavg()[0], "backends": {}}
     root = Path(tempfile.mkdtemp(prefix="agent-memory-scale-"))
     server = None
     try:

@@ -126,7 +126,8 @@ MIGRATIONS: tuple[str, ...] = (
         embedding vector({EMBEDDING_DIMENSIONS}) NOT NULL,
         PRIMARY KEY (agent_id, item_id, chunk_index)
     );
-    CREATE INDEX IF NOT EXISTS am_vectors_hnsw ON am_vectors USING hnsw (embedding vector_cosine_ops);
+    CREATE INDEX IF NOT EXISTS am_vectors_hnsw ON am_vectors USING hnsw (embedding vector_cosine_ops)
+        WITH (m = 24, ef_construction = 200);
     CREATE INDEX IF NOT EXISTS am_vectors_listing ON am_vectors (agent_id, timestamp_s DESC) WHERE chunk_index = 0;
     CREATE TABLE IF NOT EXISTS am_keywords (
         {_CHUNK_COLUMNS}
@@ -134,6 +135,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (agent_id, item_id, chunk_index)
     );
     CREATE INDEX IF NOT EXISTS am_keywords_words ON am_keywords USING gin (words);
+    CREATE TABLE IF NOT EXISTS am_keyword_terms (
+        agent_id text NOT NULL,
+        term text NOT NULL,
+        df integer NOT NULL,
+        PRIMARY KEY (agent_id, term)
+    );
+    CREATE TABLE IF NOT EXISTS am_keyword_stats (
+        agent_id text PRIMARY KEY,
+        chunks bigint NOT NULL DEFAULT 0,
+        lexemes bigint NOT NULL DEFAULT 0
+    );
     CREATE INDEX IF NOT EXISTS am_keywords_listing ON am_keywords (agent_id, timestamp_s DESC) WHERE chunk_index = 0;
     """,
 )

@@ -2,7 +2,8 @@
 
 ``am_vectors`` holds each chunk's embedding in a ``vector(384)`` column with an HNSW index for
 cosine distance; ``am_keywords`` holds its ``tsvector`` (the ``english`` configuration: lower case,
-stop words out, Snowball stems, as the file backend's FTS5 ``porter`` tokenizer) with a GIN index.
+stop words out, Snowball stems, as the file backend's FTS5 ``porter`` tokenizer) with a GIN index,
+and the document frequency of every lexeme (kept with each write) for BM25.
 Both carry the item facts a query filters on, and every filter is SQL in the same statement
 (:func:`criteria_sql`), so a filter costs nothing extra and never starves the ranking.
 
@@ -13,13 +14,13 @@ filter, or whose rows were deleted and not vacuumed yet are dropped after the sc
 than wanted remain the search asks again with four times the candidates, up to pgvector's
 :data:`MAX_EF_SEARCH`; when even that yields too few while the agent has more matching chunks,
 it answers from an exact scan of them (:data:`EXACT_FALLBACK`), so a small agent in a large
-database still gets its best chunks. Keyword hits are ranked by
-``ts_rank`` with length normalisation (rank / (1 + log length)); fusion with the dense ranking
-uses ranks only (:mod:`agent_memory.index.fusion`).
+database still gets its best chunks. Keyword hits are ranked by BM25 (:meth:`PostgresKeywordIndex.search`);
+fusion with the dense ranking uses ranks only (:mod:`agent_memory.index.fusion`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ import numpy as np
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import EmbeddingError, KeywordIndexError, StoreError, VectorIndexError
 from agent_memory.index.embeddings import SentenceTransformerEmbedder
-from agent_memory.index.lexical import query_words
+from agent_memory.index.lexical import query_words, within_budget
 from agent_memory.index.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.postgres.database import EMBEDDING_DIMENSIONS, Database
@@ -55,6 +56,13 @@ QUERY_CACHE_SIZE = 256
 
 ADD_BATCH = 256
 """Chunks embedded and written per statement batch."""
+
+BM25_K1 = 1.2
+"""BM25's term-frequency saturation (the usual value; with each word counted once per chunk it only
+scales the length normalisation)."""
+
+BM25_B = 0.75
+"""BM25's length normalisation (the usual value)."""
 
 
 def criteria_sql(criteria: MemoryCriteria) -> tuple[str, list[Any]]:
@@ -236,7 +244,10 @@ class PostgresVectorIndex:
 
 
 class PostgresKeywordIndex:
-    """:class:`~agent_memory.index.keyword.KeywordIndex` of one agent in ``am_keywords``."""
+    """:class:`~agent_memory.index.keyword.KeywordIndex` of one agent in ``am_keywords``, ranked by
+    BM25 (see :meth:`search`); the document frequency of each lexeme and the agent's chunk count
+    and total length are kept up to date with every write (``am_keyword_terms``,
+    ``am_keyword_stats``), so a query reads them in one lookup per word."""
 
     def __init__(self, database: Database, agent_id: str) -> None:
         self.database = database
@@ -248,28 +259,93 @@ class PostgresKeywordIndex:
     def add(self, chunks: Sequence[IndexChunk]) -> None:
         rows = [(*_meta_row(self.agent_id, chunk), chunk.text) for chunk in chunks]
         for start in range(0, len(rows), ADD_BATCH):
-            self._many(
-                f"INSERT INTO am_keywords (agent_id, {_META}, words) VALUES "
-                f"(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s)) "
-                "ON CONFLICT (agent_id, item_id, chunk_index) DO UPDATE SET start_char = EXCLUDED.start_char, "
-                "header_chars = EXCLUDED.header_chars, type = EXCLUDED.type, source = EXCLUDED.source, "
-                "timestamp_s = EXCLUDED.timestamp_s, tags = EXCLUDED.tags, text = EXCLUDED.text, words = EXCLUDED.words",
-                rows[start : start + ADD_BATCH])
+            batch = rows[start : start + ADD_BATCH]
+            keys = ([row[1] for row in batch], [row[2] for row in batch])
+            try:
+                with self.database.transaction() as conn:
+                    self._drop(conn, "item_id = c.item_id AND chunk_index = c.idx",
+                               "unnest(%s::text[], %s::int[]) AS c(item_id, idx)", list(keys))
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            f"INSERT INTO am_keywords (agent_id, {_META}, words) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
+                            f"%s, %s, to_tsvector('{TEXT_SEARCH_CONFIG}', %s))", batch)
+                    self._count(conn, keys)
+            except StoreError as exc:
+                raise KeywordIndexError(f"keyword index write failed: {exc}") from exc
+
+    def _drop(self, conn: Any, match: str, source: str, params: list[Any]) -> None:
+        """Delete the agent's rows that ``match`` (joined with ``source``) and take their lexemes
+        out of the statistics, in the caller's transaction."""
+        conn.execute(
+            f"WITH gone AS (DELETE FROM am_keywords AS k USING {source} WHERE k.agent_id = %s AND k.{match} "
+            "RETURNING k.words), "
+            "terms AS (SELECT term, count(*) AS n FROM gone, unnest(tsvector_to_array(gone.words)) AS term GROUP BY term), "
+            "lowered AS (UPDATE am_keyword_terms AS t SET df = t.df - terms.n FROM terms "
+            "WHERE t.agent_id = %s AND t.term = terms.term RETURNING 1) "
+            "UPDATE am_keyword_stats SET chunks = chunks - (SELECT count(*) FROM gone), "
+            "lexemes = lexemes - (SELECT coalesce(sum(length(words)), 0) FROM gone) WHERE agent_id = %s",
+            [*params, self.agent_id, self.agent_id, self.agent_id])
+
+    def _count(self, conn: Any, keys: tuple[list[str], list[int]]) -> None:
+        """Add the lexemes of the rows just written (``keys``: item ids and chunk indexes) to the
+        statistics, terms in order (two writers never wait for each other in a cycle)."""
+        new = ("SELECT k.words FROM am_keywords AS k JOIN unnest(%s::text[], %s::int[]) AS c(item_id, idx) "
+               "ON k.item_id = c.item_id AND k.chunk_index = c.idx WHERE k.agent_id = %s")
+        conn.execute(
+            f"INSERT INTO am_keyword_terms (agent_id, term, df) SELECT %s, term, count(*) FROM ({new}) AS new, "
+            "unnest(tsvector_to_array(new.words)) AS term GROUP BY term ORDER BY term "
+            "ON CONFLICT (agent_id, term) DO UPDATE SET df = am_keyword_terms.df + EXCLUDED.df",
+            [self.agent_id, *keys, self.agent_id])
+        conn.execute(
+            f"INSERT INTO am_keyword_stats (agent_id, chunks, lexemes) SELECT %s, count(*), coalesce(sum(length(words)), 0) "
+            f"FROM ({new}) AS new ON CONFLICT (agent_id) DO UPDATE SET chunks = am_keyword_stats.chunks + EXCLUDED.chunks, "
+            "lexemes = am_keyword_stats.lexemes + EXCLUDED.lexemes",
+            [self.agent_id, *keys, self.agent_id])
 
     def search(
         self, text: str, criteria: MemoryCriteria, *, n_chunks: int, max_postings: int | None = None
     ) -> list[ChunkHit]:
+        """BM25 (Robertson and Zaragoza, "The Probabilistic Relevance Framework", 2009; k1 =
+        :data:`BM25_K1`, b = :data:`BM25_B`) of the query's words over the agent's chunks, each
+        word counted once per chunk (``tsvector`` keeps positions, not counts), its IDF from the
+        kept document frequencies: ``ln(1 + (N - df + 0.5) / (df + 0.5))``. With
+        ``max_postings``, the commonest words are left out while the words kept appear in more
+        chunks together (:func:`~agent_memory.index.lexical.within_budget`, as the file index does)."""
         words = query_words(text)
         if not words:
             return []
+        try:
+            with self.database.connection() as conn:
+                found = conn.execute(
+                    f"SELECT w, tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', w)) FROM unnest(%s::text[]) AS w",
+                    (words,)).fetchall()
+                lexemes = {str(word): [str(term) for term in terms] for word, terms in found}
+                every = sorted({term for terms in lexemes.values() for term in terms})
+                df = dict(conn.execute("SELECT term, df FROM am_keyword_terms WHERE agent_id = %s AND term = ANY(%s) "
+                                       "AND df > 0", (self.agent_id, every)).fetchall())
+                stats = conn.execute("SELECT chunks, lexemes FROM am_keyword_stats WHERE agent_id = %s",
+                                     (self.agent_id,)).fetchone()
+        except StoreError as exc:
+            raise KeywordIndexError(f"keyword index read failed: {exc}") from exc
+        if stats is None or not stats[0]:
+            return []
+        chunks, average = int(stats[0]), max(1.0, int(stats[1]) / int(stats[0]))
+        costs = [(word, sum(df[t] for t in lexemes[word]) if lexemes[word] and all(t in df for t in lexemes[word]) else 0)
+                 for word in words]
+        kept = within_budget(costs, max_postings)
+        terms = sorted({term for word in kept for term in lexemes[word]})
+        if not terms:
+            return []
+        weights = [math.log(1 + (chunks - df[t] + 0.5) / (df[t] + 0.5)) for t in terms]
         where, params = criteria_sql(criteria)
-        match = " || ".join([f"plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s)"] * len(words))
+        matched = " + ".join(["CASE WHEN words @@ quote_literal(%s)::tsquery THEN %s ELSE 0 END"] * len(terms))
+        anything = " || ".join(["quote_literal(%s)::tsquery"] * len(terms))
         rows = self._read(
-            f"WITH q AS (SELECT ({match}) AS query) "
-            "SELECT item_id, chunk_index, start_char, header_chars, text, ts_rank(words, q.query, 1) AS score "
-            f"FROM am_keywords, q WHERE agent_id = %s AND words @@ q.query{where} "
-            "ORDER BY score DESC, item_id, chunk_index LIMIT %s",
-            [*words, self.agent_id, *params, n_chunks])
+            f"SELECT item_id, chunk_index, start_char, header_chars, text, ({matched}) * %s / "
+            f"(1 + %s * (1 - %s + %s * length(words) / %s)) AS score FROM am_keywords "
+            f"WHERE agent_id = %s AND words @@ ({anything}){where} ORDER BY score DESC, item_id, chunk_index LIMIT %s",
+            [*(value for pair in zip(terms, weights, strict=True) for value in pair), BM25_K1 + 1, BM25_K1, BM25_B,
+             BM25_B, average, self.agent_id, *terms, *params, n_chunks])
         return [ChunkHit(item_id=item_id, chunk_index=int(index), body=body[int(header):], start_char=int(start),
                          score=float(score))
                 for item_id, index, start, header, body, score in rows]
@@ -297,12 +373,21 @@ class PostgresKeywordIndex:
                                                   [self.agent_id])}
 
     def delete_items(self, item_ids: Sequence[str]) -> None:
-        if item_ids:
-            self._many("DELETE FROM am_keywords WHERE agent_id = %s AND item_id = ANY(%s)",
-                       [(self.agent_id, list(item_ids))])
+        if not item_ids:
+            return
+        try:
+            with self.database.transaction() as conn:
+                self._drop(conn, "item_id = c.item_id", "unnest(%s::text[]) AS c(item_id)", [list(item_ids)])
+        except StoreError as exc:
+            raise KeywordIndexError(f"keyword index write failed: {exc}") from exc
 
     def reset(self) -> None:
-        self._many("DELETE FROM am_keywords WHERE agent_id = %s", [(self.agent_id,)])
+        try:
+            with self.database.transaction() as conn:
+                for table in ("am_keywords", "am_keyword_terms", "am_keyword_stats"):
+                    conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (self.agent_id,))
+        except StoreError as exc:
+            raise KeywordIndexError(f"keyword index write failed: {exc}") from exc
 
     def _read(self, sql: str, params: list[Any]) -> list[Any]:
         try:
@@ -310,13 +395,6 @@ class PostgresKeywordIndex:
                 return conn.execute(sql, params).fetchall()
         except StoreError as exc:
             raise KeywordIndexError(f"keyword index read failed: {exc}") from exc
-
-    def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            with self.database.transaction() as conn, conn.cursor() as cursor:
-                cursor.executemany(sql, rows)
-        except StoreError as exc:
-            raise KeywordIndexError(f"keyword index write failed: {exc}") from exc
 
     def close(self) -> None:
         """Nothing of its own to release: the backend's pool serves it."""
