@@ -63,6 +63,40 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _spawn_until_healthy(command: list[str], log_path: Path, url: str) -> tuple[subprocess.Popen[bytes], bool]:
+    """Start ``command`` in its own process group (output to ``log_path``) and poll ``url`` until
+    it answers 200, the process exits, or ``SERVER_START_TIMEOUT_S`` seconds pass.
+
+    Returns the process and whether it became healthy; the caller stops it when it did not.
+    """
+    log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ})
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback only
+                if response.status == 200:
+                    return process, True
+        except OSError:
+            time.sleep(0.1)
+    return process, False
+
+
+def _stop_process_group(process: subprocess.Popen[bytes] | None) -> None:
+    """Stop a server started in its own process group: SIGTERM, then SIGKILL after 10 s.
+
+    ``None`` or an already-exited process is a no-op.
+    """
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
 class ChromaServer:
     """A ``chroma run`` process on 127.0.0.1, stopped by its PID.
 
@@ -92,35 +126,17 @@ class ChromaServer:
             ConfigurationError: if it does not answer within ``SERVER_START_TIMEOUT_S``.
         """
         self.path.mkdir(parents=True, exist_ok=True)
-        log = open(self.path / "server.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(
-            self._command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ}
-        )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         url = f"http://127.0.0.1:{self.port}/api/v2/heartbeat"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback only
-                    if response.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.1)
+        self.process, healthy = _spawn_until_healthy(self._command(), self.path / "server.log", url)
+        if healthy:
+            return self
         self.stop()
         tail = (self.path / "server.log").read_text(encoding="utf-8", errors="replace")[-2000:]
         raise ConfigurationError(f"chroma server on port {self.port} did not start:\n{tail}")
 
     def stop(self) -> None:
         """Stop the server by its PID (SIGTERM, then SIGKILL after 10 s)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        _stop_process_group(self.process)
 
     def __enter__(self) -> ChromaServer:
         return self.start()
@@ -753,21 +769,9 @@ class LlamaServer:
             ConfigurationError: if it exits or does not answer within ``SERVER_START_TIMEOUT_S``.
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(
-            self._command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ}
-        )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        url = f"{self.base_url}/models"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - loopback only
-                    if response.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.2)
+        self.process, healthy = _spawn_until_healthy(self._command(), self.log_path, f"{self.base_url}/models")
+        if healthy:
+            return self
         code = self.process.poll()
         self.stop()
         tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
@@ -775,14 +779,7 @@ class LlamaServer:
 
     def stop(self) -> None:
         """Stop the server by its PID (SIGTERM, then SIGKILL after 10 s)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        _stop_process_group(self.process)
 
     def __enter__(self) -> LlamaServer:
         return self.start()
