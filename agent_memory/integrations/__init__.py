@@ -1,0 +1,12 @@
+"""agent-memory inside the agent frameworks people already run: one module per framework, each an
+extra (``pip install 'agent-memory[openai-agents]'``...), all on one
+:class:`~agent_memory.integrations.channel.MemoryChannel` per conversation: every tool result
+stored, shown once, then cited with its memory id, retrievable by the memory tools, and every
+model call's usage priced with prompt caching.
+
+- :mod:`agent_memory.integrations.openai_agents`: the OpenAI Agents SDK.
+- :mod:`agent_memory.integrations.anthropic_memory`: Claude's memory tool (``memory_20250818``)
+  kept in agent-memory.
+
+Importing this package imports no framework; each module imports its own.
+"""

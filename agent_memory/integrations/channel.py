@@ -1,0 +1,291 @@
+"""The memory channel of a conversation a framework runs: what every adapter puts in its hook.
+
+A framework (the OpenAI Agents SDK, LangChain, pydantic-ai) owns the conversation and hands its
+history to a hook before each model call. The adapter turns that history into
+:class:`~agent_memory.models.messages.Message` objects and calls :meth:`MemoryChannel.present`,
+which
+
+1. stores every tool result it has not stored yet, under an id derived from the conversation and
+   the tool call's id (:func:`result_id`), so that presenting the same history again, from this
+   process or another, stores nothing twice and a crash between two calls loses nothing;
+2. resolves the results with a :class:`~agent_memory.presentation.context.ContextBuilder`: in full
+   the first time, as a citation with its memory id afterwards, when that pays (the policy and
+   price model as everywhere in agent-memory);
+3. says which memory tools go with the call (:class:`~agent_memory.presentation.offer.ToolOffer`)
+   and whether the memory prompt goes into the system prompt (only while a memory tool does).
+
+The adapter then writes the shown text back into the framework's own messages (only a tool
+result's text ever changes) and sends them. The prompt is the one the replay counts for the same
+policy (:func:`agent_memory.replay.engine.replay_run`): ``benchmarks/bench_adapters.py`` checks that
+token for token.
+
+The results of the memory tools themselves are never stored (their answers are copies of memory),
+nor are error results. The channel is one conversation's: one :class:`MemoryChannel` per
+conversation (``conversation_id``), any number per memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from agent_memory.agent.prompt import MEMORY_PROMPT
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.ids import derived_memory_id, validate_agent_id
+from agent_memory.kernel.budget import tool_tokens
+from agent_memory.llm.assembler import with_memory_prompt
+from agent_memory.llm.chat import Usage
+from agent_memory.memory import AgentMemory
+from agent_memory.models.messages import Message
+from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.context import ContextBuilder
+from agent_memory.presentation.offer import MemoryToolResult, MemoryTools, OfferState, ToolOffer, load_toolkit
+from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import BilledTokens, Cost, PriceModel
+from agent_memory.results import result_store_arguments
+
+__all__ = ["MemoryChannel", "Presented", "UsageLedger", "result_id"]
+
+
+def result_id(agent_id: str, conversation_id: str, tool_call_id: str) -> str:
+    """The memory id a channel stores the result of tool call ``tool_call_id`` under:
+    :func:`~agent_memory.ids.derived_memory_id` of ``channel:<agent>/<conversation>/<call id>``.
+    The same call always gets the same id, so a result is stored once however often it is
+    presented."""
+    return derived_memory_id(f"channel:{agent_id}/{conversation_id}/{tool_call_id}")
+
+
+@dataclass(frozen=True)
+class Presented:
+    """What one model call is sent, as :meth:`MemoryChannel.present` decided it."""
+
+    messages: list[Message]
+    """The messages to send, oldest first: tool results resolved (full, capped or cited), the
+    memory prompt appended to the system message when :attr:`memory_prompt` is set."""
+    shown: dict[int, str]
+    """Index in the given history → the text to show for that tool message (every tool message
+    whose result is stored; an adapter writes these back into its own message objects)."""
+    memory_tools: list[dict[str, Any]]
+    """The memory tools to offer with this call, as OpenAI function definitions (empty: none)."""
+    memory_prompt: str | None
+    """The system-prompt section to add to this call (``None``: no memory tool goes, none)."""
+    offer: OfferState
+    """What the memory tools were offered for."""
+    stored: tuple[str, ...] = ()
+    """Memory ids stored by this call (results new to the channel)."""
+
+    @property
+    def memory_tool_names(self) -> list[str]:
+        """Names of :attr:`memory_tools`."""
+        return [tool["function"]["name"] for tool in self.memory_tools]
+
+
+@dataclass
+class UsageLedger:
+    """The reported usage of a conversation's model calls and what they cost.
+
+    ``prices`` prices each call (prompt caching as the provider bills it); ``None``: usage is
+    counted, not priced (:attr:`unpriced_calls` says how many).
+    """
+
+    prices: PriceModel | None = None
+    calls: int = 0
+    """Model calls recorded."""
+    billed: BilledTokens = field(default_factory=BilledTokens)
+    """Every call's tokens as billed, summed (uncached input, cache writes, cache reads, output)."""
+    cost: Cost | None = None
+    """What the priced calls cost in all (USD); ``None`` before the first priced call."""
+    unpriced_calls: int = 0
+    """Calls that could not be priced: no price model, or no token counts reported."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, usage: Usage) -> Cost | None:
+        """Add one call's reported usage; returns its cost (``None``: not priced)."""
+        billed = usage.billed_tokens()
+        with self._lock:
+            self.calls += 1
+            if billed is None:
+                self.unpriced_calls += 1
+                return None
+            self.billed = self.billed + billed
+            if self.prices is None:
+                self.unpriced_calls += 1
+                return None
+            cost = self.prices.price(billed)
+            self.cost = cost if self.cost is None else self.cost + cost
+            return cost
+
+    def absorb(self, other: UsageLedger) -> None:
+        """Add ``other``'s calls (a sub-agent's) to this ledger; ``other`` is unchanged."""
+        with self._lock:
+            self.calls += other.calls
+            self.unpriced_calls += other.unpriced_calls
+            self.billed = self.billed + other.billed
+            if other.cost is not None:
+                self.cost = other.cost if self.cost is None else self.cost + other.cost
+
+    @property
+    def total_usd(self) -> Decimal | None:
+        """What the priced calls cost, in USD (``None``: nothing priced)."""
+        return None if self.cost is None else self.cost.total_usd
+
+
+class MemoryChannel:
+    """One conversation's memory channel: results stored, shown once, cited, and the memory tools.
+
+    Args:
+        memory: where results are stored (shared by any number of channels and agents).
+        conversation_id: names the conversation (a framework's session or thread id); results are
+            stored under ids derived from it and the tool call ids (:func:`result_id`).
+        model: the model's name, to look its price model up (:meth:`PriceModel.lookup`) for the
+            cache-aware decisions and :attr:`usage`; ``None``: give ``prices`` or decide by tokens.
+        prices: the price model the prompts are billed under (wins over ``model``); ``None`` and
+            no ``model``: swaps are decided by tokens, usage is counted but not priced.
+        policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
+        offer: when each memory tool is offered; ``None``: ``ToolOffer()`` (``retrieve_memory``
+            once a result is cited, ``query_memory`` once memory holds results the prompt does not
+            show). A framework that cannot change its tools list per call uses
+            ``ToolOffer(mode="all")``: the tools then go with every call and cost nothing to start
+            citing.
+        form: the memory tools as ``separate`` tools or one ``single`` ``memory`` tool.
+        memory_prompt: the system-prompt section that teaches the memory tools, sent with the calls
+            that offer one; ``None``: none.
+        own_tools: the agent's own tool definitions (OpenAI function format), sent with every call:
+            they count towards the cached prefix and the tools' share of a prompt.
+        registry: compaction plugins for citations; ``None``: the installed ones.
+
+    Raises:
+        InvalidArgumentError: if ``conversation_id`` is not a valid id (letters, digits, ``_``,
+            ``-``, ``.``; at most 64 characters).
+        ConfigurationError: if ``model`` has no price in the bundled table, or no memory toolkit
+            is installed.
+    """
+
+    def __init__(
+        self,
+        memory: AgentMemory,
+        *,
+        conversation_id: str = "default",
+        model: str | None = None,
+        prices: PriceModel | None = None,
+        policy: PresentationPolicy | None = None,
+        offer: ToolOffer | None = None,
+        form: str = "separate",
+        memory_prompt: str | None = MEMORY_PROMPT,
+        own_tools: Sequence[Mapping[str, Any]] = (),
+        registry: PluginRegistry | None = None,
+    ) -> None:
+        self.memory = memory
+        self.conversation_id = validate_agent_id(conversation_id)
+        if prices is None and model is not None:
+            prices = PriceModel.lookup(model)
+        self.prices = prices
+        self.toolkit: MemoryTools = load_toolkit(memory, offer=offer or ToolOffer(), form=form)
+        self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.openai_tools())
+        self.memory_prompt = memory_prompt
+        self.own_tools = [dict(tool) for tool in own_tools]
+        count = memory.tokens.count
+        own_tokens = tool_tokens(self.own_tools, count)
+        always = self.toolkit.offer.mode == "all"
+        citing_tools = self.toolkit.openai_tools(OfferState(citing=True))
+        cost = 0 if always else (tool_tokens(self.own_tools + citing_tools, count) - own_tokens
+                                 + (count(memory_prompt) if memory_prompt else 0))
+        retrieve_call = "memory" if form == "single" else "retrieve_memory"
+        self.builder = ContextBuilder(
+            memory, policy=policy or PresentationPolicy(), prices=prices, offer_cost_tokens=max(0, cost),
+            fixed_tokens=own_tokens,
+            citations=CitationBuilder(registry if registry is not None else PluginRegistry.from_entry_points(),
+                                      memory.tokens, retrieve_call=retrieve_call),
+        )
+        self.usage = UsageLedger(prices=prices)
+        self._lock = threading.RLock()
+        self._last: list[Message] = []
+        """The history of the last call, results as references."""
+        self._stored: dict[str, str] = {}
+        """Tool call id -> memory id of every result this channel stored or found stored."""
+
+    def __repr__(self) -> str:
+        return f"MemoryChannel({self.memory!r}, conversation_id={self.conversation_id!r})"
+
+    @property
+    def stored_ids(self) -> list[str]:
+        """Memory ids of the results this channel stored (or found stored), in order."""
+        with self._lock:
+            return list(self._stored.values())
+
+    def result_id(self, tool_call_id: str) -> str:
+        """The memory id of tool call ``tool_call_id``'s result in this conversation."""
+        return result_id(self.memory.agent_id, self.conversation_id, tool_call_id)
+
+    def _store(self, message: Message, arguments: Mapping[str, str]) -> str | None:
+        """The memory id of ``message``'s result, storing it the first time; ``None`` for what is
+        never stored (errors, memory tools' answers, text with no call id)."""
+        call_id = message.tool_call_id
+        if not call_id or message.is_error or message.name in self.tool_names or message.content is None:
+            return None
+        known = self._stored.get(call_id)
+        if known is not None:
+            return known
+        item_id = self.result_id(call_id)
+        if item_id not in self.memory:
+            store = result_store_arguments(message.content, tool=message.name, call_arguments=arguments.get(call_id))
+            try:
+                self.memory.store(**store, item_id=item_id)
+            except InvalidArgumentError:
+                if item_id not in self.memory:  # not "taken by a concurrent store of the same call"
+                    raise
+        self._stored[call_id] = item_id
+        return item_id
+
+    def present(self, history: Sequence[Message]) -> Presented:
+        """Store the new results of ``history`` and decide what the next call is sent.
+
+        ``history`` is the whole conversation as the framework would send it (the system message
+        first, if any), tool messages with their results' text. It must continue the history of
+        the last call (append-only, as frameworks keep it); a history that does not (a framework
+        that trimmed or summarised it) is presented as a rewrite: every due swap is made.
+
+        Raises:
+            InvalidArgumentError: if a result cannot be stored (too large, too deep).
+            StoreError: if the memory cannot be written.
+        """
+        with self._lock:
+            arguments = {call.id: call.arguments for m in history for call in m.tool_calls}
+            before = set(self._stored.values())
+            refs: dict[int, str] = {}
+            for index, message in enumerate(history):
+                if message.role == "tool":
+                    ref = self._store(message, arguments)
+                    if ref is not None:
+                        refs[index] = ref
+            stored = tuple(ref for ref in dict.fromkeys(refs.values()) if ref not in before)
+            referenced = [
+                m.model_copy(update={"content": None, "tool_result_ref": refs[i]}) if i in refs else m
+                for i, m in enumerate(history)
+            ]
+            last, self._last = self._last, referenced
+            same = next((n for n, (a, b) in enumerate(zip(last, referenced)) if a != b), min(len(last), len(referenced)))
+            rewrite = None if same == len(last) else same  # the framework trimmed or edited its history
+            prepared = self.builder.prepare(referenced, rewrite_from=rewrite)
+            self.builder.commit(prepared)
+            built = prepared.messages
+            offer = OfferState(citing=self.builder.citing)
+            memory_tools = self.toolkit.openai_tools(offer)
+            prompt = self.memory_prompt if memory_tools else None
+            messages = with_memory_prompt(built, prompt) if prompt else built
+            shown = {i: built[i].content or "" for i in refs}
+            return Presented(messages=messages, shown=shown, memory_tools=memory_tools, memory_prompt=prompt,
+                             offer=offer, stored=stored)
+
+    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> MemoryToolResult:
+        """Run a memory tool call of the model (never raises for the model's mistakes)."""
+        return self.toolkit.dispatch(name, arguments)
+
+    def record_usage(self, usage: Usage) -> Cost | None:
+        """Add one model call's reported usage to :attr:`usage`; returns its cost."""
+        return self.usage.record(usage)
+

@@ -1,0 +1,154 @@
+"""The OpenAI Agents SDK adapter, driven by the real SDK (openai-agents) against the loopback
+scripted server: a large result is stored, shown once, cited in the next call, retrieved by the
+model through retrieve_memory, and the run's usage is priced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from agent_memory import AgentMemory  # noqa: E402
+from agent_memory.integrations.channel import result_id  # noqa: E402
+from agent_memory.integrations.openai_agents import AgentMemorySession, OpenAIAgentsMemory  # noqa: E402
+from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
+from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall  # noqa: E402
+
+CITATION = re.compile(r'retrieve_memory\(id="(mem_[0-9a-f]{12})"\)')
+
+
+def _page(data_dir: Path) -> str:
+    """A real fetched page (LWN's front page as a crawler saved it, 87 kB of HTML)."""
+    return (data_dir / "webpages" / "readability" / "lwn-1" / "source.html").read_text(encoding="utf-8")
+
+
+def _outputs(body: dict[str, Any]) -> list[str]:
+    return [str(item.get("output")) for item in body.get("input", []) if item.get("type") == "function_call_output"]
+
+
+def _tools(body: dict[str, Any]) -> list[str]:
+    return [tool.get("name") for tool in body.get("tools", [])]
+
+
+def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path, data_dir: Path) -> None:
+    page = _page(data_dir)
+    memory = AgentMemory("researcher", tmp_path)
+
+    @function_tool
+    def fetch_page(url: str) -> str:
+        """Fetch a web page."""
+        return page if url.endswith("/a") else "Short answer from the second page."
+
+    def retrieve_from_citation(body: dict[str, Any]) -> ScriptedReply:
+        cited = CITATION.search(_outputs(body)[0])
+        assert cited is not None, "the first result is cited in the third call"
+        return ScriptedReply(tool_calls=(ScriptedToolCall("retrieve_memory", json.dumps({"id": cited.group(1), "around": "openSUSE"})),))
+
+    with FakeLLMServer() as server:
+        server.enqueue(
+            ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", '{"url": "https://example.org/a"}'),)),
+            ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", '{"url": "https://example.org/b"}'),)),
+            retrieve_from_citation,
+            "Done: the page is read.",
+        )
+        adapter = OpenAIAgentsMemory(memory, conversation_id="run1", model="gpt-4o",
+                                     policy=PresentationPolicy(cache_aware=False, full_result_max_tokens=20_000))
+        model = OpenAIResponsesModel(model="gpt-4o", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="test"))
+        agent = Agent(name="researcher", instructions="Answer from the pages.", model=model,
+                      tools=[fetch_page, *adapter.tools])
+        result = asyncio.run(Runner.run(agent, "Read https://example.org/a", max_turns=6,
+                                        run_config=adapter.run_config(tracing_disabled=True)))
+        requests = server.requests
+
+    assert result.final_output == "Done: the page is read."
+    assert len(requests) == 4
+    first_id = result_id("researcher", "run1", "call_1_0")
+    assert memory.get(first_id).content == page  # stored exactly, under the id derived from the call
+    shown = _outputs(requests[1])[0]
+    assert shown == adapter.channel.builder.view(first_id).full and "openSUSE" in shown  # shown in full once
+    # The SDK fixes the tools before the filter stores: the memory tools go from the call after the
+    # first stored result, the call in which it can first be cited.
+    assert "retrieve_memory" not in _tools(requests[0]) and "retrieve_memory" not in _tools(requests[1])
+    assert "retrieve_memory" in _tools(requests[2]) and "Memory:" not in requests[1]["instructions"]
+    third = _outputs(requests[2])
+    assert len(third[0]) < len(shown) // 5 and first_id in third[0]  # then cited by its id
+    assert "Memory:" in requests[2]["instructions"]
+    retrieved = _outputs(requests[3])[-1]
+    assert "Ubuntu, Debian, Fedora, openSUSE" in retrieved  # read back through the memory tool
+    cost = adapter.record(result)
+    assert cost is not None and cost.total_usd > 0
+    assert adapter.channel.usage.calls == 4 and adapter.channel.usage.unpriced_calls == 0
+    assert adapter.record(result) is None  # a run is priced once
+    assert len(memory.records()) == 2  # the page and the short result; the memory tool's answer is not stored
+
+
+def test_the_filter_stores_each_result_once_across_processes_of_one_conversation(tmp_path: Path) -> None:
+    from agents.run_config import CallModelData, ModelInputData
+
+    big = "Row {n}: the quarterly revenue of unit {n} grew by {n} percent over the year before.\n"
+    items: list[Any] = [
+        {"role": "user", "content": "Summarise the report"},
+        {"type": "function_call", "call_id": "c1", "name": "report", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "".join(big.format(n=n) for n in range(200))},
+    ]
+    memory = AgentMemory("analyst", tmp_path)
+    first = OpenAIAgentsMemory(memory, conversation_id="s1")
+    agent = Agent(name="analyst")
+    first.input_filter(CallModelData(model_data=ModelInputData(input=list(items), instructions=None), agent=agent,
+                                     context=None))
+    again = OpenAIAgentsMemory(memory, conversation_id="s1")  # a restarted process, same conversation
+    out = again.input_filter(CallModelData(model_data=ModelInputData(input=list(items), instructions=None),
+                                           agent=agent, context=None))
+    assert len(memory.records()) == 1
+    assert out.input[0] == items[0] and out.input[1] == items[1]  # only outputs are touched
+
+
+def test_session_keeps_items_in_the_backend_and_survives_a_new_process(tmp_path: Path) -> None:
+    memory = AgentMemory("assistant", tmp_path)
+    session = AgentMemorySession(memory, "chat-1")
+
+    async def scenario() -> list[Any]:
+        await session.add_items([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        await session.add_items([{"role": "user", "content": "again"}])
+        assert await session.pop_item() == {"role": "user", "content": "again"}
+        return await session.get_items()
+
+    assert asyncio.run(scenario()) == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    reopened = AgentMemorySession(AgentMemory("assistant", tmp_path), "chat-1")
+    assert asyncio.run(reopened.get_items(limit=1)) == [{"role": "assistant", "content": "hello"}]
+    asyncio.run(reopened.clear_session())
+    assert asyncio.run(session.get_items()) == []
+
+
+def test_a_sub_agent_tool_runs_on_an_isolated_snapshot(tmp_path: Path) -> None:
+    memory = AgentMemory("lead", tmp_path)
+    known = memory.store("The lighthouse keeper's log says the lamp was lit at 18:05.", source="log")
+    with FakeLLMServer() as server:
+        server.enqueue(
+            ScriptedReply(tool_calls=(ScriptedToolCall("research", '{"task": "When was the lamp lit?"}'),)),
+            ScriptedReply(tool_calls=(ScriptedToolCall("retrieve_memory", json.dumps({"id": known})),)),
+            "18:05",
+            "The lamp was lit at 18:05.",
+        )
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test")
+        adapter = OpenAIAgentsMemory(memory, conversation_id="lead-run", model="gpt-4o")
+        helper = Agent(name="helper", instructions="Use memory.", model=OpenAIResponsesModel(model="gpt-4o", openai_client=client))
+        lead = Agent(name="lead", model=OpenAIResponsesModel(model="gpt-4o", openai_client=client),
+                     tools=[adapter.sub_agent_tool(helper, name="research", description="Ask a helper", scope="isolated")])
+        result = asyncio.run(Runner.run(lead, "When was the lamp lit?", run_config=adapter.run_config(tracing_disabled=True)))
+        child_request = server.requests[1]
+    assert result.final_output == "The lamp was lit at 18:05."
+    assert "retrieve_memory" in _tools(child_request) or any(
+        t.get("name") == "retrieve_memory" for t in child_request.get("tools", []))
+    assert "18:05" in json.dumps(server.requests[2]["input"])  # the child read the parent's item in its fork
+    assert [agent_id for agent_id in memory.backend.agent_ids() if agent_id.startswith("lead.sub")] == ["lead.sub01"]
+    assert adapter.channel.usage.calls == 2  # the child's calls, absorbed; the parent's are recorded by record()
