@@ -76,7 +76,7 @@ class Presented:
     offer: OfferState
     """What the memory tools were offered for."""
     stored: tuple[str, ...] = ()
-    """Memory ids stored by this call (results new to the channel)."""
+    """Memory ids stored by this call (results memory did not hold yet)."""
 
     @property
     def memory_tool_names(self) -> list[str]:
@@ -187,20 +187,15 @@ class MemoryChannel:
         self.toolkit: MemoryTools = load_toolkit(memory, offer=offer or ToolOffer(), form=form)
         self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.openai_tools())
         self.memory_prompt = memory_prompt
-        self.own_tools = [dict(tool) for tool in own_tools]
-        count = memory.tokens.count
-        own_tokens = tool_tokens(self.own_tools, count)
-        always = self.toolkit.offer.mode == "all"
-        citing_tools = self.toolkit.openai_tools(OfferState(citing=True))
-        cost = 0 if always else (tool_tokens(self.own_tools + citing_tools, count) - own_tokens
-                                 + (count(memory_prompt) if memory_prompt else 0))
         retrieve_call = "memory" if form == "single" else "retrieve_memory"
         self.builder = ContextBuilder(
-            memory, policy=policy or PresentationPolicy(), prices=prices, offer_cost_tokens=max(0, cost),
-            fixed_tokens=own_tokens,
+            memory, policy=policy or PresentationPolicy(), prices=prices,
             citations=CitationBuilder(registry if registry is not None else PluginRegistry.from_entry_points(),
                                       memory.tokens, retrieve_call=retrieve_call),
         )
+        self.own_tools: list[dict[str, Any]] | None = None
+        """The agent's own tool definitions as last told (:meth:`use_tools`)."""
+        self.use_tools(own_tools)
         self.usage = UsageLedger(prices=prices)
         self._lock = threading.RLock()
         self._last: list[Message] = []
@@ -210,6 +205,22 @@ class MemoryChannel:
 
     def __repr__(self) -> str:
         return f"MemoryChannel({self.memory!r}, conversation_id={self.conversation_id!r})"
+
+    def use_tools(self, own_tools: Sequence[Mapping[str, Any]]) -> None:
+        """Tell the channel the agent's own tool definitions (OpenAI function format), sent with
+        every call: what the builder weighs citing and swaps against (a framework adapter calls this
+        when it sees the agent's tools; a change of them is taken from the next call on)."""
+        tools = [dict(tool) for tool in own_tools]
+        if tools == self.own_tools:
+            return
+        count = self.memory.tokens.count
+        own_tokens = tool_tokens(tools, count)
+        citing_tools = self.toolkit.openai_tools(OfferState(citing=True))
+        cost = 0 if self.toolkit.offer.mode == "all" else (
+            tool_tokens(tools + citing_tools, count) - own_tokens + (count(self.memory_prompt) if self.memory_prompt else 0))
+        self.own_tools = tools
+        self.builder.fixed_tokens = own_tokens
+        self.builder.offer_cost_tokens = max(0, cost)
 
     @property
     def stored_ids(self) -> list[str]:
@@ -221,9 +232,9 @@ class MemoryChannel:
         """The memory id of tool call ``tool_call_id``'s result in this conversation."""
         return result_id(self.memory.agent_id, self.conversation_id, tool_call_id)
 
-    def _store(self, message: Message, arguments: Mapping[str, str]) -> str | None:
-        """The memory id of ``message``'s result, storing it the first time; ``None`` for what is
-        never stored (errors, memory tools' answers, text with no call id)."""
+    def _store(self, message: Message, arguments: Mapping[str, str], new: list[str]) -> str | None:
+        """The memory id of ``message``'s result, storing it the first time (its id then goes to
+        ``new``); ``None`` for what is never stored (errors, memory tools' answers)."""
         call_id = message.tool_call_id
         if not call_id or message.is_error or message.name in self.tool_names or message.content is None:
             return None
@@ -235,6 +246,7 @@ class MemoryChannel:
             store = result_store_arguments(message.content, tool=message.name, call_arguments=arguments.get(call_id))
             try:
                 self.memory.store(**store, item_id=item_id)
+                new.append(item_id)
             except InvalidArgumentError:
                 if item_id not in self.memory:  # not "taken by a concurrent store of the same call"
                     raise
@@ -255,14 +267,14 @@ class MemoryChannel:
         """
         with self._lock:
             arguments = {call.id: call.arguments for m in history for call in m.tool_calls}
-            before = set(self._stored.values())
+            new: list[str] = []
             refs: dict[int, str] = {}
             for index, message in enumerate(history):
                 if message.role == "tool":
-                    ref = self._store(message, arguments)
+                    ref = self._store(message, arguments, new)
                     if ref is not None:
                         refs[index] = ref
-            stored = tuple(ref for ref in dict.fromkeys(refs.values()) if ref not in before)
+            stored = tuple(new)
             referenced = [
                 m.model_copy(update={"content": None, "tool_result_ref": refs[i]}) if i in refs else m
                 for i, m in enumerate(history)

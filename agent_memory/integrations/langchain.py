@@ -173,6 +173,7 @@ class AgentMemoryMiddleware(AgentMiddleware):
                                             args_schema=dict(schema.get("parameters") or {"type": "object"}))
 
     def _prepare(self, request: ModelRequest[Any], channel: MemoryChannel) -> ModelRequest[Any]:
+        channel.use_tools([_openai_tool(tool) for tool in request.tools if _tool_name(tool) not in channel.tool_names])
         messages: list[AnyMessage] = list(request.messages)
         presented = channel.present(langchain_to_messages(messages))
         for index, text in presented.shown.items():
@@ -220,6 +221,13 @@ class AgentMemoryMiddleware(AgentMiddleware):
         response = await handler(prepared)
         self._record(channel, response)
         return response
+
+
+def _openai_tool(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
+    """A tool of the request as the OpenAI function definition a chat model sends."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    return dict(tool) if isinstance(tool, dict) else convert_to_openai_tool(tool)
 
 
 def _tool_name(tool: BaseTool | dict[str, Any]) -> str:

@@ -64,17 +64,19 @@ def _text(content: Any) -> str:
 
 def items_to_messages(items: Sequence[TResponseInputItem]) -> tuple[list[Message], list[int]]:
     """The Responses input items the SDK sends, as agent-memory messages, and for each message
-    the index of the item it came from.
+    the index of the (first) item it came from.
 
-    ``function_call`` → an assistant message with that one call; ``function_call_output`` → a tool
-    message (its text; an output with images or files is kept as an error-flagged message, so it
-    is never stored or cited); a message item → a message of its role (``developer`` as
-    ``system``); any other item (reasoning, hosted tools' calls) → an assistant message holding its
-    JSON, counted but never changed.
+    An assistant turn (an assistant message item and the ``function_call`` items right after it,
+    or function calls alone) → one assistant message with its text and calls, as the model made
+    it; a ``function_call_output`` → a tool message (its text; an output with images or files is
+    kept as an error-flagged message, so it is never stored or cited); any other message item → a
+    message of its role (``developer`` as ``system``). Other items (reasoning, hosted tools'
+    calls) are not part of the channel's view: they pass unchanged and are not counted.
     """
     messages: list[Message] = []
     where: list[int] = []
     names: dict[str, str] = {}
+    open_turn = False  # the last message is an assistant turn that calls may still join
     for index, raw in enumerate(items):
         item: dict[str, Any] = dict(cast(Mapping[str, Any], raw))
         kind = item.get("type")
@@ -82,19 +84,26 @@ def items_to_messages(items: Sequence[TResponseInputItem]) -> tuple[list[Message
             call_id = str(item.get("call_id") or "")
             names[call_id] = str(item.get("name") or "")
             call = ToolCall(id=call_id, name=names[call_id] or "tool", arguments=str(item.get("arguments") or ""))
+            if open_turn:
+                last = messages[-1]
+                messages[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
+                continue
             message = Message(role="assistant", tool_calls=(call,))
+            open_turn = True
         elif kind == "function_call_output":
             call_id = str(item.get("call_id") or "")
             output = item.get("output")
             message = Message(role="tool", tool_call_id=call_id or "unknown", name=names.get(call_id),
                               content=output if isinstance(output, str) else json.dumps(output, default=str),
                               is_error=not isinstance(output, str))
+            open_turn = False
         elif "role" in item and kind in (None, "message"):
             role = {"developer": "system"}.get(str(item["role"]), str(item["role"]))
             message = Message(role=role if role in ("system", "user", "assistant") else "user",  # type: ignore[arg-type]
                               content=_text(item.get("content")))
+            open_turn = role == "assistant"
         else:
-            message = Message(role="assistant", content=json.dumps(item, default=str))
+            continue
         messages.append(message)
         where.append(index)
     return messages, where
@@ -174,17 +183,22 @@ class OpenAIAgentsMemory:
         Raises:
             StoreError: if the memory cannot be written (the run stops: nothing is lost).
         """
+        own = [tool for tool in getattr(data.agent, "tools", []) if isinstance(tool, FunctionTool)
+               and tool.name not in self.channel.tool_names]
+        self.channel.use_tools([{"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                                  "parameters": tool.params_json_schema}} for tool in own])
         items: list[Any] = list(data.model_data.input)
         enabled = self.enabled  # what the SDK decided for this call's tools, before any new result
         messages, where = items_to_messages(items)
-        presented = self.channel.present(messages)
+        instructions = data.model_data.instructions
+        system = [Message(role="system", content=instructions)] if instructions else []  # counted as sent
+        presented = self.channel.present(system + messages)
         for index, text in presented.shown.items():
-            position = where[index]
+            position = where[index - len(system)]
             item = dict(items[position])
             if item.get("output") != text:
                 item["output"] = text
                 items[position] = item
-        instructions = data.model_data.instructions
         prompt = self.channel.memory_prompt
         if enabled and prompt:
             instructions = f"{instructions or ''}\n\n{prompt}".strip()

@@ -1,0 +1,294 @@
+"""The framework adapters send what the replay counts (issue 17): tau-bench replayed through
+LangChain's middleware and the OpenAI Agents SDK's input filter, prompt for prompt, beside the
+replay of the same policy without an adapter.
+
+For every LLM call of every tau-bench run (``../shared/data/traces/tau_bench``, with the airline
+agent's own tools), the history before the call is handed to each framework in its own types, and
+its hook runs as the framework runs it:
+
+- **LangChain** (``langchain``): ``AgentMemoryMiddleware.wrap_model_call`` on a ``ModelRequest`` of
+  LangChain messages (``HumanMessage``, ``AIMessage`` with ``tool_calls``, ``ToolMessage``), the
+  agent's tools and the middleware's memory tools; the request it hands the model is captured.
+- **OpenAI Agents SDK** (``openai-agents``): ``OpenAIAgentsMemory.input_filter`` on the Responses
+  input items the SDK builds (``function_call`` / ``function_call_output`` items), the agent's
+  instructions and tools; the ``ModelInputData`` it returns is captured, and the tools are the
+  agent's own plus the memory tools the SDK enables for that call.
+
+The reference is the replay's own prompt for the same policy (``agent_memory.replay.engine``'s
+``_agent_prompt``, the function ``agent-memory replay`` counts with) on the trace's messages: a
+``ContextBuilder`` with the same price model and tool costs, the toolkit's offer, and the memory
+prompt. For the SDK the policy is the SDK's: the memory tools go with every call from the call
+after the first stored result (``ToolOffer(mode="all")``), which the reference follows too.
+
+Both sides are counted the same way (o200k, ``count_prompt_tokens``: messages and tool
+definitions) and compared text for text. Tool-call arguments are normalised to ``json.dumps`` of
+their value first, on both sides: LangChain keeps arguments as a dict and its chat models send
+``json.dumps`` of it, so the trace's own spacing could not survive it.
+
+    python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--model gpt-4o] [--out FILE]
+
+Writes ``benchmarks/results/adapters.json`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents import Agent, FunctionTool  # noqa: E402
+from agents.run_config import CallModelData, ModelInputData  # noqa: E402
+from langchain.agents.middleware.types import ModelRequest, ModelResponse  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
+
+from agent_memory import AgentMemory  # noqa: E402
+from agent_memory.agent.prompt import MEMORY_PROMPT  # noqa: E402
+from agent_memory.integrations.channel import result_id  # noqa: E402
+from agent_memory.integrations.langchain import AgentMemoryMiddleware, langchain_to_messages  # noqa: E402
+from agent_memory.integrations.openai_agents import OpenAIAgentsMemory, items_to_messages  # noqa: E402
+from agent_memory.kernel.budget import count_prompt_tokens, tool_tokens  # noqa: E402
+from agent_memory.llm.assembler import with_memory_prompt  # noqa: E402
+from agent_memory.models.messages import Message  # noqa: E402
+from agent_memory.presentation.citations import CitationBuilder  # noqa: E402
+from agent_memory.presentation.context import ContextBuilder  # noqa: E402
+from agent_memory.presentation.offer import OfferState, ToolOffer, load_toolkit  # noqa: E402
+from agent_memory.presentation.plugins import PluginRegistry  # noqa: E402
+from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
+from agent_memory.pricing import PriceModel  # noqa: E402
+from agent_memory.replay.engine import _agent_prompt  # noqa: E402 - the replay's own prompt
+from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
+from agent_memory.results import result_store_arguments  # noqa: E402
+from agent_memory.tokens import default_token_counter  # noqa: E402
+
+CONVERSATION = "default"
+"""The conversation id on every side (the middleware's, outside a LangGraph thread)."""
+
+
+def _normalised(run: ReplayRun) -> list[Message]:
+    """The run's messages with every tool call's arguments as ``json.dumps`` of their value."""
+    out = []
+    for message in run.messages:
+        if message.tool_calls:
+            calls = tuple(call.model_copy(update={"arguments": json.dumps(json.loads(call.arguments or "{}"))})
+                          for call in message.tool_calls)
+            message = message.model_copy(update={"tool_calls": calls})
+        out.append(message)
+    return out
+
+
+class Reference:
+    """The replay's prompt for one policy, results stored under the ids the adapters use."""
+
+    def __init__(self, memory: AgentMemory, own_tools: list[dict[str, Any]], prices: PriceModel, *, offer: ToolOffer):
+        count = memory.tokens.count
+        self.memory = memory
+        self.toolkit = load_toolkit(memory, offer=offer)
+        citing = self.toolkit.openai_tools(OfferState(citing=True))
+        own_tokens = tool_tokens(own_tools, count)
+        cost = 0 if offer.mode == "all" else tool_tokens(own_tools + citing, count) - own_tokens + count(MEMORY_PROMPT)
+        self.builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=prices, offer_cost_tokens=max(0, cost),
+                                      fixed_tokens=own_tokens,
+                                      citations=CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens))
+        self.own_tools = own_tools
+
+    def history(self, messages: list[Message]) -> list[Message]:
+        """``messages`` with each result stored (once) and referenced by its id."""
+        args = {call.id: call.arguments for m in messages for call in m.tool_calls}
+        out = []
+        for message in messages:
+            if message.role == "tool" and message.tool_call_id and not message.is_error:
+                ref = result_id(self.memory.agent_id, CONVERSATION, message.tool_call_id)
+                if ref not in self.memory:
+                    self.memory.store(**result_store_arguments(message.content, tool=message.name,
+                                                               call_arguments=args.get(message.tool_call_id)),
+                                      item_id=ref)
+                message = message.model_copy(update={"content": None, "tool_result_ref": ref})
+            out.append(message)
+        return out
+
+    def prompt(self, messages: list[Message]) -> tuple[list[Message], list[dict[str, Any]]]:
+        return _agent_prompt(self.builder, self.toolkit, self.history(messages), self.own_tools)
+
+
+def _to_langchain(messages: list[Message]) -> tuple[SystemMessage | None, list[Any]]:
+    system = None
+    out: list[Any] = []
+    for message in messages:
+        if message.role == "system":
+            system = SystemMessage(content=message.content or "")
+        elif message.role == "user":
+            out.append(HumanMessage(content=message.content or ""))
+        elif message.role == "assistant":
+            out.append(AIMessage(content=message.content or "", tool_calls=[
+                {"id": c.id, "name": c.name, "args": json.loads(c.arguments or "{}"), "type": "tool_call"}
+                for c in message.tool_calls]))
+        else:
+            out.append(ToolMessage(content=message.content or "", tool_call_id=message.tool_call_id, name=message.name))
+    return system, out
+
+
+def _to_responses(messages: list[Message]) -> tuple[str | None, list[Any]]:
+    instructions = None
+    items: list[Any] = []
+    for message in messages:
+        if message.role == "system":
+            instructions = message.content
+        elif message.role == "user":
+            items.append({"role": "user", "content": message.content or ""})
+        elif message.role == "assistant":
+            if message.content:
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": message.content, "annotations": []}]})
+            items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                      for c in message.tool_calls]
+        else:
+            items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content or ""})
+    return instructions, items
+
+
+def _same(a: tuple[list[Message], list[dict[str, Any]]], b: tuple[list[Message], list[dict[str, Any]]]) -> bool:
+    def key(prompt: tuple[list[Message], list[dict[str, Any]]]) -> tuple[Any, ...]:
+        messages, tools = prompt
+        return (tuple((m.role, m.content or "", tuple((c.id, c.name, c.arguments) for c in m.tool_calls),
+                       m.tool_call_id) for m in messages),
+                tuple(sorted(json.dumps(t, sort_keys=True) for t in tools)))
+    return key(a) == key(b)
+
+
+def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
+    counter = default_token_counter()
+    messages = _normalised(run)
+    own_tools = [dict(t) for t in run.tools]
+    chat = ChatOpenAI(model="gpt-4o", api_key="not-used", base_url="http://127.0.0.1:9/v1")  # never called
+
+    def memory(name: str) -> AgentMemory:
+        return AgentMemory("tau", workdir / name)
+
+    lc_ref = Reference(memory("lc-ref"), own_tools, prices, offer=ToolOffer())
+    middleware = AgentMemoryMiddleware(memory("lc"), prices=prices)
+    sdk_ref = Reference(memory("sdk-ref"), own_tools, prices, offer=ToolOffer(mode="all"))
+    adapter = OpenAIAgentsMemory(memory("sdk"), prices=prices)
+    sdk_tools = [FunctionTool(name=t["function"]["name"], description=t["function"].get("description", ""),
+                              params_json_schema=t["function"]["parameters"], on_invoke_tool=_never,
+                              strict_json_schema=False) for t in own_tools]
+    agent = Agent(name="tau", tools=[*sdk_tools, *adapter.tools])
+    memory_tool_defs = [convert_to_openai_tool(t) for t in middleware.tools]
+    sdk_memory_defs = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                         "parameters": t.params_json_schema}} for t in adapter.tools]
+    row: dict[str, Any] = {"run": run.run_id, "calls": len(run.calls), "naive_tokens": 0,
+                           "langchain": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0},
+                           "openai_agents": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0}}
+    previous_call = 0
+    for call in run.calls:
+        prefix = messages[:call]
+        row["naive_tokens"] += count_prompt_tokens(prefix, own_tools, counter=counter)
+
+        # LangChain: the middleware on the framework's own request.
+        system, lc_messages = _to_langchain(prefix)
+        captured: list[ModelRequest[Any]] = []
+
+        def handler(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            captured.append(request)
+            return ModelResponse(result=[AIMessage(content="")])
+
+        request = ModelRequest(model=chat, messages=lc_messages, system_message=system, tool_choice=None,
+                               tools=[*own_tools, *middleware.tools], response_format=None, state={"messages": []},
+                               runtime=None)
+        started = time.perf_counter()
+        middleware.wrap_model_call(request, handler)
+        row["langchain"]["hook_ms"] += (time.perf_counter() - started) * 1000
+        sent = captured[0]
+        lc_prompt = ([Message(role="system", content=str(sent.system_message.content))] if sent.system_message else []) \
+            + langchain_to_messages(sent.messages)
+        lc_tools = [t if isinstance(t, dict) else next(d for d in memory_tool_defs if d["function"]["name"] == t.name)
+                    for t in sent.tools]
+        reference = lc_ref.prompt(prefix)
+        _tally(row["langchain"], (lc_prompt, lc_tools), reference, counter)
+
+        # OpenAI Agents SDK: the input filter on the SDK's own Responses items.
+        enabled = adapter.enabled  # the SDK prepares the agent's tools before the filter runs
+        instructions, items = _to_responses(prefix)
+        started = time.perf_counter()
+        out = adapter.input_filter(CallModelData(model_data=ModelInputData(input=items, instructions=instructions),
+                                                 agent=agent, context=None))
+        row["openai_agents"]["hook_ms"] += (time.perf_counter() - started) * 1000
+        sdk_messages, _ = items_to_messages(out.input)
+        sdk_prompt = ([Message(role="system", content=out.instructions)] if out.instructions else []) + sdk_messages
+        sdk_sent_tools = own_tools + (sdk_memory_defs if enabled else [])
+        ref_messages, _ = sdk_ref.prompt(prefix)
+        ref_messages = [m for m in ref_messages if m.role != "system"]
+        stored_before = any(m.role == "tool" for m in messages[:previous_call])
+        if system is not None or stored_before:
+            base = [Message(role="system", content=system.content)] if system is not None else []  # type: ignore[list-item]
+            ref_messages = with_memory_prompt(base + ref_messages, MEMORY_PROMPT) if stored_before else base + ref_messages
+        ref_tools = own_tools + (sdk_memory_defs if stored_before else [])
+        _tally(row["openai_agents"], (sdk_prompt, sdk_sent_tools), (ref_messages, ref_tools), counter)
+        previous_call = call
+    return row
+
+
+async def _never(context: Any, arguments: str) -> str:
+    raise AssertionError("the benchmark calls no tool")
+
+
+def _tally(into: dict[str, Any], got: tuple[list[Message], list[dict[str, Any]]],
+           reference: tuple[list[Message], list[dict[str, Any]]], counter: Any) -> None:
+    into["tokens"] += count_prompt_tokens(got[0], got[1], counter=counter)
+    into["reference_tokens"] += count_prompt_tokens(reference[0], reference[1], counter=counter)
+    into["same"] += int(_same(got, reference))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--runs", type=int, default=None, help="replay only the first N runs")
+    parser.add_argument("--model", default="gpt-4o", help="the price model both sides decide swaps under")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "adapters.json")
+    args = parser.parse_args(argv)
+    runs = load_traces([args.data / "traces" / "tau_bench"])
+    tools = load_agent_tools(args.data / "agent_tools" / "tau_bench_airline.json")
+    runs = with_agent_tools(runs, {"tau_bench": tools})[: args.runs]
+    prices = PriceModel.lookup(args.model)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:
+        AgentMemory("warmup", Path(tmp) / "warmup").store("Load the embedding model before anything is timed.")
+        for n, run in enumerate(runs):
+            rows.append(replay(run, prices, Path(tmp) / f"run{n}"))
+    calls = sum(r["calls"] for r in rows)
+    summary: dict[str, Any] = {"runs": len(rows), "calls": calls, "price_model": prices.label,
+                               "naive_tokens": sum(r["naive_tokens"] for r in rows)}
+    for name in ("langchain", "openai_agents"):
+        summary[name] = {
+            "identical_calls": sum(r[name]["same"] for r in rows),
+            "tokens": sum(r[name]["tokens"] for r in rows),
+            "reference_tokens": sum(r[name]["reference_tokens"] for r in rows),
+            "hook_ms_per_call": round(sum(r[name]["hook_ms"] for r in rows) / max(1, calls), 2),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "runs": rows}, indent=1) + "\n", encoding="utf-8")
+    print(f"tau-bench: {summary['runs']} runs, {calls} LLM calls, naive {summary['naive_tokens']:,} tokens "
+          f"({prices.label})")
+    print("| adapter | calls identical to the replay | prompt tokens (adapter) | prompt tokens (replay) | hook ms/call (storing included) |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, label in (("langchain", "LangChain middleware"), ("openai_agents", "OpenAI Agents SDK filter")):
+        s = summary[name]
+        print(f"| {label} | {s['identical_calls']}/{calls} | {s['tokens']:,} | {s['reference_tokens']:,} | "
+              f"{s['hook_ms_per_call']} |")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
