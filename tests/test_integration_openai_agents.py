@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool  # noqa: E402
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 from agent_memory import AgentMemory  # noqa: E402
@@ -152,3 +152,32 @@ def test_a_sub_agent_tool_runs_on_an_isolated_snapshot(tmp_path: Path) -> None:
     assert "18:05" in json.dumps(server.requests[2]["input"])  # the child read the parent's item in its fork
     assert [agent_id for agent_id in memory.backend.agent_ids() if agent_id.startswith("lead.sub")] == ["lead.sub01"]
     assert adapter.channel.usage.calls == 2  # the child's calls, absorbed; the parent's are recorded by record()
+
+
+def test_a_session_over_its_budget_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
+    memory = AgentMemory("assistant", tmp_path)
+    session = AgentMemorySession(memory, "chat-2", max_tokens=400, keep_user_turns=1)
+    with FakeLLMServer() as server:
+        answers = [f"Answer {n}: the depot in Leeds dispatched {n * 40} parcels on day {n}." for n in range(6)]
+        server.enqueue(*answers)
+        agent = Agent(name="assistant", model=OpenAIResponsesModel(
+            model="gpt-4o", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="test")))
+
+        async def chat() -> None:
+            for n in range(6):
+                await Runner.run(agent, f"Question {n}: how many parcels left the Leeds depot on day {n}? " * 6,
+                                 session=session, run_config=RunConfig(tracing_disabled=True))
+
+        asyncio.run(chat())
+        last_input = server.requests[-1]["input"]
+    items = asyncio.run(session.get_items())
+    assert str(items[0]["content"]).startswith("[Earlier in this conversation, compacted:")
+    assert sum(1 for item in items if item.get("role") == "user") == 2  # the summary and the raw tail
+    assert "Question 5" in json.dumps(items[-2]) and "Question 0" not in json.dumps(items[1:])
+    assert "compacted:" in json.dumps(last_input)  # the model was sent the compacted session
+    # Nothing is lost: every earlier item is in memory, behind the id the summary names.
+    cited = re.search(r'retrieve_memory\(id="(mem_[0-9a-f]{12})"\)', items[0]["content"])
+    assert cited is not None
+    held = json.dumps(memory.get(cited.group(1)).content)
+    assert "Question 4" in held and answers[4] in held and "Question 0" in json.dumps(
+        [memory.get(r.id).content for r in memory.records()])

@@ -33,7 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
-from agent_memory.errors import InvalidArgumentError
+from agent_memory.errors import ConfigurationError, InvalidArgumentError
 from agent_memory.ids import derived_memory_id, validate_agent_id
 from agent_memory.kernel.budget import tool_tokens
 from agent_memory.llm.assembler import with_memory_prompt
@@ -48,7 +48,7 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import BilledTokens, Cost, PriceModel
 from agent_memory.results import result_store_arguments
 
-__all__ = ["MemoryChannel", "Presented", "UsageLedger", "result_id"]
+__all__ = ["DEFAULT_ADAPTER_TOOLS", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
 
 
 def result_id(agent_id: str, conversation_id: str, tool_call_id: str) -> str:
@@ -202,6 +202,7 @@ class MemoryChannel:
         """The history of the last call, results as references."""
         self._stored: dict[str, str] = {}
         """Tool call id -> memory id of every result this channel stored or found stored."""
+        self._held_items = bool(memory.records())
 
     def __repr__(self) -> str:
         return f"MemoryChannel({self.memory!r}, conversation_id={self.conversation_id!r})"
@@ -221,6 +222,28 @@ class MemoryChannel:
         self.own_tools = tools
         self.builder.fixed_tokens = own_tokens
         self.builder.offer_cost_tokens = max(0, cost)
+
+    def function_definitions(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        """The memory tools called ``names``, as function definitions (``name``, ``description``,
+        ``parameters``), for a framework's own tool type.
+
+        Raises:
+            ConfigurationError: if a name is not one of the toolkit's tools.
+        """
+        schemas = {tool["function"]["name"]: tool["function"] for tool in self.toolkit.openai_tools()}
+        unknown = [name for name in names if name not in schemas]
+        if unknown:
+            raise ConfigurationError(f"no memory tools {unknown}; there are {sorted(schemas)}")
+        return [dict(schemas[name]) for name in names]
+
+    @property
+    def tools_due(self) -> bool:
+        """For a framework that fixes a call's tools before its hook runs (the Agents SDK,
+        pydantic-ai): whether the memory tools go with the next call. From the call after the
+        first stored result (the first call that can cite it), or from the start when the memory
+        held items when the channel opened (a shared or forked snapshot) or the policy cites at
+        the first showing (``always_cite``)."""
+        return self._held_items or self.builder.policy.kind == "always_cite" or bool(self._stored)
 
     @property
     def stored_ids(self) -> list[str]:
@@ -301,3 +324,60 @@ class MemoryChannel:
         """Add one model call's reported usage to :attr:`usage`; returns its cost."""
         return self.usage.record(usage)
 
+
+
+DEFAULT_ADAPTER_TOOLS = ("retrieve_memory", "query_memory")
+"""The memory tools an adapter gives its framework's agent by default (``store_memory`` when asked)."""
+
+
+class FixedToolsAdapter:
+    """The base of the adapters for frameworks that fix a call's tools before their hook runs
+    (the OpenAI Agents SDK, pydantic-ai): their channel offers the memory tools on every call from
+    :attr:`MemoryChannel.tools_due` on (``ToolOffer(mode="all")``, so starting to cite costs no
+    tools), and a subclass turns :attr:`tool_definitions` into the framework's tool type in
+    :meth:`_make_tools`.
+
+    Args:
+        memory: where results are stored.
+        conversation_id: names the conversation (results are stored under ids derived from it and
+            the tool call ids).
+        model: the model's name, for prices (``PriceModel.lookup``); ``None``: give ``prices``,
+            or usage is counted and not priced and swaps are decided by tokens.
+        prices: the price model (wins over ``model``).
+        policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
+        tools: which memory tools the agent gets (names of the toolkit's tools).
+        memory_prompt: the system-prompt text sent while the memory tools are; ``None``: none.
+
+    Raises:
+        ConfigurationError: if ``model`` has no price, or an unknown tool is named.
+        InvalidArgumentError: for an invalid ``conversation_id``.
+    """
+
+    def __init__(
+        self,
+        memory: AgentMemory,
+        *,
+        conversation_id: str = "default",
+        model: str | None = None,
+        prices: PriceModel | None = None,
+        policy: PresentationPolicy | None = None,
+        tools: Sequence[str] = DEFAULT_ADAPTER_TOOLS,
+        memory_prompt: str | None = MEMORY_PROMPT,
+    ) -> None:
+        self.memory = memory
+        self.channel = MemoryChannel(memory, conversation_id=conversation_id, model=model, prices=prices,
+                                     policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt)
+        self.tool_definitions = self.channel.function_definitions(tools)
+        """The memory tools the agent gets, as function definitions."""
+        self._make_tools()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.memory!r}, conversation_id={self.channel.conversation_id!r})"
+
+    def _make_tools(self) -> None:
+        """Build the framework's memory tools from :attr:`tool_definitions` (a subclass's part)."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the memory tools go with the next call (:attr:`MemoryChannel.tools_due`)."""
+        return self.channel.tools_due

@@ -36,21 +36,22 @@ from agents.memory.session import SessionABC
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 
-from agent_memory.agent.prompt import MEMORY_PROMPT
-from agent_memory.errors import ConfigurationError, ConflictError
-from agent_memory.integrations.channel import MemoryChannel
+from agent_memory.errors import ConflictError, InvalidArgumentError
+from agent_memory.ids import derived_memory_id, validate_agent_id
+from agent_memory.integrations.channel import FixedToolsAdapter
 from agent_memory.integrations.snapshots import MemoryScope, check_scope, sub_agent_memory
+from agent_memory.kernel.summarizer import DEFAULT_SUMMARY_MAX_TOKENS
 from agent_memory.llm.chat import Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.presentation.offer import ToolOffer
-from agent_memory.presentation.policy import PresentationPolicy
-from agent_memory.pricing import Cost, PriceModel
+from agent_memory.pricing import Cost
+from agent_memory.transforms import extractive_summary
 
 __all__ = ["AgentMemorySession", "OpenAIAgentsMemory", "items_to_messages"]
 
-DEFAULT_TOOLS = ("retrieve_memory", "query_memory")
-"""The memory tools an SDK agent gets by default (``store_memory`` when asked for)."""
+COMPACTED_PREFIX = "[Earlier in this conversation, compacted:"
+"""How a session's summary message begins (it is not a user turn of its own)."""
+
 
 
 def _text(content: Any) -> str:
@@ -109,58 +110,17 @@ def items_to_messages(items: Sequence[TResponseInputItem]) -> tuple[list[Message
     return messages, where
 
 
-class OpenAIAgentsMemory:
-    """agent-memory for one conversation run by the OpenAI Agents SDK (module docstring).
+class OpenAIAgentsMemory(FixedToolsAdapter):
+    """agent-memory for one conversation run by the OpenAI Agents SDK (module docstring); the
+    arguments are :class:`~agent_memory.integrations.channel.FixedToolsAdapter`'s.
 
-    Args:
-        memory: where results are stored.
-        conversation_id: names the conversation (results are stored under ids derived from it and
-            the call ids; use the SDK session's id when there is one).
-        model: the model's name, for prices (``PriceModel.lookup``); ``None``: give ``prices``,
-            or usage is counted and not priced and swaps are decided by tokens.
-        prices: the price model (wins over ``model``).
-        policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
-        tools: which memory tools :attr:`tools` holds (names of the default toolkit's tools).
-        memory_prompt: added to the instructions while the memory tools are enabled; ``None``:
-            nothing.
-
-    Raises:
-        ConfigurationError: if ``model`` has no price, or an unknown tool is named.
+    Attributes:
+        tools: the memory tools, as SDK function tools: add them to the agent's ``tools``.
     """
 
-    def __init__(
-        self,
-        memory: AgentMemory,
-        *,
-        conversation_id: str = "default",
-        model: str | None = None,
-        prices: PriceModel | None = None,
-        policy: PresentationPolicy | None = None,
-        tools: Sequence[str] = DEFAULT_TOOLS,
-        memory_prompt: str | None = MEMORY_PROMPT,
-    ) -> None:
-        self.memory = memory
-        self.channel = MemoryChannel(memory, conversation_id=conversation_id, model=model, prices=prices,
-                                     policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt)
-        schemas = {tool["function"]["name"]: tool["function"] for tool in self.channel.toolkit.openai_tools()}
-        unknown = [name for name in tools if name not in schemas]
-        if unknown:
-            raise ConfigurationError(f"no memory tools {unknown}; there are {sorted(schemas)}")
-        self.tools: list[FunctionTool] = [self._function_tool(schemas[name]) for name in tools]
-        """The memory tools, as SDK function tools: add them to the agent's ``tools``."""
+    def _make_tools(self) -> None:
+        self.tools: list[FunctionTool] = [self._function_tool(schema) for schema in self.tool_definitions]
         self._recorded: set[int] = set()
-        self._inherited = bool(memory.records())
-        self._cites_at_once = self.channel.builder.policy.kind == "always_cite"  # cited at the first showing
-
-    def __repr__(self) -> str:
-        return f"OpenAIAgentsMemory({self.memory!r}, conversation_id={self.channel.conversation_id!r})"
-
-    @property
-    def enabled(self) -> bool:
-        """Whether the memory tools go with the next call: once this conversation stored a result,
-        or from the start when the memory already held items (a shared or forked snapshot) or the
-        policy cites results at their first showing (``always_cite``)."""
-        return self._inherited or self._cites_at_once or bool(self.channel.stored_ids)
 
     def _function_tool(self, schema: dict[str, Any]) -> FunctionTool:
         name = str(schema["name"])
@@ -267,22 +227,40 @@ class OpenAIAgentsMemory:
 
 
 class AgentMemorySession(SessionABC):
-    """An SDK ``Session`` kept in agent-memory's backend: the conversation's items as one
-    document of the agent (``session:<session_id>``), written with optimistic concurrency, so two
-    processes adding to one session both land and a failed write leaves the previous items.
+    """An SDK ``Session`` kept in agent-memory's backend, compacted like the trace memory kernel
+    compacts a conversation: nothing is silently lost.
+
+    The items are one document of the agent (``session.<session_id>``), written with optimistic
+    concurrency: two processes adding to one session both land, and a failed write leaves the
+    previous items. With ``max_tokens``, an addition that takes the session over it compacts the
+    oldest items: they are stored whole as one memory item (``conversation_turn``, JSON, under an id
+    derived from them) and replaced by one message holding their extractive summary and the
+    ``retrieve_memory`` call that brings them back; the last ``keep_user_turns`` user turns stay
+    raw, as the kernel's raw tail does.
 
     Args:
-        memory: whose backend keeps the session.
+        memory: whose backend keeps the session (and the compacted items).
         session_id: the SDK's session id (letters, digits, ``_``, ``-``, ``.``).
+        max_tokens: the session's size that triggers a compaction, in o200k tokens of the items'
+            JSON; ``None``: never compact.
+        keep_user_turns: user turns (a user message and all that follows it) kept raw (>= 1).
+        summary_tokens: the summary's size, in tokens.
+
+    Raises:
+        InvalidArgumentError: for an invalid ``session_id`` or ``keep_user_turns`` < 1.
     """
 
     session_settings = None
 
-    def __init__(self, memory: AgentMemory, session_id: str) -> None:
-        from agent_memory.ids import validate_agent_id
-
+    def __init__(self, memory: AgentMemory, session_id: str, *, max_tokens: int | None = None,
+                 keep_user_turns: int = 2, summary_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS) -> None:
+        if keep_user_turns < 1:
+            raise InvalidArgumentError("keep_user_turns must be >= 1")
         self.memory = memory
         self.session_id = validate_agent_id(session_id)
+        self.max_tokens = max_tokens
+        self.keep_user_turns = keep_user_turns
+        self.summary_tokens = summary_tokens
         self._slot = memory.backend.document(memory.agent_id, f"session.{self.session_id}")
 
     def _read(self) -> tuple[list[TResponseInputItem], Any]:
@@ -293,11 +271,36 @@ class AgentMemorySession(SessionABC):
         while True:
             items, token = self._read()
             result = change(items)
+            if self.max_tokens is not None:
+                self._compact(items)
             try:
                 self._slot.put(json.dumps(items, ensure_ascii=False).encode(), expect=token)
             except ConflictError:
                 continue  # another writer got there first: read again and redo
             return result
+
+    def _compact(self, items: list[Any]) -> None:
+        """Replace the oldest items by a summary message when the session is over ``max_tokens``."""
+        count = self.memory.tokens.count
+        if self.max_tokens is None or count(json.dumps(items, ensure_ascii=False)) <= self.max_tokens:
+            return
+        users = [n for n, item in enumerate(items) if isinstance(item, dict) and item.get("role") == "user"
+                 and not str(item.get("content", "")).startswith(COMPACTED_PREFIX)]
+        if len(users) <= self.keep_user_turns:
+            return
+        cut = users[-self.keep_user_turns]
+        head = items[:cut]
+        raw = json.dumps(head, ensure_ascii=False)
+        item_id = derived_memory_id(f"session:{self.memory.agent_id}/{self.session_id}/{raw}")
+        if item_id not in self.memory:
+            self.memory.store(head, type="conversation_turn", source=f"session:{self.session_id}",
+                              title=f"session {self.session_id}: {len(head)} earlier items", item_id=item_id,
+                              tags=["session"])
+        text = "\n".join(_text(item.get("content") if "content" in item else item.get("output", ""))
+                          for item in head if isinstance(item, dict))
+        summary = extractive_summary(text, self.summary_tokens, self.memory.tokens) or "(no text)"
+        items[:cut] = [{"role": "user", "content": f'{COMPACTED_PREFIX} {len(head)} items, all of them: '
+                                                   f'retrieve_memory(id="{item_id}")] {summary}'}]
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first; the last ``limit`` (``None``: all)."""
@@ -305,7 +308,7 @@ class AgentMemorySession(SessionABC):
         return items if limit is None else items[-limit:] if limit > 0 else []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` (JSON-able, as the SDK makes them)."""
+        """Append ``items`` (JSON-able, as the SDK makes them); compacts when over ``max_tokens``."""
         new = json.loads(json.dumps(list(items), default=str))
         await asyncio.to_thread(self._update, lambda stored: stored.extend(new))
 
@@ -314,5 +317,5 @@ class AgentMemorySession(SessionABC):
         return await asyncio.to_thread(self._update, lambda stored: stored.pop() if stored else None)
 
     async def clear_session(self) -> None:
-        """Remove every item."""
+        """Remove every item (compacted items stay in memory until forgotten)."""
         await asyncio.to_thread(self._update, lambda stored: stored.clear())

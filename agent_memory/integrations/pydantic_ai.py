@@ -35,20 +35,13 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from agent_memory.agent.prompt import MEMORY_PROMPT
-from agent_memory.errors import ConfigurationError
-from agent_memory.integrations.channel import MemoryChannel
+from agent_memory.integrations.channel import FixedToolsAdapter
 from agent_memory.llm.chat import Usage
-from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.presentation.offer import ToolOffer
-from agent_memory.presentation.policy import PresentationPolicy
-from agent_memory.pricing import Cost, PriceModel
+from agent_memory.pricing import Cost
 
 __all__ = ["PydanticAIMemory", "pydantic_ai_to_messages"]
 
-DEFAULT_TOOLS = ("retrieve_memory", "query_memory")
-"""The memory tools the toolset holds by default (``store_memory`` when asked for)."""
 
 Where = tuple[int, int]
 """(index of the pydantic-ai message, index of its part) a converted message came from."""
@@ -102,58 +95,20 @@ def pydantic_ai_to_messages(history: Sequence[pai.ModelMessage]) -> tuple[list[M
     return out, where
 
 
-class PydanticAIMemory:
-    """agent-memory for one pydantic-ai conversation (module docstring).
+class PydanticAIMemory(FixedToolsAdapter):
+    """agent-memory for one pydantic-ai conversation (module docstring); the arguments are
+    :class:`~agent_memory.integrations.channel.FixedToolsAdapter`'s.
 
-    Args:
-        memory: where results are stored.
-        conversation_id: names the conversation (results are stored under ids derived from it and
-            the tool call ids).
-        model: the model's name, for prices (``PriceModel.lookup``); ``None``: give ``prices``,
-            or usage is counted and not priced and swaps are decided by tokens.
-        prices: the price model (wins over ``model``).
-        policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
-        tools: which memory tools :attr:`toolset` holds.
-        memory_prompt: the system part added while the memory tools are offered; ``None``: none.
-
-    Raises:
-        ConfigurationError: if ``model`` has no price, or an unknown tool is named.
+    Attributes:
+        toolset: the memory tools as a pydantic-ai toolset (offered while :attr:`enabled`).
+        capability: :meth:`history_processor` as the pydantic-ai capability for ``capabilities``.
     """
 
-    def __init__(
-        self,
-        memory: AgentMemory,
-        *,
-        conversation_id: str = "default",
-        model: str | None = None,
-        prices: PriceModel | None = None,
-        policy: PresentationPolicy | None = None,
-        tools: Sequence[str] = DEFAULT_TOOLS,
-        memory_prompt: str | None = MEMORY_PROMPT,
-    ) -> None:
-        self.memory = memory
-        self.channel = MemoryChannel(memory, conversation_id=conversation_id, model=model, prices=prices,
-                                     policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt)
-        schemas = {tool["function"]["name"]: tool["function"] for tool in self.channel.toolkit.openai_tools()}
-        unknown = [name for name in tools if name not in schemas]
-        if unknown:
-            raise ConfigurationError(f"no memory tools {unknown}; there are {sorted(schemas)}")
-        self._inherited = bool(memory.records())
-        self._cites_at_once = self.channel.builder.policy.kind == "always_cite"
-        functions = FunctionToolset([self._tool(schemas[name]) for name in tools])
+    def _make_tools(self) -> None:
+        functions = FunctionToolset([self._tool(schema) for schema in self.tool_definitions])
         self.toolset: AbstractToolset[Any] = functions.filtered(lambda ctx, tool: self.enabled)
-        """The memory tools as a pydantic-ai toolset (offered while :attr:`enabled`)."""
-        self._recorded: set[int] = set()
         self.capability: ProcessHistory[Any] = ProcessHistory(self.history_processor)
-        """:meth:`history_processor` as the pydantic-ai capability to pass in ``capabilities``."""
-
-    def __repr__(self) -> str:
-        return f"PydanticAIMemory({self.memory!r}, conversation_id={self.channel.conversation_id!r})"
-
-    @property
-    def enabled(self) -> bool:
-        """Whether the memory tools go with the next request (module docstring)."""
-        return self._inherited or self._cites_at_once or bool(self.channel.stored_ids)
+        self._recorded: set[int] = set()
 
     def _tool(self, schema: dict[str, Any]) -> Tool[Any]:
         name = str(schema["name"])
