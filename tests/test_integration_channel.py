@@ -84,3 +84,21 @@ def test_usage_is_priced_with_prompt_caching_and_sub_agents_are_absorbed() -> No
     ledger.absorb(child)
     assert ledger.calls == 3 and ledger.billed.input_tokens == 11_000 and ledger.total_usd == cost.total_usd + child.total_usd
     assert UsageLedger().record(Usage(prompt_tokens=10, completion_tokens=1)) is None  # no price model: counted only
+
+
+def test_both_adapters_send_the_replays_prompts_on_real_tau_bench_runs(tmp_path: Path, data_dir: Path) -> None:
+    """benchmarks/bench_adapters.py on the first two tau-bench runs: every call identical."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("bench_adapters", Path(__file__).parents[1] / "benchmarks" / "bench_adapters.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "adapters.json"
+    assert bench.main(["--data", str(data_dir), "--runs", "2", "--out", str(out)]) == 0
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["calls"] > 10
+    for adapter in ("langchain", "openai_agents"):
+        assert summary[adapter]["identical_calls"] == summary["calls"]
+        assert summary[adapter]["tokens"] == summary[adapter]["reference_tokens"] < summary["naive_tokens"]

@@ -63,6 +63,31 @@ SCRIPTS: dict[str, Script] = {
         prints=("It replaces XMLHttpRequest. answer",),
         requests=("more powerful and flexible replacement for XMLHttpRequest", '"name": "spawn_agent"'),
     ),
+    # "Use it with your framework": each adapter in one agent run (a fetch, then the answer).
+    "import asyncio\nfrom agents import Agent, Runner, function_tool": Script(
+        replies=(ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", '{"url": "https://example.org/pricing"}'),)),
+                 ScriptedReply(content="$12 per user per month.")),
+        prints=("$12 per user per month. cost: 0.0",), requests=("The Team plan costs $12",),
+    ),
+    "from langchain.agents import create_agent": Script(
+        replies=(ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", '{"url": "https://example.org/pricing"}'),)),
+                 ScriptedReply(content="$12 per user per month.")),
+        prints=("$12 per user per month. cost: 0.0",), requests=("The Team plan costs $12",),
+    ),
+    "from agent_memory import AgentMemory\nfrom agent_memory.integrations.langgraph_store": Script(
+        prints=("Black coffee, no sugar",),
+    ),
+    "from pydantic_ai import Agent": Script(
+        replies=(ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", '{"url": "https://example.org/pricing"}'),)),
+                 ScriptedReply(content="$12 per user per month.")),
+        prints=("$12 per user per month. cost: 0.0",), requests=("The Team plan costs $12",),
+    ),
+    "import anthropic\nfrom agent_memory import AgentMemory": Script(
+        replies=(ScriptedReply(tool_calls=(ScriptedToolCall("memory", json.dumps(
+                     {"command": "create", "path": "/memories/coffee.md", "file_text": "Takes coffee black.\n"})),)),
+                 ScriptedReply(content="Noted.")),
+        prints=("Noted. ['/memories/coffee.md']",), requests=('"type": "memory_20250818"',),
+    ),
     # MCP over stdio with the SDK's client: an empty memory answers the query.
     "import asyncio\nfrom mcp import Client": Script(prints=("Q3 results", "$4.2M")),
 }
@@ -98,6 +123,9 @@ def test_readme_python_block_runs_as_written(index: int, tmp_path: Path) -> None
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "sk-readme",
+            "ANTHROPIC_BASE_URL": server.anthropic_base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-readme",
+            "OPENAI_AGENTS_DISABLE_TRACING": "1",  # the Agents SDK would export traces to OpenAI
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONPATH": str(ROOT),
