@@ -506,7 +506,7 @@ class AgentMemory:
     @_public
     def query(
         self,
-        criteria: MemoryCriteria | None = None,
+        criteria: MemoryCriteria | str | None = None,
         /,
         *,
         text: str | None = None,
@@ -517,7 +517,8 @@ class AgentMemory:
         until: datetime | None = None,
         limit: int | None = None,
     ) -> list[QueryHit]:
-        """Items matching ``criteria`` (or the same fields as keywords), best first.
+        """Items matching ``criteria`` (or the same fields as keywords), best first:
+        ``memory.query("heron")`` searches for that text, as ``memory.query(text="heron")`` does.
 
         With ``text``: each item is ranked by its best chunk in the dense (cosine) ranking and,
         with ``config.hybrid_search``, in the BM25 keyword ranking; the two rankings are fused by
@@ -527,7 +528,8 @@ class AgentMemory:
         (and reported).
 
         Args:
-            criteria: all the filters as one :class:`MemoryCriteria`; ``None``: from the keywords.
+            criteria: the text to look for (a ``str``, as ``text``), or all the filters as one
+                :class:`MemoryCriteria`; ``None``: from the keywords.
             text: what to look for, in words (at most ``limits.MAX_QUERY_CHARS``); ``None``: list
                 newest first. An empty or whitespace-only text is refused, not taken as a listing.
             type: only items of this type; ``None``: any type.
@@ -542,13 +544,18 @@ class AgentMemory:
         With ``criteria``, each keyword that is not ``None`` replaces that field of it.
 
         Raises:
-            InvalidArgumentError: if ``criteria`` is not a :class:`MemoryCriteria`, a keyword is
+            InvalidArgumentError: if ``criteria`` is neither a text nor a :class:`MemoryCriteria`,
+                a text is given both ways, a keyword is
                 unknown, or a filter is invalid (see the bounds on :class:`MemoryCriteria`), or
                 ``text`` is blank.
             VectorIndexError: if the index fails as a whole (``rebuild_index`` repairs a damaged
                 one; a damaged keyword index file is recreated from the store without it);
                 ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
         """
+        if isinstance(criteria, str):
+            if text is not None:
+                raise InvalidArgumentError("give the query text once: memory.query('…') or memory.query(text='…')")
+            criteria, text = None, criteria
         given = {"text": text, "type": type, "source": source, "since": since, "until": until, "limit": limit}
         filters: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
         if tags is not None:

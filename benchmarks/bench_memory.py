@@ -205,8 +205,9 @@ def chroma_collection(memory: AgentMemory) -> Any | None:
     when the index is not the built-in Chroma one. Reaches into internals: diagnostics only."""
     index = memory.index
     collection = getattr(index, "collection", None)
-    if collection is None and callable(getattr(index, "_current", None)):
-        collection = index._current()
+    if collection is None and callable(getattr(index, "_using", None)):
+        with index._using() as current:  # the collection object outlives the call: single-threaded here
+            collection = current
     return collection
 
 

@@ -206,7 +206,8 @@ QUERY = [
     BadCall("type-unknown", lambda e: e.memory.query(type="bogus"), InvalidArgumentError),
     BadCall("since-garbage", lambda e: e.memory.query(since="not a date"), InvalidArgumentError),
     BadCall("unknown-filter", lambda e: e.memory.query(colour="red"), InvalidArgumentError),
-    BadCall("criteria-a-string", lambda e: e.memory.query("apollo"), InvalidArgumentError),
+    BadCall("criteria-text-twice", lambda e: e.memory.query("apollo", text="apollo"), InvalidArgumentError),
+    BadCall("criteria-an-int", lambda e: e.memory.query(5), InvalidArgumentError),
     BadCall("override-revalidated", lambda e: e.memory.query(MemoryCriteria(text="apollo"), limit=0), InvalidArgumentError),
 ]
 

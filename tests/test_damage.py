@@ -186,8 +186,7 @@ def test_an_index_broken_by_a_bad_write_is_repaired_by_rebuild_index(
     stored: tuple[AgentMemory, dict[str, str]], recorder: EventRecorder
 ) -> None:
     memory, ids = stored
-    collection = memory.index._current()  # write past every guard, as an older version did
-    with pytest.raises(Exception, match="compaction"):
+    with memory.index._using() as collection, pytest.raises(Exception, match="compaction"):  # past every guard
         collection.upsert(
             ids=["mem_00000000dead:0"], documents=["poison"],
             metadatas=[{"item_id": "mem_00000000dead", "chunk_index": 0, **{f"tag:t{i}": True for i in range(6_000)}}],

@@ -44,7 +44,8 @@ import tempfile
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -164,11 +165,20 @@ Chroma's filtered search. Unfiltered HNSW searches at 100k chunks took ~27 ms fo
 
 class _EmbeddedClients:
     """One ``PersistentClient`` per database path in this process, reopened when the path's
-    ``generation`` file shows that another process wrote since the client was opened."""
+    ``generation`` file shows that another process wrote since the client was opened.
 
-    _mutex = threading.RLock()
+    A client is closed (to reopen it, or by the last index object on its path) only while no call
+    is in flight on it (:meth:`using`): closing stops chromadb's system and drops its Rust bindings,
+    and a thread still inside a call on it would fail (``'RustBindingsAPI' object has no attribute
+    'bindings'``, seen with 8 threads sharing one memory). A thread that finds the client stale
+    waits for the calls in flight to end, and no new call starts on the stale client meanwhile.
+    """
+
+    _cond = threading.Condition(threading.RLock())
     _clients: dict[str, tuple[Any, int]] = {}
     _users: dict[str, int] = {}
+    _busy: dict[str, int] = {}
+    """Path -> calls in flight on its client."""
 
     @staticmethod
     def generation(path: Path) -> int:
@@ -178,48 +188,66 @@ class _EmbeddedClients:
             return 0
 
     @classmethod
-    def client(cls, path: Path, settings: Settings) -> tuple[Any, int]:
-        """The process's client for ``path`` and the generation it has seen."""
+    @contextmanager
+    def using(cls, path: Path, settings: Settings) -> Iterator[tuple[Any, int]]:
+        """The process's client for ``path`` and the generation it has seen, held for one call
+        (the ``with`` block): fresh as of every other process's writes, and not closed before the
+        block ends. Blocks must not nest in one thread."""
         key = str(path.resolve())
-        current = cls.generation(path)
-        with cls._mutex:
-            entry = cls._clients.get(key)
-            if entry is not None and entry[1] == current:
-                return entry
-            if entry is not None:
-                entry[0].close()
-            cls._clients[key] = (chromadb.PersistentClient(path=key, settings=settings), current)
-            return cls._clients[key]
+        with cls._cond:
+            while True:
+                current = cls.generation(path)
+                entry = cls._clients.get(key)
+                if entry is not None and entry[1] == current:
+                    break
+                if not cls._busy.get(key):
+                    if entry is not None:
+                        entry[0].close()
+                    entry = cls._clients[key] = (chromadb.PersistentClient(path=key, settings=settings), current)
+                    break
+                cls._cond.wait()
+            cls._busy[key] = cls._busy.get(key, 0) + 1
+        try:
+            yield entry
+        finally:
+            with cls._cond:
+                cls._busy[key] -= 1
+                if not cls._busy[key]:
+                    del cls._busy[key]
+                cls._cond.notify_all()
 
     @classmethod
     def acquire(cls, path: Path) -> None:
         """Count one more open index object on ``path``."""
         key = str(path.resolve())
-        with cls._mutex:
+        with cls._cond:
             cls._users[key] = cls._users.get(key, 0) + 1
 
     @classmethod
     def release(cls, path: Path) -> None:
-        """Count one index object on ``path`` closed; the last one closes the shared client."""
+        """Count one index object on ``path`` closed; the last one closes the shared client (once
+        no call is in flight on it)."""
         key = str(path.resolve())
-        with cls._mutex:
+        with cls._cond:
             users = cls._users.get(key, 0) - 1
             if users > 0:
                 cls._users[key] = users
                 return
             cls._users.pop(key, None)
+            while cls._busy.get(key):
+                cls._cond.wait()
             entry = cls._clients.pop(key, None)
-        if entry is not None:
-            entry[0].close()
+            if entry is not None:
+                entry[0].close()
 
     @classmethod
     def wrote(cls, path: Path, client: Any) -> int:
-        """Record a write by this process (call under ``write.lock``): bump the generation, mark
-        this process's client as current, and return the new generation."""
+        """Record a write by this process (call under ``write.lock``, inside :meth:`using`): bump
+        the generation, mark this process's client as current, and return the new generation."""
         key = str(path.resolve())
-        new = cls.generation(path) + 1
-        atomic_write_bytes(path / "generation", str(new).encode())
-        with cls._mutex:
+        with cls._cond:
+            new = cls.generation(path) + 1
+            atomic_write_bytes(path / "generation", str(new).encode())
             if cls._clients.get(key, (None, 0))[0] is client:
                 cls._clients[key] = (client, new)
         return new
@@ -264,6 +292,8 @@ class ChromaVectorIndex:
         self._write_lock: FileLock | None = None
         self._queries: OrderedDict[str, list[float]] = OrderedDict()
         self._queries_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        """Guards ``_client``, ``_generation`` and ``_collection`` between threads."""
         self._closed = False
         acquired = False
         try:
@@ -280,7 +310,8 @@ class ChromaVectorIndex:
                 self._write_lock = FileLock(str(path / "write.lock"), timeout=600)
                 _EmbeddedClients.acquire(path)
                 acquired = True
-            self._current()
+            with self._using():
+                pass  # open the collection now: a broken database fails here, not at the first call
         except Exception as exc:  # noqa: BLE001 - chromadb and httpx raise many types
             if acquired:
                 assert path is not None
@@ -346,16 +377,24 @@ class ChromaVectorIndex:
                 self._queries.popitem(last=False)
         return vector
 
-    def _current(self) -> Any:
-        """The collection, through a client that has seen every other process's writes."""
+    @contextmanager
+    def _using(self) -> Iterator[Any]:
+        """The collection for one call (the ``with`` block), through a client that has seen every
+        other process's writes and is not closed before the block ends."""
         if self.path is not None and self._write_lock is not None:
-            client, generation = _EmbeddedClients.client(self.path, self._settings)
-            if client is not self._client or generation != self._generation or self._collection is None:
-                self._client, self._generation = client, generation
+            with _EmbeddedClients.using(self.path, self._settings) as (client, generation):
+                with self._state_lock:
+                    if client is not self._client or generation != self._generation or self._collection is None:
+                        self._client, self._generation = client, generation
+                        self._collection = self._open()
+                    collection = self._collection
+                yield collection
+            return
+        with self._state_lock:
+            if self._collection is None:
                 self._collection = self._open()
-        elif self._collection is None:
-            self._collection = self._open()
-        return self._collection
+            collection = self._collection
+        yield collection
 
     def _open(self) -> Any:
         return self._client.get_or_create_collection(
@@ -381,9 +420,10 @@ class ChromaVectorIndex:
         """Run ``fn(collection)`` as a write: under ``write.lock`` in embedded mode, on a fresh
         view, then bump the generation so other processes reopen."""
         if self._write_lock is None:
-            return self._call(what, fn, self._current())
-        with self._write_lock:
-            result = self._call(what, fn, self._current())
+            with self._using() as collection:
+                return self._call(what, fn, collection)
+        with self._write_lock, self._using() as collection:
+            result = self._call(what, fn, collection)
             assert self.path is not None
             self._generation = _EmbeddedClients.wrote(self.path, self._client)
             return result
@@ -422,14 +462,14 @@ class ChromaVectorIndex:
         self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
         passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
-        collection = self._current()
         query = list(vector) if vector is not None else self.embed_query(text)
         where = _where(criteria)
         rows = None
-        if where is not None and passing is not None:
-            rows = self._post_filtered(collection, query, n_chunks, passing)
-        if rows is None:
-            rows = self._query(collection, query, n_chunks, where)
+        with self._using() as collection:
+            if where is not None and passing is not None:
+                rows = self._post_filtered(collection, query, n_chunks, passing)
+            if rows is None:
+                rows = self._query(collection, query, n_chunks, where)
         hits: list[ChunkHit] = []
         for doc, meta, distance in rows:
             header = int(meta.get("header_chars", 0))
@@ -493,9 +533,8 @@ class ChromaVectorIndex:
         return list(zip(result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True))
 
     def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
-        found = self._call(
-            "get", self._current().get, ids=[f"{item_id}:{chunk_index}"], include=["embeddings"]
-        )["embeddings"]
+        with self._using() as collection:
+            found = self._call("get", collection.get, ids=[f"{item_id}:{chunk_index}"], include=["embeddings"])["embeddings"]
         return [float(x) for x in found[0]] if found is not None and len(found) else None
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
@@ -508,13 +547,16 @@ class ChromaVectorIndex:
     def _metadatas(self, where: dict[str, Any]) -> list[dict[str, Any]]:
         """Metadata of every chunk passing ``where``, fetched in pages of :data:`GET_PAGE`: one
         ``get`` of all of them fails past ~32k chunks ("too many SQL variables" inside Chroma)."""
-        collection, found, offset = self._current(), [], 0
-        while True:
-            page = self._call("get", collection.get, where=where, include=["metadatas"], limit=GET_PAGE, offset=offset)
-            found.extend(page["metadatas"])
-            if len(page["metadatas"]) < GET_PAGE:
-                return found
-            offset += GET_PAGE
+        found: list[dict[str, Any]] = []
+        offset = 0
+        with self._using() as collection:
+            while True:
+                page = self._call("get", collection.get, where=where, include=["metadatas"], limit=GET_PAGE,
+                                  offset=offset)
+                found.extend(page["metadatas"])
+                if len(page["metadatas"]) < GET_PAGE:
+                    return found
+                offset += GET_PAGE
 
     def delete_items(self, item_ids: Sequence[str]) -> None:
         if item_ids:
@@ -527,6 +569,7 @@ class ChromaVectorIndex:
                 self._client.delete_collection(self.name)
             except Exception:  # noqa: BLE001 - absent collection is fine
                 pass
-            self._collection = self._open()
+            with self._state_lock:
+                self._collection = self._open()
 
         self._write("reset", recreate)

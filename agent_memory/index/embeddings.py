@@ -67,10 +67,19 @@ def _load_model(path: str) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
     except ModuleNotFoundError as exc:
         raise ConfigurationError("pip install sentence-transformers torch==2.13.0") from exc
+    from transformers.utils import logging as transformers_logging
+
+    # Loading prints a "Loading weights" progress bar on stderr: a library call (an MCP server, an
+    # agent in a web service) must not. Progress bars belong to the CLI's long work.
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
     try:
         return SentenceTransformer(path, device="cpu", local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any loader failure is a configuration problem
         raise EmbeddingError(f"cannot load the embedding model at {path}: {exc}") from exc
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
 
 
 _threads_lock = threading.Lock()
