@@ -49,13 +49,14 @@ from typing import Annotated, Any
 from filelock import FileLock, Timeout
 from pydantic import Field, ValidationError
 
-from actions.base import ActionArguments, InstanceSchemas, MemoryAction, ToolCallError, ToolJsonSchema, ToolResult, format_call
-from agent_memory import AgentMemory, FileBackend
+from actions.base import ActionArguments, InstanceSchemas, MemoryAction, ToolCallError, ToolResult, format_call
+from agent_memory import AgentMemory
 from agent_memory.errors import ConfigurationError, IngestError, LockTimeoutError, StoreError, quoted
+from agent_memory.fileio import atomic_write_bytes
 from agent_memory.ids import new_memory_id
 from agent_memory.ingest import read_file
 from agent_memory.limits import check_text
-from agent_memory.store.jsonl import atomic_write_bytes
+from agent_memory.storage import FileBackend
 
 __all__ = [
     "MAX_CONTENT_CHARS",

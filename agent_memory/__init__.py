@@ -2,307 +2,89 @@
 
 Full action results are stored out of the context (:class:`AgentMemory`), shown to the model once,
 then cited by memory id; the model gets content back with the Store / Retrieve / Query memory
-tools (package ``actions``). Importing this package is fast: chromadb, torch and
-sentence-transformers load on first use of the index.
+tools (package ``actions``). A trace memory kernel (:class:`MemoryManager`) keeps the conversation
+inside the model's budget, and :class:`MemoryAgent` runs an agent loop with both, sub-agents
+included. Importing this package is fast: chromadb, torch and sentence-transformers load on first
+use of the index.
+
+This is the public face, what the README uses (39 names): the memory (:class:`AgentMemory`,
+:class:`MemoryConfig`, its items, criteria, hits and snapshots); the agent loop
+(:class:`MemoryAgent`, its config, run, tools, sub-agents, event processor); the kernel
+(:class:`MemoryManager`, :class:`ModelLimits`, :class:`LLMRequestAssembler`); the chat models;
+what the model is shown (:class:`Message`, :class:`ToolCall`, :class:`ContextBuilder`, its policy,
+citations, plugins and the memory tools' offer, :func:`load_toolkit`); money (:class:`PriceModel`,
+:class:`Cost`); events (:class:`MemoryEvent`); and the errors most callers catch. Everything else stays importable from its module
+(``agent_memory.errors`` for the whole error tree, ``agent_memory.observers`` for every event,
+``agent_memory.storage`` for backends); the framework adapters are in
+``agent_memory.integrations.<framework>`` (each needs its extra), the test helpers and the
+backends' conformance suite in ``agent_memory.testing``.
 """
 
-from agent_memory.config import (
-    DEFAULT_CHUNK_OVERLAP_TOKENS,
-    DEFAULT_CHUNK_TOKENS,
-    DEFAULT_QUERY_LIMIT,
-    DEFAULT_RETRIEVE_MAX_TOKENS,
-    MemoryConfig,
-)
-from agent_memory.diagnostics import AgentMemoryWarning, ToolsDroppedWarning, UnknownModelWarning
-from agent_memory.errors import (
-    AgentMemoryError,
-    ConfigurationError,
-    ConflictError,
-    ContextOverflowError,
-    CorruptRecordError,
-    EmbeddingError,
-    EventFailedError,
-    InvalidArgumentError,
-    InvalidIdError,
-    IsolationError,
-    ItemNotFoundError,
-    KeywordIndexError,
-    LLMConnectionError,
-    LLMError,
-    LLMOutputError,
-    LLMStatusError,
-    LLMTimeoutError,
-    LockTimeoutError,
-    MemoryClosedError,
-    OutsideSnapshotError,
-    StoreError,
-    TransformError,
-    UnsupportedRecordError,
-    VectorIndexError,
-)
-from agent_memory.index.embeddings import Embedder, SentenceTransformerEmbedder
-from agent_memory.index.fusion import SCORE_TOLERANCE
-from agent_memory.index.vector import ChunkHit, IndexChunk, VectorIndex
-from agent_memory.llm.chat import (
-    AnthropicChatModel,
-    ChatModel,
-    ChatResult,
-    OpenAIChatModel,
-    OpenAIResponsesModel,
-    ServerCompat,
-    Usage,
-)
-from agent_memory.llm.client import LLMClient, LLMResponse, OpenAIChatClient
-from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
-from agent_memory.memory import AgentMemory
-from agent_memory.observers import (
-    Compacted,
-    CompactionRequested,
-    ContentMissing,
-    EventApplied,
-    EventRecorder,
-    IndexFailed,
-    IndexReadOnly,
-    IndexRecreated,
-    LLMCalled,
-    MemoryEvent,
-    MemoryObserver,
-    RecordQuarantined,
-    RecordUnsupported,
-    Retrieved,
-    TraceIngested,
-    Truncated,
-)
-from agent_memory.models.messages import Media, Message, ToolCall
-from agent_memory.presentation.citations import Citation, CitationBuilder
-from agent_memory.presentation.context import BuiltContext, ContextBuilder, ContextStats, PresentationState
-from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
-from agent_memory.presentation.offer import MemoryTools, OfferState, ToolOffer, load_toolkit
-from agent_memory.presentation.plugins import CompactionPlugin, PluginRegistry
-from agent_memory.presentation.policy import PresentationPolicy
-from agent_memory.models.items import (
-    ExcerptTransform,
-    FilteredTransform,
-    FirstNTransform,
-    FullTransform,
-    ItemMetadata,
-    ItemRecord,
-    LastNTransform,
-    MemoryCriteria,
-    MemoryItem,
-    MemorySnapshot,
-    MemoryTransform,
-    MemoryType,
-    QueryHit,
-    RetrieveResult,
-    SummaryTransform,
-)
-from agent_memory.tokens import TiktokenCounter, TokenCounter
-from agent_memory.pricing import BilledTokens, CallTokens, Cost, PriceModel, PromptCaching
-from agent_memory.kernel.turns import TurnTracker
-from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, model_limits
-from agent_memory.kernel.compactor import CompactionRecord, Compactor
-from agent_memory.kernel.manager import MemoryManager
-from agent_memory.agent.config import AgentConfig, MemoryMode
-from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult
-from agent_memory.agent.loop import AgentRun, AgentStep, MemoryAgent
-from agent_memory.agent.sub_agents import SubAgentResult
-from agent_memory.agent.tools import FunctionTool, ToolFailure, tool
-from agent_memory.fork import MemoryFork
-from agent_memory.storage.files.journal import EventQueue
-from agent_memory.storage.journal import EventJournal, EventKind, QueuedEvent
-from agent_memory.storage import Backend, FileBackend
-from agent_memory.agent.step_lock import StepLock, StepLockHolder
-from agent_memory.kernel.retriever import Retriever
-from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle
-from agent_memory.kernel.summarizer import CompactionResult, ExtractiveSummarizer, LLMSummarizer, Summarizer
-from agent_memory.kernel.working_context import WorkingContextSnapshot
-from agent_memory.llm.assembler import LLMRequestAssembler, RequestPackage
-from agent_memory.models.traces import (
-    MAX_TOOL_RESULT_PREVIEW_CHARS,
-    EpisodicItem,
-    RawTraceItem,
-    SemanticItem,
-    ToolInteraction,
-    ToolInteractionStatus,
-    TraceMedia,
-    TraceType,
-    build_tool_interactions,
-    format_turn_id,
-    tool_result_preview,
-    turn_number,
-    window_id_for,
-)
-from agent_memory.store.traces import FileTraceStore, InMemoryTraceStore, TraceKind, TraceStore
+from importlib.metadata import version as _version
 
-__version__ = "0.1.0"
+from agent_memory.agent.config import AgentConfig, MemoryMode
+from agent_memory.agent.events import EventProcessor
+from agent_memory.agent.loop import AgentRun, MemoryAgent
+from agent_memory.agent.sub_agents import SubAgentResult
+from agent_memory.agent.tools import FunctionTool, tool
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidArgumentError, ItemNotFoundError, LLMError, StoreError
+from agent_memory.kernel.assembler import LLMRequestAssembler
+from agent_memory.kernel.budget import ModelLimits
+from agent_memory.kernel.manager import MemoryManager
+from agent_memory.llm.chat import AnthropicChatModel, ChatModel, OpenAIChatModel, OpenAIResponsesModel
+from agent_memory.memory import AgentMemory
+from agent_memory.models.items import ItemMetadata, MemoryCriteria, MemoryItem, MemorySnapshot, QueryHit
+from agent_memory.models.messages import Message, ToolCall
+from agent_memory.observers import MemoryEvent
+from agent_memory.plugins import PluginRegistry
+from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.context import ContextBuilder
+from agent_memory.presentation.offer import OfferState, load_toolkit
+from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import Cost, PriceModel
+
+__version__ = _version("agent-memory")
+"""This release (from the installed package's metadata)."""
 
 __all__ = [
     "AgentConfig",
     "AgentMemory",
     "AgentMemoryError",
-    "AgentMemoryWarning",
     "AgentRun",
-    "AgentStep",
     "AnthropicChatModel",
-    "AnthropicRenderer",
-    "Backend",
-    "BilledTokens",
-    "BudgetCheck",
-    "BuiltContext",
-    "CallTokens",
     "ChatModel",
-    "ChatResult",
-    "ChunkHit",
-    "Citation",
     "CitationBuilder",
-    "Compacted",
-    "CompactionOutcome",
-    "CompactionPlugin",
-    "CompactionRecord",
-    "CompactionRequested",
-    "CompactionResult",
-    "CompactionSnapshotBuilder",
-    "Compactor",
     "ConfigurationError",
-    "ConflictError",
-    "ContentMissing",
     "ContextBuilder",
-    "ContextOverflowError",
-    "ContextStats",
-    "CorruptRecordError",
     "Cost",
-    "DEFAULT_CHUNK_OVERLAP_TOKENS",
-    "DEFAULT_CHUNK_TOKENS",
-    "DEFAULT_QUERY_LIMIT",
-    "DEFAULT_RETRIEVE_MAX_TOKENS",
-    "Embedder",
-    "EmbeddingError",
-    "EpisodicItem",
-    "EventApplied",
-    "EventFailedError",
-    "EventJournal",
-    "EventKind",
     "EventProcessor",
-    "EventQueue",
-    "EventRecorder",
-    "ExcerptTransform",
-    "ExecutionMode",
-    "ExtractiveSummarizer",
-    "FileBackend",
-    "FileTraceStore",
-    "FilteredTransform",
-    "FirstNTransform",
-    "FullTransform",
     "FunctionTool",
-    "InMemoryTraceStore",
-    "IndexChunk",
-    "IndexFailed",
-    "IndexReadOnly",
-    "IndexRecreated",
     "InvalidArgumentError",
-    "InvalidIdError",
-    "IsolationError",
     "ItemMetadata",
     "ItemNotFoundError",
-    "ItemRecord",
-    "KeywordIndexError",
-    "LLMCalled",
-    "LLMClient",
-    "LLMCompactor",
-    "LLMConnectionError",
     "LLMError",
-    "LLMOutputError",
     "LLMRequestAssembler",
-    "LLMResponse",
-    "LLMStatusError",
-    "LLMSummarizer",
-    "LLMTimeoutError",
-    "LastNTransform",
-    "LockTimeoutError",
-    "MAX_TOOL_RESULT_PREVIEW_CHARS",
-    "Media",
     "MemoryAgent",
-    "MemoryBundle",
-    "MemoryClosedError",
     "MemoryConfig",
     "MemoryCriteria",
     "MemoryEvent",
-    "MemoryFork",
     "MemoryItem",
     "MemoryManager",
     "MemoryMode",
-    "MemoryObserver",
     "MemorySnapshot",
-    "MemoryTools",
-    "MemoryTransform",
-    "MemoryType",
     "Message",
     "ModelLimits",
     "OfferState",
-    "OpenAIChatClient",
     "OpenAIChatModel",
-    "OpenAIChatRenderer",
     "OpenAIResponsesModel",
-    "OpenAIResponsesRenderer",
-    "OutsideSnapshotError",
     "PluginRegistry",
     "PresentationPolicy",
-    "PresentationState",
-    "Pressure",
     "PriceModel",
-    "PromptCaching",
-    "PromptRenderer",
     "QueryHit",
-    "QueuedEvent",
-    "RawTraceItem",
-    "RecordQuarantined",
-    "RecordUnsupported",
-    "RequestPackage",
-    "RetrieveResult",
-    "Retrieved",
-    "Retriever",
-    "SCORE_TOLERANCE",
-    "SemanticItem",
-    "SentenceTransformerEmbedder",
-    "ServerCompat",
-    "StepLock",
-    "StepLockHolder",
-    "StepResult",
     "StoreError",
     "SubAgentResult",
-    "Summarizer",
-    "SummaryTransform",
-    "TiktokenCounter",
-    "TokenBudget",
-    "TokenCounter",
     "ToolCall",
-    "ToolFailure",
-    "ToolInteraction",
-    "ToolInteractionStatus",
-    "ToolOffer",
-    "ToolsDroppedWarning",
-    "TraceIngested",
-    "TraceKind",
-    "TraceMedia",
-    "TraceStore",
-    "TraceType",
-    "TransformError",
-    "Truncated",
-    "TurnTracker",
-    "UnknownModelWarning",
-    "UnsupportedRecordError",
-    "Usage",
-    "VectorIndex",
-    "VectorIndexError",
-    "WorkingContextSnapshot",
-    "__version__",
-    "build_tool_interactions",
-    "format_turn_id",
     "load_toolkit",
-    "model_limits",
     "tool",
-    "tool_result_preview",
-    "turn_number",
-    "window_id_for",
 ]

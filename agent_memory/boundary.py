@@ -7,16 +7,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, MemoryClosedError, map_exceptions
-
-if TYPE_CHECKING:
-    from agent_memory.memory import AgentMemory
 
 __all__ = ["check_memory_dir", "int_arg", "mapped_init", "public"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Guarded(Protocol):
+    """What :func:`public` reads of the memory whose method it guards."""
+
+    _closed: bool
+
+    @property
+    def agent_dir(self) -> Path: ...
 
 
 def public(method: F) -> F:
@@ -24,7 +30,7 @@ def public(method: F) -> F:
     what = f"AgentMemory.{method.__name__}"
 
     @functools.wraps(method)
-    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: _Guarded, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
             raise MemoryClosedError(f"{what}: this AgentMemory is closed; open a new one on {self.agent_dir}")
         with map_exceptions(what):
@@ -37,7 +43,7 @@ def mapped_init(init: F) -> F:
     """``__init__`` with its errors (also a wrong or unknown argument) mapped like a public method."""
 
     @functools.wraps(init)
-    def wrapper(self: AgentMemory, *args: Any, **kwargs: Any) -> None:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
         with map_exceptions("AgentMemory"):
             init(self, *args, **kwargs)
 

@@ -43,12 +43,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
 import typer
 from pydantic import ValidationError
 from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -60,11 +59,15 @@ from agent_memory.config import (
     MAX_RETRIEVE_MAX_TOKENS,
     MemoryConfig,
 )
+from agent_memory.console import PROG, CliError
+from agent_memory.console import fail as _fail
+from agent_memory.console import reported_errors as _reported_errors
+from agent_memory.console import stderr as _stderr
+from agent_memory.console import stdout as _stdout
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
 from agent_memory.ids import validate_memory_id
 from agent_memory.ingest import Source, plan_sources
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
-from agent_memory.storage import FileBackend, redacted_url
 from agent_memory.models.items import (
     ItemRecord,
     MemoryCriteria,
@@ -74,6 +77,8 @@ from agent_memory.models.items import (
     QueryHit,
     content_to_bytes,
 )
+from agent_memory.replay.command import replay
+from agent_memory.storage import FileBackend, redacted_url
 from agent_memory.transforms import PAGE_NOTICE_TOKENS
 
 if TYPE_CHECKING:
@@ -81,7 +86,6 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
-PROG = "agent-memory"
 """Name of the command, as printed in the next-page hint."""
 
 DEFAULT_LIST_LIMIT = 20
@@ -125,10 +129,6 @@ app = typer.Typer(
 
 
 # -- shared plumbing -------------------------------------------------------------------------------
-class CliError(Exception):
-    """An error reported to the user as one line on stderr, with exit code 1."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Globals:
     """Which memory the command opens, kept for commands and for the next-page hint."""
@@ -179,36 +179,6 @@ def _offline_quiet_env() -> None:
         "OPENBLAS_NUM_THREADS": "1",
     }.items():
         os.environ.setdefault(name, value)
-
-
-def _stdout() -> Console:
-    return Console(highlight=False, soft_wrap=False)
-
-
-def _stderr() -> Console:
-    return Console(stderr=True, highlight=False)
-
-
-def _fail(message: str) -> NoReturn:
-    raise CliError(message)
-
-
-@contextmanager
-def _reported_errors() -> Iterator[None]:
-    """Turn library errors into one line on stderr and exit code 1 (no traceback)."""
-    try:
-        yield
-    except ItemNotFoundError as exc:
-        typer.echo(f"Error: {exc}. Use `{PROG} list` or `{PROG} query TEXT` to find ids.", err=True)
-        raise typer.Exit(1) from None
-    except (CliError, AgentMemoryError, OSError) as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        typer.echo(f"Error: {where}: {first['msg']}" if where else f"Error: {first['msg']}", err=True)
-        raise typer.Exit(1) from None
 
 
 def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMemory:
@@ -1006,10 +976,6 @@ def serve_mcp(
     with _reported_errors():
         serve(options.memory_dir, options.agent_id, allow_read=allow_read, store=options.store)
 
-
-
-# -- replay (in its own module; registered here) ----------------------------------------------------
-from agent_memory.replay.command import replay  # noqa: E402 - needs the plumbing above
 
 app.command()(replay)
 

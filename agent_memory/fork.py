@@ -25,7 +25,7 @@ import json
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -34,10 +34,7 @@ from agent_memory.ids import validate_agent_id
 from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, utc_now
 from agent_memory.storage.contracts import Backend
 
-if TYPE_CHECKING:
-    from agent_memory.memory import AgentMemory
-
-__all__ = ["FORK_DOCUMENT", "FORK_FILE", "MemoryFork", "ParentLayer"]
+__all__ = ["FORK_DOCUMENT", "FORK_FILE", "ForkableMemory", "MemoryFork", "ParentLayer"]
 
 FORK_SCHEMA_VERSION = 2
 """Version of the fork document's JSON layout (1: the parent named by ``parent_memory_dir``)."""
@@ -47,6 +44,27 @@ FORK_DOCUMENT = "fork"
 
 FORK_FILE = "fork.json"
 """The fork's file in the child's agent directory (the file backend's document ``fork``)."""
+
+
+class ForkableMemory(Protocol):
+    """What a fork reads of a memory (an :class:`~agent_memory.memory.AgentMemory`): who it is,
+    where it lives, its records, and its items by id and by query. A fork never writes through it."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    def __contains__(self, item_id: object, /) -> bool: ...
+
+    def records(self) -> list[ItemRecord]: ...
+
+    def get(self, item_id: str, /) -> MemoryItem: ...
+
+    def query(self, criteria: MemoryCriteria, /) -> list[QueryHit]: ...
+
+    def close(self) -> None: ...
 
 
 class MemoryFork(BaseModel):
@@ -79,7 +97,7 @@ class MemoryFork(BaseModel):
         return data
 
     @classmethod
-    def of(cls, memory: AgentMemory) -> MemoryFork:
+    def of(cls, memory: ForkableMemory) -> MemoryFork:
         """A fork of ``memory`` as it is now (every item it holds, its own and those of its own
         base when it is itself a fork). O(items) ids; no content is read."""
         return cls(parent_agent_id=memory.agent_id, parent_store=memory.backend.url,
@@ -133,15 +151,15 @@ class ParentLayer:
         open_parent: opens the parent's memory (on first use; never written through this object).
     """
 
-    def __init__(self, fork: MemoryFork, *, open_parent: Callable[[], AgentMemory]) -> None:
+    def __init__(self, fork: MemoryFork, *, open_parent: Callable[[], ForkableMemory]) -> None:
         self.fork = fork
         self.ids = fork.item_ids
         self._open = open_parent
-        self._memory: AgentMemory | None = None
+        self._memory: ForkableMemory | None = None
         self._mutex = threading.Lock()
 
     @property
-    def memory(self) -> AgentMemory:
+    def memory(self) -> ForkableMemory:
         """The parent's memory, opened on first use."""
         with self._mutex:
             if self._memory is None:

@@ -53,6 +53,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from contextlib import AbstractContextManager
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -72,9 +73,8 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from agent_memory import __version__
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import AgentMemoryError, ConfigurationError, LockTimeoutError
+from agent_memory.errors import AgentMemoryError, ConfigurationError
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
@@ -166,7 +166,7 @@ class MemoryMCPServer(MCPServer):
 
     def __init__(self, memory: AgentMemory, *, name: str = SERVER_NAME,
                  allow_read: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(name=name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+        super().__init__(name=name, instructions=INSTRUCTIONS, version=version("agent-memory"), log_level="WARNING")
         self.memory = memory
         self.allow_read = allow_read
         self.manager = MemoryManager(memory)

@@ -61,7 +61,7 @@ from agent_memory.observers import (
     Retrieved,
     logger,
 )
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.plugins import PluginRegistry
 from agent_memory.storage import Backend, FileBackend, open_backend
 from agent_memory.store.items import ItemStore, UnreadableRecord
 from agent_memory.store.prepare import prepare_item, snapshot_pairs, str_list

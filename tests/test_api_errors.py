@@ -21,22 +21,18 @@ from agent_memory import (
     AgentMemory,
     AgentMemoryError,
     ConfigurationError,
-    ExcerptTransform,
-    FilteredTransform,
-    FirstNTransform,
     InvalidArgumentError,
-    InvalidIdError,
     ItemMetadata,
     ItemNotFoundError,
-    MemoryClosedError,
     MemoryConfig,
     MemoryCriteria,
     MemoryItem,
     MemorySnapshot,
     StoreError,
-    TransformError,
 )
+from agent_memory.errors import InvalidIdError, MemoryClosedError, TransformError
 from agent_memory.limits import MAX_QUERY_CHARS, MAX_RELATED, MAX_TAGS, MAX_TITLE_CHARS
+from agent_memory.models.items import ExcerptTransform, FilteredTransform, FirstNTransform
 
 NO_INDEX = MemoryConfig(index_on_store=False)
 BIG = "x" * 10_000_000

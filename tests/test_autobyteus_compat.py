@@ -21,16 +21,10 @@ from typing import Any
 
 import pytest
 
-from agent_memory import (
-    EpisodicItem,
-    FileTraceStore,
-    RawTraceItem,
-    SemanticItem,
-    TraceMedia,
-    TurnTracker,
-    build_tool_interactions,
-    tool_result_preview,
-)
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.models.tool_interactions import build_tool_interactions
+from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem, TraceMedia, tool_result_preview
+from agent_memory.store.traces import FileTraceStore
 
 AUTOBYTEUS_VERSION = "1.4.4"
 RUN_TIMEOUT_S = 120.0
@@ -296,8 +290,8 @@ def test_autobyteus_reads_the_kernels_working_context_snapshot(tmp_path: Path, a
     from agent_memory.kernel.budget import ModelLimits
     from agent_memory.kernel.manager import MemoryManager
     from agent_memory.kernel.working_context import WorkingContextSnapshot
-    from agent_memory.storage.files.documents import FileDocumentSlot
     from agent_memory.models.messages import Message, ToolCall
+    from agent_memory.storage.files.documents import FileDocumentSlot
 
     memory_dir = tmp_path / "memory"
     memory = AgentMemory("kernel-agent", memory_dir, config=MemoryConfig(index_on_store=False))

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.kernel.budget import ModelLimits, message_tokens
+from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
 from agent_memory.presentation.epochs import (
@@ -25,9 +26,9 @@ from agent_memory.presentation.epochs import (
     offer_from_first_call,
     remaining_calls,
 )
-from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
+from agent_memory.prompt_tokens import message_tokens
 from agent_memory.replay.strategies import parse_strategy
 
 ANTHROPIC = PriceModel.lookup("claude-sonnet-4-6", provider="anthropic")

@@ -15,19 +15,15 @@ import pytest
 from agent_memory import (
     AnthropicChatModel,
     ChatModel,
-    ChatResult,
     ConfigurationError,
     InvalidArgumentError,
-    LLMConnectionError,
-    LLMOutputError,
-    LLMStatusError,
-    LLMTimeoutError,
     Message,
     OpenAIChatModel,
     OpenAIResponsesModel,
     ToolCall,
-    Usage,
 )
+from agent_memory.errors import LLMConnectionError, LLMOutputError, LLMStatusError, LLMTimeoutError
+from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage, free_port
 
 KINDS = ("openai_chat", "openai_responses", "anthropic")

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from agent_memory import ItemMetadata, MemoryItem, TiktokenCounter
+from agent_memory import ItemMetadata, MemoryItem
 from agent_memory.models.items import content_to_bytes
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import MIN_KEY_TOKENS, Citation, CitationBuilder
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
 COUNTER = TiktokenCounter()

@@ -11,8 +11,9 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from agent_memory import AgentMemory, TiktokenCounter
+from agent_memory import AgentMemory
 from agent_memory.cli import app
+from agent_memory.tokens import TiktokenCounter
 
 PAGES = "webpages/readability"
 TARGET_PAGE = "ars-1"  # "Just-released Minecraft exploit makes it easy to crash game servers"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from agent_memory import ItemMetadata, MemoryItem, TiktokenCounter
+from agent_memory import ItemMetadata, MemoryItem
 from agent_memory.errors import ConfigurationError
 from agent_memory.models.items import content_to_bytes
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.plugins import PluginRegistry
+from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import raw_text
 from compaction_plugins import (
     DatabaseResultPlugin,

@@ -17,19 +17,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from agent_memory import (
-    AgentMemory,
-    ContentMissing,
-    EventRecorder,
-    IndexFailed,
-    IndexRecreated,
-    MemoryConfig,
-    MemoryCriteria,
-    MemoryEvent,
-    RecordQuarantined,
-    StoreError,
-    VectorIndexError,
-)
+from agent_memory import AgentMemory, MemoryConfig, MemoryCriteria, MemoryEvent, StoreError
+from agent_memory.errors import VectorIndexError
+from agent_memory.observers import ContentMissing, EventRecorder, IndexFailed, IndexRecreated, RecordQuarantined
 
 TEXTS = {
     "apollo": "Apollo 11 landed on the Moon in July 1969; Armstrong and Aldrin walked on the surface.",

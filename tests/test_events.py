@@ -20,27 +20,21 @@ import pytest
 from agent_memory import (
     AgentMemory,
     ConfigurationError,
-    EventApplied,
-    EventKind,
     EventProcessor,
-    EventQueue,
-    EventRecorder,
     InvalidArgumentError,
-    LockTimeoutError,
     MemoryConfig,
     MemoryManager,
     Message,
-    StepLock,
     ToolCall,
-    TraceIngested,
-    Truncated,
 )
 from agent_memory.agent.events import event_memory_id
-from agent_memory.storage.files.journal import EVENTS_FILE
-from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
-from agent_memory.storage.journal import decode_payload, encode_payload
+from agent_memory.agent.step_lock import StepLock
+from agent_memory.errors import LockTimeoutError
 from agent_memory.kernel.budget import ModelLimits
-from agent_memory.observers import Compacted
+from agent_memory.observers import Compacted, EventApplied, EventRecorder, TraceIngested, Truncated
+from agent_memory.storage.files.journal import EVENTS_FILE, EventQueue
+from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
+from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
 from agent_memory.store.traces import FileTraceStore
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}

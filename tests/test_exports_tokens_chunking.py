@@ -1,4 +1,4 @@
-"""The public surface, offline token counting, and chunking of long text."""
+"""A light import, offline token counting, and chunking of long text (the public face: test_layout.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import agent_memory
-from agent_memory import TiktokenCounter
 from agent_memory.index.chunking import chunk_text
+from agent_memory.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()
-
-
-def test_all_is_sorted_and_every_public_name_is_exported() -> None:
-    exported = agent_memory.__all__
-    assert exported == sorted(exported)
-    for name in exported:
-        assert hasattr(agent_memory, name), name
-    public = {name for name in vars(agent_memory) if not name.startswith("_") and name[0].isupper()}
-    assert public <= set(exported)
 
 
 def test_import_is_light() -> None:

@@ -22,13 +22,23 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import AgentMemory, CitationBuilder, ContextBuilder, MemoryConfig, Message, PluginRegistry, \
-    PresentationPolicy, ToolCall
+from agent_memory import (
+    AgentMemory,
+    CitationBuilder,
+    ConfigurationError,
+    ContextBuilder,
+    MemoryConfig,
+    Message,
+    PluginRegistry,
+    PresentationPolicy,
+    ToolCall,
+)
 from agent_memory.agent import AgentConfig, MemoryAgent
 from agent_memory.diagnostics import AgentMemoryWarning, ToolsDroppedWarning, UnknownModelWarning
-from agent_memory.kernel.budget import ModelLimits, model_limits, tool_tokens
+from agent_memory.kernel.budget import ModelLimits, model_limits
 from agent_memory.llm.chat import LLAMA_CPP_PYTHON, OpenAIChatModel, ServerCompat
-from agent_memory.testing import FakeLLMServer, LlamaServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
+from agent_memory.prompt_tokens import tool_tokens
+from agent_memory.testing import FakeLLMServer, LlamaServer, ScriptedReply, ScriptedUsage
 from agent_memory.tokens import default_token_counter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +85,7 @@ def test_a_server_reporting_fewer_prompt_tokens_than_the_tools_warns_once(caplog
     text = str(dropped[0].message)
     assert server.base_url in text and name in text
     assert "reported 61 prompt tokens" in text and f"alone count {tools_tokens():,} tokens" in text
-    assert "--chat_format chatml-function-calling" in text and "LLAMA_CPP_PYTHON" in text and "--jinja" in text
+    assert "--chat_format chatml-function-calling" in text and "compat='llama-cpp-python'" in text and "--jinja" in text
     assert dropped[0].filename == __file__, "the warning points at the caller's line"
     assert [r.getMessage() for r in caplog.records if "drop the tool definitions" in r.getMessage()] == [text]
 
@@ -127,6 +137,10 @@ def test_llama_cpp_python_compat_sends_tool_choice_text_content_and_results_as_u
         adapted = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat=LLAMA_CPP_PYTHON).render(
             history, tools=TOOLS)
         untooled = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat=LLAMA_CPP_PYTHON).render(QUESTION)
+        by_name = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat="llama-cpp-python")
+        with pytest.raises(ConfigurationError, match="llama-cpp-python"):
+            OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat="llama.cpp")
+    assert by_name.compat == LLAMA_CPP_PYTHON
     assert "tool_choice" not in plain and plain["messages"][2]["content"] is None
     assert plain["messages"][3]["role"] == "tool"
     assert adapted["tool_choice"] == "auto" and "tool_choice" not in untooled

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import (
-    AgentMemory,
-    InvalidIdError,
-    ItemNotFoundError,
-    MemoryConfig,
-    MemorySnapshot,
-    StoreError,
-)
+from agent_memory import AgentMemory, ItemNotFoundError, MemoryConfig, MemorySnapshot, StoreError
+from agent_memory.errors import InvalidIdError
 from agent_memory.ids import new_memory_id, validate_agent_id, validate_memory_id
 
 NO_INDEX = MemoryConfig(index_on_store=False)

@@ -16,17 +16,12 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from agent_memory import (
-    AgentMemory,
-    CorruptRecordError,
-    EventRecorder,
-    LockTimeoutError,
-    MemoryConfig,
-    RecordQuarantined,
-    StoreError,
-)
+from agent_memory import AgentMemory, MemoryConfig, StoreError
+from agent_memory.errors import CorruptRecordError, LockTimeoutError
+from agent_memory.fileio import atomic_write_bytes
+from agent_memory.observers import EventRecorder, RecordQuarantined
 from agent_memory.store import jsonl as jsonl_module
-from agent_memory.store.jsonl import JsonlFile, atomic_write_bytes
+from agent_memory.store.jsonl import JsonlFile
 
 
 class Row(BaseModel):

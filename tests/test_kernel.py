@@ -12,12 +12,12 @@ import pytest
 
 from actions import MemoryToolkit
 from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.errors import StoreError
+from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits, Pressure
 from agent_memory.kernel.manager import MemoryManager
-from agent_memory.llm.assembler import LLMRequestAssembler
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.errors import StoreError
 from agent_memory.observers import Compacted, EventRecorder, Truncated
 from agent_memory.store.traces import FileTraceStore
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage

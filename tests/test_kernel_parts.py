@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from agent_memory.errors import ConfigurationError, StoreError
-from agent_memory.kernel.budget import ModelLimits, Pressure, TokenBudget, count_prompt_tokens, model_limits
+from agent_memory.kernel.budget import ModelLimits, Pressure, TokenBudget, model_limits
 from agent_memory.kernel.pairing import PENDING_RESULT, pair_tool_messages
 from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle, render_bundle
 from agent_memory.kernel.working_context import SCHEMA_VERSION, WorkingContextSnapshot
-from agent_memory.storage.files.documents import FileDocumentSlot
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import EpisodicItem, SemanticItem
 from agent_memory.presentation.context import PresentationState
+from agent_memory.prompt_tokens import count_prompt_tokens
+from agent_memory.storage.files.documents import FileDocumentSlot
 
 
 @pytest.mark.parametrize(

@@ -12,24 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import (
-    AgentMemory,
-    AgentMemoryError,
-    ConfigurationError,
-    LLMConnectionError,
-    LLMError,
-    LLMOutputError,
-    LLMStatusError,
-    LLMTimeoutError,
-    MemoryConfig,
-    MemoryItem,
-    TiktokenCounter,
-)
+from agent_memory import AgentMemory, AgentMemoryError, ConfigurationError, LLMError, MemoryConfig, MemoryItem
+from agent_memory.errors import LLMConnectionError, LLMOutputError, LLMStatusError, LLMTimeoutError
 from agent_memory.llm import LLMClient, LLMResponse, OpenAIChatClient
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor, parse_compaction
-from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.testing import FAKE_MODEL, FakeOpenAIServer, ScriptedReply, free_port
+from agent_memory.tokens import TiktokenCounter
 
 GOAL = "Find which Breton lighthouse is the tallest and when it was built"
 

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import AgentMemory, MemoryConfig, TiktokenCounter
+from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.llm import OpenAIChatClient
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.llm_compactor import LLMCompactor
-from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.testing import LlamaServer
+from agent_memory.tokens import TiktokenCounter
 
 PAGE = "webpages/readability/lwn-1/source.html"
 GOAL = "Find out who owns the Arduino trademark and why the Arduino founders are in a legal dispute"

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agent_memory import AgentMemory, InvalidIdError, ItemNotFoundError, MemoryCriteria, MemoryType
-from agent_memory.limits import MAX_QUERY_CHARS
 from memory_helpers import TOPICS, blob_bytes, blob_files, day
+
+from agent_memory import AgentMemory, ItemNotFoundError, MemoryCriteria
+from agent_memory.errors import InvalidIdError
+from agent_memory.limits import MAX_QUERY_CHARS
+from agent_memory.models.items import MemoryType
 
 # -- round trips ---------------------------------------------------------------------------------
 

@@ -9,23 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from agent_memory import (
-    SCORE_TOLERANCE,
-    AgentMemory,
-    ItemMetadata,
-    ItemRecord,
-    MemoryClosedError,
-    MemoryConfig,
-    MemoryItem,
-    MemorySnapshot,
-    QueryHit,
-    StoreError,
-)
-from agent_memory.ids import new_memory_id
 from memory_helpers import TOPICS, assert_same_answers, sibling
 
-
+from agent_memory import AgentMemory, ItemMetadata, MemoryConfig, MemoryItem, MemorySnapshot, QueryHit, StoreError
+from agent_memory.errors import MemoryClosedError
+from agent_memory.ids import new_memory_id
+from agent_memory.index.fusion import SCORE_TOLERANCE
+from agent_memory.models.items import ItemRecord
 
 # -- snapshot and restore ------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory import InvalidArgumentError, Media, Message, ToolCall
-from agent_memory.models.messages import parse_tool_arguments
+from agent_memory import InvalidArgumentError, Message, ToolCall
+from agent_memory.models.messages import Media, parse_tool_arguments
 
 CALL = ToolCall(id="call_1", name="ls", arguments='{"path": "src"}')
 

@@ -8,9 +8,9 @@ import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
-from agent_memory.presentation.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import SCORE_TOLERANCE, AgentMemory, MemoryConfig
+from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.index.fusion import SCORE_TOLERANCE
 from agent_memory.testing import ChromaServer
 
 CHILD_TIMEOUT_S = 120.0

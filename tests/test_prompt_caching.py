@@ -21,22 +21,13 @@ import anthropic.types as anthropic_types
 import pytest
 from pydantic import TypeAdapter
 
-from agent_memory import (
-    AgentConfig,
-    AnthropicRenderer,
-    BilledTokens,
-    LLMCalled,
-    MemoryAgent,
-    MemoryConfig,
-    Message,
-    PriceModel,
-    ToolCall,
-)
+from agent_memory import AgentConfig, MemoryAgent, MemoryConfig, Message, PriceModel, ToolCall
 from agent_memory.agent.tools import tool
 from agent_memory.llm.chat import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel, Usage
-from agent_memory.llm.renderers import MAX_CACHE_BREAKPOINTS
-from agent_memory.observers import EventRecorder
+from agent_memory.llm.renderers import MAX_CACHE_BREAKPOINTS, AnthropicRenderer
+from agent_memory.observers import EventRecorder, LLMCalled
 from agent_memory.presentation.offer import ToolOffer
+from agent_memory.pricing import BilledTokens
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
 
 MARK = {"type": "ephemeral"}

@@ -25,19 +25,10 @@ from typing import Any
 import pytest
 
 from actions import MemoryToolkit
-from agent_memory import (
-    AgentMemory,
-    EventRecorder,
-    InvalidArgumentError,
-    ItemRecord,
-    MemoryConfig,
-    MemoryCriteria,
-    MemorySnapshot,
-    RecordQuarantined,
-    RecordUnsupported,
-    StoreError,
-    UnsupportedRecordError,
-)
+from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig, MemoryCriteria, MemorySnapshot
+from agent_memory.errors import UnsupportedRecordError
+from agent_memory.models.items import ItemRecord
+from agent_memory.observers import EventRecorder, RecordQuarantined, RecordUnsupported
 from agent_memory.results import result_store_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,8 +178,10 @@ def test_version_1_records_are_written_as_before_and_read_with_or_without_the_fi
 READER = r"""
 import json, os, sys
 import agent_memory
-from agent_memory import AgentMemory, EventRecorder, StoreError
-IndexReadOnly = getattr(agent_memory, "IndexReadOnly", None)  # so that an older version fails on reads
+from agent_memory import AgentMemory, StoreError
+from agent_memory.observers import EventRecorder
+import agent_memory.observers
+IndexReadOnly = getattr(agent_memory.observers, "IndexReadOnly", None)  # so that an older version fails on reads
 memory_dir, expected = sys.argv[1], json.loads(sys.argv[2])
 recorder = EventRecorder()
 out = {}

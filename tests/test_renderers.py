@@ -21,16 +21,8 @@ from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMes
 from openai.types.responses import FunctionToolParam, ResponseInputItemParam
 from pydantic import TypeAdapter
 
-from agent_memory import (
-    AnthropicRenderer,
-    InvalidArgumentError,
-    Message,
-    OpenAIChatRenderer,
-    OpenAIResponsesRenderer,
-    PromptRenderer,
-    ToolCall,
-)
-from agent_memory.llm.renderers import tool_spec
+from agent_memory import InvalidArgumentError, Message, ToolCall
+from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer, tool_spec
 from agent_memory.testing import FakeLLMServer
 
 SYSTEM = "You are a careful agent."

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from agent_memory.cli import app
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.models.messages import Message
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.pricing import PriceModel
 from agent_memory.replay import (
     load_agent_tools,
     load_page_session,
@@ -24,11 +25,10 @@ from agent_memory.replay import (
     with_agent_tools,
     write_report,
 )
-from agent_memory.pricing import PriceModel
 from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
-from agent_memory.replay.report import figure
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
 from agent_memory.replay.pages import find_react_log
+from agent_memory.replay.report import figure
 from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
 from agent_memory.tokens import default_token_counter
 

@@ -12,9 +12,9 @@ from langchain_core.messages.utils import count_tokens_approximately
 from typer.testing import CliRunner
 
 from agent_memory.cli import app
-from agent_memory.kernel.budget import count_prompt_tokens
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.policy import PresentationPolicy
+from agent_memory.prompt_tokens import count_prompt_tokens
 from agent_memory.replay import (
     ReplayRun,
     load_agent_tools,

@@ -13,7 +13,8 @@ import textwrap
 
 import pytest
 
-from agent_memory import AgentMemory, ItemNotFoundError, OutsideSnapshotError
+from agent_memory import AgentMemory, ItemNotFoundError
+from agent_memory.errors import OutsideSnapshotError
 from agent_memory.fork import MemoryFork
 from agent_memory.testing import PostgresServer
 

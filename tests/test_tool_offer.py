@@ -12,9 +12,9 @@ from jsonschema import Draft202012Validator
 from actions import MemoryToolkit, default_actions
 from actions.combined import CombinedMemoryAction
 from agent_memory import AgentMemory, ConfigurationError, MemoryConfig
+from agent_memory.kernel.assembler import LLMRequestAssembler, RequestPackage
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
-from agent_memory.llm.assembler import LLMRequestAssembler, RequestPackage
 from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.models.messages import Message
 from agent_memory.presentation.offer import MemoryTools, OfferState, ToolOffer, load_toolkit

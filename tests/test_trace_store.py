@@ -20,21 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import (
-    EpisodicItem,
-    FileTraceStore,
-    InMemoryTraceStore,
-    InvalidArgumentError,
-    InvalidIdError,
-    ItemNotFoundError,
-    RawTraceItem,
-    SemanticItem,
-    StoreError,
-    TraceStore,
-    TurnTracker,
-)
-from agent_memory.models.traces import RAW_TRACE_ADAPTER
+from agent_memory import InvalidArgumentError, ItemNotFoundError, StoreError
+from agent_memory.errors import InvalidIdError
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.models.traces import RAW_TRACE_ADAPTER, EpisodicItem, RawTraceItem, SemanticItem
 from agent_memory.store import jsonl as jsonl_module
+from agent_memory.store.traces import FileTraceStore, InMemoryTraceStore, TraceStore
 
 EVENTS = {"user": "LLMUserMessageReadyEvent", "assistant": "LLMCompleteResponseReceivedEvent"}
 
@@ -402,7 +393,9 @@ def test_a_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
 
 CHILD = r"""
 import sys
-from agent_memory import EpisodicItem, FileTraceStore, RawTraceItem, TurnTracker
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.models.traces import EpisodicItem, RawTraceItem
+from agent_memory.store.traces import FileTraceStore
 store = FileTraceStore(sys.argv[1])
 tracker = TurnTracker(store)
 TAIL = 2

@@ -10,20 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent_memory import (
-    MAX_TOOL_RESULT_PREVIEW_CHARS,
-    EpisodicItem,
-    InvalidArgumentError,
-    RawTraceItem,
-    SemanticItem,
-    TraceMedia,
-    build_tool_interactions,
-    format_turn_id,
-    tool_result_preview,
-    turn_number,
-    window_id_for,
-)
+from agent_memory import InvalidArgumentError
 from agent_memory.models.items import STORED_CONTEXT
+from agent_memory.models.tool_interactions import build_tool_interactions
 from agent_memory.models.traces import (
     EPISODIC_ADAPTER,
     MAX_FACT_CHARS,
@@ -32,12 +21,21 @@ from agent_memory.models.traces import (
     MAX_SUMMARY_CHARS,
     MAX_TOOL_ARGS_CHARS,
     MAX_TOOL_ERROR_CHARS,
+    MAX_TOOL_RESULT_PREVIEW_CHARS,
     MAX_TRACE_CONTENT_CHARS,
     RAW_TRACE_ADAPTER,
     SEMANTIC_ADAPTER,
+    EpisodicItem,
+    RawTraceItem,
+    SemanticItem,
+    TraceMedia,
+    format_turn_id,
     raw_trace_id,
     semantic_id_for,
+    tool_result_preview,
     trace_sort_key,
+    turn_number,
+    window_id_for,
 )
 
 # The seed's example lines (000 §10.1A and §21), byte for byte.

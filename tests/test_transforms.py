@@ -13,17 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory import (
-    ExcerptTransform,
-    FilteredTransform,
-    InvalidArgumentError,
-    ItemMetadata,
-    MemoryItem,
-    TiktokenCounter,
-    TransformError,
-)
+from agent_memory import InvalidArgumentError, ItemMetadata, MemoryItem
+from agent_memory.errors import TransformError
 from agent_memory.limits import MAX_AROUND_CHARS, MAX_JSON_PATH_CHARS, MAX_KEYWORDS, MAX_PATTERN_CHARS
-from agent_memory.models.items import content_to_bytes
+from agent_memory.models.items import ExcerptTransform, FilteredTransform, content_to_bytes
+from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import PAGE_NOTICE_TOKENS, apply_transform, extractive_summary, parse_transform
 
 COUNTER = TiktokenCounter()

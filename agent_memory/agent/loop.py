@@ -1,7 +1,7 @@
 """MemoryAgent: a tool-calling loop whose conversation and results live in memory.
 
 Each step is one stateless LLM call whose messages the
-:class:`~agent_memory.llm.assembler.LLMRequestAssembler` builds from the Working Context Snapshot
+:class:`~agent_memory.kernel.assembler.LLMRequestAssembler` builds from the Working Context Snapshot
 (compacting first when the budget asks for it); the provider's usage feeds the token budget and
 is reported per call (:class:`AgentStep`: prompt, cache reads and writes, output, and the cost in
 USD from :mod:`agent_memory.pricing`), to observers too (:class:`~agent_memory.observers.LLMCalled`). The
@@ -24,21 +24,22 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.agent.config import AgentConfig, MemoryMode
 from agent_memory.agent.events import EventProcessor
+from agent_memory.agent.sub_agents import SPAWN_TOOL_NAME, SubAgentResult, merge, run_spawn_call, spawn, spawn_tool_schema
 from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError
 from agent_memory.ids import validate_agent_id
+from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits, model_limits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.kernel.summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from agent_memory.limits import shorten
-from agent_memory.llm.assembler import LLMRequestAssembler
 from agent_memory.llm.chat import ChatModel, Usage
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
@@ -47,9 +48,6 @@ from agent_memory.observers import Compacted, LLMCalled, MemoryEvent, MemoryObse
 from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
 from agent_memory.storage import Backend
-
-if TYPE_CHECKING:
-    from agent_memory.agent.sub_agents import SubAgentResult
 
 __all__ = ["AgentRun", "AgentStep", "MemoryAgent"]
 
@@ -220,8 +218,6 @@ class MemoryAgent:
         clash = set(self.tools) & set(getattr(self.toolkit, "names", []))
         if clash:
             raise ConfigurationError(f"tool names taken by the memory tools: {sorted(clash)}")
-        from agent_memory.agent.sub_agents import SPAWN_TOOL_NAME, spawn_tool_schema
-
         self._spawn_schema = spawn_tool_schema() if self.config.allow_sub_agents else None
         self._spawn_name = SPAWN_TOOL_NAME
         own = [t.openai_schema() for t in self.tools.values()]
@@ -338,8 +334,6 @@ class MemoryAgent:
             self._answer(call, answer.content, is_error=not answer.ok)
             return
         if self._spawn_schema is not None and call.name == self._spawn_name:
-            from agent_memory.agent.sub_agents import run_spawn_call
-
             text, ok = run_spawn_call(self, arguments)
             self._answer(call, text, is_error=not ok)
             return
@@ -366,8 +360,6 @@ class MemoryAgent:
         """Run a sub-agent on ``task`` and return its one result (see
         :func:`agent_memory.agent.sub_agents.spawn`; ``memory`` ``None``: shared when
         ``config.share_memory_with_sub_agents``, else isolated)."""
-        from agent_memory.agent.sub_agents import spawn
-
         result = spawn(self, task, memory=memory, **options)
         self.children.append(result)
         return result
@@ -375,8 +367,6 @@ class MemoryAgent:
     def merge(self, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]:
         """Copy an isolated sub-agent's items (``None``: all it stored) into this agent's memory;
         returns their new ids here (see :func:`agent_memory.agent.sub_agents.merge`)."""
-        from agent_memory.agent.sub_agents import merge
-
         return merge(self, result, item_ids)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """The system-prompt section that teaches a model its memory (citations and the memory tools).
 
 A :class:`~agent_memory.agent.loop.MemoryAgent` appends it to its system prompt on every call that
-offers a memory tool (:class:`~agent_memory.llm.assembler.LLMRequestAssembler`), and only then:
+offers a memory tool (:class:`~agent_memory.kernel.assembler.LLMRequestAssembler`), and only then:
 while nothing is cited or hidden it costs nothing. It is counted wherever prompts are counted
 (provider usage includes it; the replay's net figures count it with the memory tools). Kept
 short: each word is paid on every call that carries it.

@@ -31,28 +31,32 @@ moves on to the next free number instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent_memory.agent.config import MemoryMode
+from agent_memory.agent.config import AgentConfig, MemoryMode
+from agent_memory.agent.tools import FunctionTool
 from agent_memory.errors import AgentMemoryError, InvalidArgumentError, LLMError, StoreError
 from agent_memory.fork import MemoryFork
 from agent_memory.ids import sub_agent_id, validate_agent_id
+from agent_memory.kernel.manager import MemoryManager
 from agent_memory.kernel.transcript import render_turns
 from agent_memory.limits import shorten
+from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
-
-if TYPE_CHECKING:
-    from agent_memory.agent.loop import MemoryAgent
+from agent_memory.storage.contracts import Backend
 
 __all__ = [
     "MAX_CHILD_ID_ATTEMPTS",
     "MAX_SPAWN_TASK_CHARS",
+    "ParentAgent",
     "SPAWN_TOOL_NAME",
     "SpawnArguments",
     "SubAgentResult",
+    "child_memory",
+    "claim_child_id",
     "merge",
     "spawn",
 ]
@@ -89,6 +93,46 @@ class SubAgentResult(BaseModel):
     in the child's own layer otherwise (see :func:`merge`)."""
 
 
+class FinishedRun(Protocol):
+    """What a spawn reads of its child's run (a :class:`~agent_memory.agent.loop.AgentRun`)."""
+
+    @property
+    def answer(self) -> str | None: ...
+
+    @property
+    def stopped(self) -> Literal["answer", "max_steps"]: ...
+
+    @property
+    def steps(self) -> Sequence[Any]: ...
+
+    @property
+    def prompt_tokens(self) -> list[int | None]: ...
+
+
+class ParentAgent(Protocol):
+    """What a spawn reads of the agent that spawns (a :class:`~agent_memory.agent.loop.MemoryAgent`),
+    and what it runs as the child: an agent of the parent's own class, built with the same
+    arguments as ``MemoryAgent``."""
+
+    agent_id: str
+    model: Any
+    config: AgentConfig
+    system_prompt: str | None
+    tools: dict[str, FunctionTool]
+    memory: AgentMemory
+    manager: MemoryManager
+    compaction_llm: LLMClient | None
+    children: list[SubAgentResult]
+
+    def run(self, task: str, *, max_steps: int | None = None) -> FinishedRun: ...
+
+    def spawn(self, task: str, *, memory: MemoryMode | None = None, **options: Any) -> SubAgentResult: ...
+
+    def merge(self, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
 class SpawnArguments(BaseModel):
     """Arguments of the ``spawn_agent`` tool."""
 
@@ -112,7 +156,7 @@ def spawn_tool_schema() -> dict[str, Any]:
     }}
 
 
-def _ids_in_use(parent: MemoryAgent) -> set[str]:
+def _ids_in_use(parent: ParentAgent) -> set[str]:
     """Agent ids a child may not take even when they have no directory (yet): the parent's own
     names, its earlier children, the agent its memory is a fork of."""
     used = {parent.agent_id, parent.memory.agent_id, parent.manager.agent_id}
@@ -123,7 +167,7 @@ def _ids_in_use(parent: MemoryAgent) -> set[str]:
     return used
 
 
-def _claim_child(parent: MemoryAgent, agent_id: str | None) -> str:
+def _claim_child(parent: ParentAgent, agent_id: str | None) -> str:
     """A new id for the child, claimed in the parent's backend by this call (see the module
     docstring).
 
@@ -132,8 +176,21 @@ def _claim_child(parent: MemoryAgent, agent_id: str | None) -> str:
         InvalidArgumentError: if ``agent_id`` is taken.
         StoreError: if no id can be claimed.
     """
-    backend = parent.memory.backend
-    in_use = _ids_in_use(parent)
+    return claim_child_id(parent.memory.backend, parent.agent_id, in_use=_ids_in_use(parent), agent_id=agent_id,
+                          first=len(parent.children) + 1)
+
+
+def claim_child_id(backend: Backend, parent_id: str, *, in_use: set[str], agent_id: str | None = None,
+                   first: int = 1) -> str:
+    """A new sub-agent id claimed in ``backend`` by this call: ``agent_id`` when given and free,
+    else ``<parent_id>.subNN``, the first number from ``first`` on that is neither in ``in_use``
+    nor taken in the backend.
+
+    Raises:
+        InvalidIdError: if ``agent_id`` is malformed.
+        InvalidArgumentError: if ``agent_id`` is taken.
+        StoreError: if no id can be claimed.
+    """
     if agent_id is not None:
         child_id = validate_agent_id(agent_id)  # before any path or key is built from it
         if child_id in in_use or not backend.claim(child_id):
@@ -141,16 +198,26 @@ def _claim_child(parent: MemoryAgent, agent_id: str | None) -> str:
                 f"agent id {child_id!r} is taken (the parent, an agent in use or an agent stored in "
                 f"{backend.url}): a sub-agent needs a new id; pass another, or none for a generated one")
         return child_id
-    first = len(parent.children) + 1
     for n in range(first, first + MAX_CHILD_ID_ATTEMPTS):
-        child_id = sub_agent_id(parent.agent_id, n)
+        child_id = sub_agent_id(parent_id, n)
         if child_id not in in_use and backend.claim(child_id):
             return child_id
     raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {backend.url}")
 
 
+def child_memory(base: AgentMemory, mode: MemoryMode, child_id: str) -> AgentMemory | None:
+    """The memory of a child whose id ``child_id`` is claimed: ``None`` for ``shared`` (the child
+    uses ``base`` itself); for ``isolated`` a fork of ``base`` as of now (no copy, no re-embedding),
+    for ``none`` an empty memory, each a new :class:`AgentMemory` the caller closes."""
+    if mode == "shared":
+        return None
+    if mode == "isolated":
+        MemoryFork.of(base).save_for(base.backend, child_id)
+    return AgentMemory(child_id, store=base.backend, config=base.config)
+
+
 def spawn(
-    parent: MemoryAgent,
+    parent: ParentAgent,
     task: str,
     *,
     memory: MemoryMode | None = None,
@@ -185,8 +252,6 @@ def spawn(
         LLMError: if the child's LLM calls fail.
         AgentMemoryError: any other failure of the child's run (its directory keeps what it did).
     """
-    from agent_memory.agent.loop import MemoryAgent
-
     mode = memory or ("shared" if parent.config.share_memory_with_sub_agents else "isolated")
     if mode not in ("shared", "isolated", "none"):
         raise InvalidArgumentError(f"memory must be 'shared', 'isolated' or 'none', not {mode!r}")
@@ -205,11 +270,9 @@ def spawn(
     child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
-        if mode == "isolated":
-            MemoryFork.of(base).save_for(base.backend, child_id)
-        if mode != "shared":
-            own_memory = AgentMemory(child_id, store=base.backend, config=base.config)
-        child = MemoryAgent(
+        own_memory = child_memory(base, mode, child_id)
+        agent_class: Callable[..., ParentAgent] = type(parent)  # the child is an agent like its parent
+        child = agent_class(
             model or parent.model, tools=[parent.tools[name] for name in names],
             system_prompt=system_prompt if system_prompt is not None else parent.system_prompt,
             memory=own_memory if own_memory is not None else base,
@@ -243,7 +306,7 @@ def spawn(
                           steps=len(run.steps), prompt_tokens=tuple(run.prompt_tokens), item_ids=stored)
 
 
-def merge(parent: MemoryAgent, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]:
+def merge(parent: ParentAgent, result: SubAgentResult, item_ids: Iterable[str] | None = None) -> list[str]:
     """Copy items an isolated (or memory-less) child stored into the parent's memory.
 
     Each copy keeps the item's type, source, title, tags and media type, and records where it came
@@ -282,7 +345,7 @@ def merge(parent: MemoryAgent, result: SubAgentResult, item_ids: Iterable[str] |
     return parent.memory.store_many(entries)
 
 
-def run_spawn_call(parent: MemoryAgent, arguments: Any) -> tuple[str, bool]:
+def run_spawn_call(parent: ParentAgent, arguments: Any) -> tuple[str, bool]:
     """Run a model's ``spawn_agent`` call: the text to send back and whether it succeeded.
 
     Never raises for what a model's call can cause: wrong arguments, a child whose LLM fails, or

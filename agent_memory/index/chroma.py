@@ -58,11 +58,11 @@ from filelock import FileLock
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError, VectorIndexError
+from agent_memory.fileio import atomic_write_bytes
 from agent_memory.index.embeddings import SentenceTransformerEmbedder
 from agent_memory.index.vector import ChunkHit, IndexChunk
 from agent_memory.limits import MAX_TAGS
 from agent_memory.models.items import MemoryCriteria
-from agent_memory.store.jsonl import atomic_write_bytes
 
 __all__ = ["AgentMemoryEmbeddingFunction", "ChromaVectorIndex", "collection_name"]
 

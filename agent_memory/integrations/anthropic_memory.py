@@ -29,6 +29,7 @@ from __future__ import annotations
 import posixpath
 import threading
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
@@ -42,7 +43,7 @@ from anthropic.types.beta import (
 )
 
 from agent_memory.memory import AgentMemory
-from agent_memory.models.items import MemoryCriteria
+from agent_memory.models.items import ItemRecord, MemoryCriteria
 
 __all__ = ["MEMORY_FILE_TAG", "MEMORY_ROOT", "AgentMemoryTool"]
 
@@ -59,13 +60,18 @@ MAX_FILE_CHARS = 1_000_000
 """Largest memory file, in characters (a create or edit beyond it is refused)."""
 
 
-def _size(chars: int) -> str:
-    """A size as the reference listing shows it (``512``, ``4.0K``, ``1.2M``)."""
-    if chars < 1024:
-        return str(chars)
-    if chars < 1024 * 1024:
-        return f"{chars / 1024:.1f}K"
-    return f"{chars / (1024 * 1024):.1f}M"
+def _size(size_bytes: int) -> str:
+    """A size in bytes as the reference listing shows it (``512``, ``4.0K``, ``1.2M``)."""
+    if size_bytes < 1024:
+        return str(size_bytes)
+    if size_bytes < 1024 * 1024:
+        return f"{size_bytes / 1024:.1f}K"
+    return f"{size_bytes / (1024 * 1024):.1f}M"
+
+
+def _is_dir(path: str, files: Mapping[str, object]) -> bool:
+    """Whether ``path`` is a directory: ``/memories``, or a folder some file lies under."""
+    return path == MEMORY_ROOT or any(name.startswith(path + "/") for name in files)
 
 
 def _numbered(lines: list[str], start: int) -> str:
@@ -115,10 +121,14 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
 
     def files(self) -> dict[str, str]:
         """Every memory file: path → memory id (the newest item for a path, if a crash left two)."""
-        found: dict[str, str] = {}
+        return {path: record.id for path, record in self._records().items()}
+
+    def _records(self) -> dict[str, ItemRecord]:
+        """Every memory file's record by path (one read of the item log per command)."""
+        found: dict[str, ItemRecord] = {}
         for record in self.memory.records():
             if MEMORY_FILE_TAG in record.metadata.tags and record.metadata.source.startswith(MEMORY_ROOT + "/"):
-                found[record.metadata.source] = record.id
+                found[record.metadata.source] = record
         return found
 
     def _text(self, item_id: str) -> str:
@@ -131,15 +141,13 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         Raises:
             ToolError: if there is no file there (a directory, or nothing).
         """
-        item_id = self.files().get(path)
+        files = self.files()
+        item_id = files.get(path)
         if item_id is None:
-            if self._is_dir(path):
+            if _is_dir(path, files):
                 raise ToolError(f"The path {path} is not a file.")
             raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
         return item_id, self._text(item_id)
-
-    def _is_dir(self, path: str) -> bool:
-        return path == MEMORY_ROOT or any(name.startswith(path + "/") for name in self.files())
 
     def _write(self, path: str, text: str, *, item_id: str | None = None) -> None:
         if len(text) > MAX_FILE_CHARS:
@@ -155,9 +163,9 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         """A directory's files and folders up to 2 levels deep with their sizes, or a file's lines
         numbered (``view_range``: ``[first, last]``, 1-based, ``-1`` for the end)."""
         path = self._path(command.path)
-        files = self.files()
-        if path in files:
-            lines = self._text(files[path]).split("\n")
+        records = self._records()
+        if path in records:
+            lines = self._text(records[path].id).split("\n")
             start, end = 1, len(lines)
             if command.view_range:
                 if len(command.view_range) != 2:
@@ -167,16 +175,16 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
                 if start < 1 or start > len(lines) or end < start or end > len(lines):
                     raise ToolError(f"Invalid view_range {command.view_range}: the file has {len(lines)} lines")
             return f"Here's the content of {command.path} with line numbers:\n" + _numbered(lines[start - 1:end], start)
-        if not self._is_dir(path):
+        if not _is_dir(path, records):
             raise ToolError(f"The path {command.path} does not exist. Please provide a valid path.")
         sizes: dict[str, int] = {}
-        for name, item_id in files.items():
+        for name, record in records.items():
             if not name.startswith(path + "/"):
                 continue
             parts = name[len(path) + 1:].split("/")
             if any(part.startswith(".") for part in parts):
                 continue
-            chars = len(self._text(item_id))
+            chars = record.metadata.size_bytes  # the stored size: no file is read to list a directory
             for depth in range(1, min(len(parts), 2) + 1):
                 entry = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
                 sizes[entry] = sizes.get(entry, 0) + chars
@@ -191,7 +199,8 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         if path == MEMORY_ROOT:
             raise ToolError(f"{MEMORY_ROOT} is a directory")
         with self._lock:
-            if path in self.files() or self._is_dir(path):
+            files = self.files()
+            if path in files or _is_dir(path, files):
                 raise ToolError(f"File {command.path} already exists")
             self._write(path, command.file_text)
         return f"File created successfully at: {command.path}"
@@ -259,7 +268,7 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
             moving = {name: item_id for name, item_id in files.items() if name == old or name.startswith(old + "/")}
             if not moving:
                 raise ToolError(f"The path {command.old_path} does not exist")
-            if new in files or self._is_dir(new):
+            if new in files or _is_dir(new, files):
                 raise ToolError(f"The destination {command.new_path} already exists")
             for name, item_id in moving.items():
                 self._write(new + name[len(old):], self._text(item_id))

@@ -35,15 +35,21 @@ from typing import Any
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.errors import ConfigurationError, InvalidArgumentError
 from agent_memory.ids import derived_memory_id, validate_agent_id
-from agent_memory.kernel.budget import tool_tokens
-from agent_memory.llm.assembler import with_memory_prompt
 from agent_memory.llm.chat import Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
-from agent_memory.presentation.offer import MemoryToolResult, MemoryTools, OfferState, ToolOffer, load_toolkit
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.presentation.offer import (
+    MemoryToolResult,
+    MemoryTools,
+    OfferState,
+    ToolOffer,
+    load_toolkit,
+    offer_cost_tokens,
+    with_memory_prompt,
+)
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import BilledTokens, Cost, PriceModel
 from agent_memory.results import result_store_arguments
@@ -214,14 +220,10 @@ class MemoryChannel:
         tools = [dict(tool) for tool in own_tools]
         if tools == self.own_tools:
             return
-        count = self.memory.tokens.count
-        own_tokens = tool_tokens(tools, count)
-        citing_tools = self.toolkit.openai_tools(OfferState(citing=True))
-        cost = 0 if self.toolkit.offer.mode == "all" else (
-            tool_tokens(tools + citing_tools, count) - own_tokens + (count(self.memory_prompt) if self.memory_prompt else 0))
+        cost, own_tokens = offer_cost_tokens(self.toolkit, tools, self.memory.tokens.count, self.memory_prompt)
         self.own_tools = tools
         self.builder.fixed_tokens = own_tokens
-        self.builder.offer_cost_tokens = max(0, cost)
+        self.builder.offer_cost_tokens = cost
 
     def function_definitions(self, names: Sequence[str]) -> list[dict[str, Any]]:
         """The memory tools called ``names``, as function definitions (``name``, ``description``,

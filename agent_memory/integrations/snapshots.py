@@ -14,20 +14,15 @@ The child's id is new and claimed in the parent's backend before anything is wri
 
 from __future__ import annotations
 
-from typing import Literal
-
-from agent_memory.errors import InvalidArgumentError, StoreError
-from agent_memory.fork import MemoryFork
-from agent_memory.ids import sub_agent_id
+from agent_memory.agent.config import MemoryMode
+from agent_memory.agent.sub_agents import child_memory, claim_child_id
+from agent_memory.errors import InvalidArgumentError
 from agent_memory.memory import AgentMemory
 
-__all__ = ["MAX_CHILD_ID_ATTEMPTS", "MemoryScope", "check_scope", "sub_agent_memory"]
+__all__ = ["MemoryScope", "check_scope", "sub_agent_memory"]
 
-MemoryScope = Literal["shared", "isolated", "none"]
-"""What memory a sub-agent gets (module docstring)."""
-
-MAX_CHILD_ID_ATTEMPTS = 1_000
-"""Generated child ids tried at most (each taken one is an agent the backend holds)."""
+MemoryScope = MemoryMode
+"""What memory a sub-agent gets (module docstring): the agent loop's ``MemoryMode``."""
 
 
 def check_scope(scope: str) -> MemoryScope:
@@ -42,7 +37,9 @@ def check_scope(scope: str) -> MemoryScope:
 
 
 def sub_agent_memory(parent: AgentMemory, scope: MemoryScope) -> tuple[AgentMemory, str]:
-    """The memory of a new sub-agent of ``parent`` and the child's claimed id.
+    """The memory of a new sub-agent of ``parent`` and the child's claimed id, as
+    :func:`~agent_memory.agent.sub_agents.spawn` makes them (its :func:`claim_child_id` and
+    :func:`child_memory`).
 
     For ``shared`` the memory is ``parent`` itself (do not close it); otherwise a new
     :class:`AgentMemory` in the parent's backend, which the caller closes.
@@ -52,19 +49,11 @@ def sub_agent_memory(parent: AgentMemory, scope: MemoryScope) -> tuple[AgentMemo
         StoreError: if no id can be claimed, or the fork cannot be written (the id is released).
     """
     check_scope(scope)
-    backend = parent.backend
-    taken = {parent.agent_id} | ({parent.fork.parent_agent_id} if parent.fork is not None else set())
-    child_id = next((candidate for n in range(1, MAX_CHILD_ID_ATTEMPTS + 1)
-                     if (candidate := sub_agent_id(parent.agent_id, n)) not in taken and backend.claim(candidate)),
-                    None)
-    if child_id is None:
-        raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {backend.url}")
-    if scope == "shared":
-        return parent, child_id
+    in_use = {parent.agent_id} | ({parent.fork.parent_agent_id} if parent.fork is not None else set())
+    child_id = claim_child_id(parent.backend, parent.agent_id, in_use=in_use)
     try:
-        if scope == "isolated":
-            MemoryFork.of(parent).save_for(backend, child_id)
-        return AgentMemory(child_id, store=backend, config=parent.config), child_id
+        own = child_memory(parent, scope, child_id)
     except BaseException:
-        backend.release_claim(child_id)
+        parent.backend.release_claim(child_id)
         raise
+    return (parent if own is None else own), child_id

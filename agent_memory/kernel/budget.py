@@ -27,17 +27,12 @@ input budget, or truncation follows. The soft threshold sits above that target (
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_memory.diagnostics import UnknownModelWarning, warn_once
 from agent_memory.errors import ConfigurationError
-from agent_memory.models.messages import Message
-from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = [
     "DEFAULT_COMPACTION_RATIO",
@@ -45,16 +40,12 @@ __all__ = [
     "DEFAULT_SAFETY_MARGIN_TOKENS",
     "DEFAULT_SOFT_RATIO",
     "DEFAULT_TARGET_RATIO",
-    "FRAMING_TOKENS",
     "MODEL_LIMITS",
     "BudgetCheck",
     "Pressure",
     "ModelLimits",
     "TokenBudget",
-    "count_prompt_tokens",
-    "message_tokens",
     "model_limits",
-    "tool_tokens",
 ]
 
 DEFAULT_MAX_CONTEXT_TOKENS = 200_000
@@ -264,31 +255,3 @@ class TokenBudget:
     def __repr__(self) -> str:
         return (f"TokenBudget(input={self.input_budget:,}, soft={self.soft_tokens:,}, hard={self.hard_tokens:,}, "
                 f"target={self.target_tokens:,})")
-
-
-FRAMING_TOKENS = 4
-"""Tokens each message costs besides its content (BASELINES.md's accounting)."""
-
-
-def message_tokens(message: Message, count: Callable[[str], int]) -> int:
-    """Tokens of one message in a prompt: 4 framing + content + each tool call's name and
-    arguments (BASELINES.md's accounting). A tool message whose result is still a reference
-    (``content is None``) counts as empty: resolve references first."""
-    tokens = FRAMING_TOKENS + count(message.content or "")
-    for call in message.tool_calls:
-        tokens += count(call.name) + count(call.arguments)
-    return tokens
-
-
-def tool_tokens(tools: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
-    """Tokens of tool definitions as sent: the list as JSON (``json.dumps`` defaults), 0 for none."""
-    return count(json.dumps(list(tools))) if tools else 0
-
-
-def count_prompt_tokens(messages: Sequence[Message], tools: Sequence[dict[str, Any]] = (), *,
-                        counter: TokenCounter | None = None) -> int:
-    """Our own count of a prompt, for when a provider reports no usage: every message
-    (:func:`message_tokens`) plus the tool definitions (:func:`tool_tokens`), o200k_base by
-    default. The replay counts prompts the same way."""
-    count = (counter or default_token_counter()).count
-    return sum(message_tokens(m, count) for m in messages) + tool_tokens(tools, count)

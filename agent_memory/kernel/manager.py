@@ -22,7 +22,7 @@ keeps it inside the model's budget:
 
 The prompt of each call is built by :meth:`build_prompt` (tool pairs intact, stored results resolved
 under the presentation policy) and its state committed by :meth:`commit` once the provider answered;
-:class:`~agent_memory.llm.assembler.LLMRequestAssembler` does both around an LLM call.
+:class:`~agent_memory.kernel.assembler.LLMRequestAssembler` does both around an LLM call.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from typing import Any
 
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError
 from agent_memory.ids import validate_agent_id, validate_memory_id
-from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, message_tokens, model_limits, tool_tokens
+from agent_memory.kernel.budget import BudgetCheck, ModelLimits, Pressure, TokenBudget, model_limits
 from agent_memory.kernel.compactor import CompactionRecord, Compactor, merge_records
 from agent_memory.kernel.marks import MemoryMarks
-from agent_memory.kernel.planner import CompactionPlanner
 from agent_memory.kernel.pairing import pair_tool_messages
+from agent_memory.kernel.planner import CompactionPlanner
 from agent_memory.kernel.retriever import Retriever
 from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder
 from agent_memory.kernel.summarizer import ExtractiveSummarizer, Summarizer
@@ -48,14 +48,13 @@ from agent_memory.kernel.turns import TurnTracker
 from agent_memory.kernel.working_context import WORKING_CONTEXT_DOCUMENT, WorkingContextSnapshot
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Media, Message, ToolCall
+from agent_memory.models.tool_interactions import ToolInteraction, build_tool_interactions
 from agent_memory.models.traces import (
     MAX_TOOL_ERROR_CHARS,
     MAX_TRACE_CONTENT_CHARS,
     RawTraceItem,
-    ToolInteraction,
     TraceMedia,
     TraceType,
-    build_tool_interactions,
     raw_trace_id,
     tool_result_preview,
 )
@@ -73,6 +72,7 @@ from agent_memory.presentation.context import BuiltContext, ContextBuilder
 from agent_memory.presentation.llm_compactor import LLMCompactor
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
+from agent_memory.prompt_tokens import message_tokens, tool_tokens
 from agent_memory.results import result_store_arguments
 from agent_memory.store.traces import TraceStore
 
@@ -432,6 +432,11 @@ class MemoryManager(MemoryMarks):
         with self._lock:
             self.presentation.commit(built)
             self.context.commit_presentation(built.state)
+
+    @property
+    def pending_call_ids(self) -> frozenset[str]:
+        """Ids of the tool calls made and not answered yet."""
+        return frozenset(self._pending)
 
     def count_tokens(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> int:
         """Our own count of a prompt (messages and tool definitions, o200k), plus what the provider

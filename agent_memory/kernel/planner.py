@@ -10,19 +10,23 @@ fraction of the input budget.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from agent_memory.kernel.compactor import CompactionRecord
+from agent_memory.kernel.budget import TokenBudget
+from agent_memory.kernel.compactor import CompactionRecord, Compactor
 from agent_memory.kernel.pairing import pair_tool_messages
-from agent_memory.kernel.snapshot_builder import MemoryBundle, render_bundle
+from agent_memory.kernel.retriever import Retriever
+from agent_memory.kernel.snapshot_builder import CompactionSnapshotBuilder, MemoryBundle, render_bundle
 from agent_memory.kernel.transcript import messages_from_traces
+from agent_memory.kernel.turns import TurnTracker
+from agent_memory.kernel.working_context import WorkingContextSnapshot
+from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.models.traces import turn_number
+from agent_memory.presentation.context import BuiltContext, ContextBuilder
+from agent_memory.store.traces import TraceStore
 
-if TYPE_CHECKING:
-    from agent_memory.kernel.manager import MemoryManager
-
-__all__ = ["BUNDLE_SHARE", "MIN_BUNDLE_TOKENS", "SUMMARY_ALLOWANCE_TOKENS", "CompactionPlanner"]
+__all__ = ["BUNDLE_SHARE", "MIN_BUNDLE_TOKENS", "SUMMARY_ALLOWANCE_TOKENS", "CompactionPlanner", "PlannedConversation"]
 
 BUNDLE_SHARE = 0.4
 """Most of the post-compaction target the memory bundle (episodes, facts, pinned items) may take:
@@ -36,15 +40,41 @@ SUMMARY_ALLOWANCE_TOKENS = 1_000
 sized (the extractive summary is at most 600 tokens; the facts share the rest)."""
 
 
+class PlannedConversation(Protocol):
+    """What the planner reads of the conversation it plans for (a
+    :class:`~agent_memory.kernel.manager.MemoryManager`): its traces, working context,
+    presentation, budget, counting, the parts that compact, the turns, and the tool calls still
+    unanswered."""
+
+    store: TraceStore
+    context: WorkingContextSnapshot
+    presentation: ContextBuilder
+    budget: TokenBudget
+    compactor: Compactor
+    retriever: Retriever
+    snapshot_builder: CompactionSnapshotBuilder
+    system_prompt: str | None
+    tail_turns: int
+    memory: AgentMemory
+    tracker: TurnTracker
+
+    @property
+    def pending_call_ids(self) -> frozenset[str]: ...
+
+    def count_tokens(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> int: ...
+
+    def build_prompt(self, *, notes: Sequence[Message] = (), full_cap: int | None = None) -> BuiltContext: ...
+
+
 class CompactionPlanner:
     """What stays raw when one manager compacts.
 
     Args:
-        manager: the memory manager it plans for (its store, working context, presentation,
+        manager: the conversation it plans for (its store, working context, presentation,
             budget and counting).
     """
 
-    def __init__(self, manager: MemoryManager) -> None:
+    def __init__(self, manager: PlannedConversation) -> None:
         self.manager = manager
 
     def turn_messages(self, turn_ids: Sequence[str]) -> list[Message]:
@@ -86,7 +116,7 @@ class CompactionPlanner:
                 break
             keep += 1
         old = steps[:-keep]
-        pending = set(self.manager._pending)
+        pending = self.manager.pending_call_ids
         finished = [step for step in old if not any(call.id in pending for m in step for call in m.tool_calls)]
         traces = {item.tool_call_id: item.id for item in self.manager.store.list_raw([turn_id]) if item.trace_type == "tool_call"}
         trace_ids = [m.id for step in finished for m in step if m.id]

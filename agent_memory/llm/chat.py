@@ -47,17 +47,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
-from agent_memory.kernel.budget import tool_tokens
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.pricing import BilledTokens
+from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.tokens import default_token_counter
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS",
     "DEFAULT_MAX_RETRIES",
     "LLAMA_CPP_PYTHON",
+    "SERVER_COMPATS",
     "TOOLS_SEEN_RATIO",
     "AnthropicChatModel",
     "ChatModel",
@@ -83,7 +84,7 @@ schema stays above half its JSON); one whose chat template drops them counts onl
 
 TOOLS_DROPPED_HINT = (
     "llama-cpp-python: start `python -m llama_cpp.server` with `--chat_format chatml-function-calling` and "
-    "use OpenAIChatModel(..., compat=LLAMA_CPP_PYTHON) (it sends tool_choice='auto', without which that "
+    "use OpenAIChatModel(..., compat='llama-cpp-python') (it sends tool_choice='auto', without which that "
     "format drops the tools too); llama.cpp's llama-server: start it with --jinja; Ollama, vLLM: serve a "
     "model whose chat template takes tools (vLLM: --enable-auto-tool-choice --tool-call-parser ...)"
 )
@@ -224,6 +225,9 @@ class ServerCompat(BaseModel):
 LLAMA_CPP_PYTHON = ServerCompat(tool_choice="auto", null_content=False, tool_results_as_user=True)
 """For llama-cpp-python's ``python -m llama_cpp.server --chat_format chatml-function-calling``
 (version 0.3): its grammar makes the model answer with either a message or tool calls."""
+
+SERVER_COMPATS: dict[str, ServerCompat] = {"openai": ServerCompat(), "llama-cpp-python": LLAMA_CPP_PYTHON}
+"""The known servers' departures by name, for ``OpenAIChatModel(..., compat="llama-cpp-python")``."""
 
 
 def _adapt_messages(messages: list[dict[str, Any]], compat: ServerCompat) -> list[dict[str, Any]]:
@@ -427,15 +431,16 @@ class OpenAIChatModel(_SDKChatModel):
             ``model``, ``stream``, ``timeout`` and the two token bounds.
         client: a ready ``openai.OpenAI`` client (Azure, a custom ``http_client``); then
             ``base_url``, ``api_key``, ``timeout_s`` default and ``max_retries`` are the client's.
-        compat: how the server departs from OpenAI (:class:`ServerCompat`; :data:`LLAMA_CPP_PYTHON`
-            for llama-cpp-python's server); ``None``: none.
+        compat: how the server departs from OpenAI: a :class:`ServerCompat`, or the name of a
+            known server (:data:`SERVER_COMPATS`: ``"llama-cpp-python"`` is :data:`LLAMA_CPP_PYTHON`);
+            ``None``: none.
 
     The answer's ``reasoning`` is read from ``message.reasoning_content`` or ``message.reasoning``,
     which OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) add; OpenAI itself returns none.
 
     Raises:
-        ConfigurationError: the ``openai`` package is missing, no API key is found, or an option
-            is not a Chat Completions parameter.
+        ConfigurationError: the ``openai`` package is missing, no API key is found, an option
+            is not a Chat Completions parameter, or ``compat`` names no known server.
     """
 
     renderer = OpenAIChatRenderer()
@@ -454,10 +459,15 @@ class OpenAIChatModel(_SDKChatModel):
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         options: Mapping[str, Any] | None = None,
         client: Any = None,
-        compat: ServerCompat | None = None,
+        compat: ServerCompat | str | None = None,
     ) -> None:
         self.model, self.timeout_s = model, timeout_s
         self.max_output_tokens, self.max_tokens_field = max_output_tokens, max_tokens_field
+        if isinstance(compat, str):
+            if compat not in SERVER_COMPATS:
+                raise ConfigurationError(f"OpenAIChatModel: compat={compat!r} names no known server; "
+                                         f"known: {sorted(SERVER_COMPATS)}, or give a ServerCompat")
+            compat = SERVER_COMPATS[compat]
         self.compat = compat if compat is not None else ServerCompat()
         sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
         self._setup(sdk, client, options, client.chat.completions.create)

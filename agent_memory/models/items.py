@@ -37,6 +37,7 @@ from pydantic import (
 
 from agent_memory.config import DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT
 from agent_memory.errors import InvalidArgumentError, StoreError, map_exceptions, quoted, validation_summary
+from agent_memory.fileio import atomic_write_bytes
 from agent_memory.limits import (
     MAX_AROUND_CHARS,
     MAX_EXTRA_CHARS,
@@ -54,7 +55,6 @@ from agent_memory.limits import (
     check_text,
     json_depth,
 )
-from agent_memory.store.jsonl import atomic_write_bytes
 
 __all__ = [
     "ContentEncoding",

@@ -1,18 +1,16 @@
 """The TOOL_INTERACTION view (seed 000 §4): a tool call paired with its result, never stored.
 
-Built from raw traces by :func:`build_tool_interactions`; re-exported by
-:mod:`agent_memory.models.traces`.
+Built from raw traces by :func:`build_tool_interactions`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-if TYPE_CHECKING:  # the traces module re-exports this one
-    from agent_memory.models.traces import RawTraceItem
+from agent_memory.models.traces import RawTraceItem
 
 __all__ = ["ToolInteraction", "ToolInteractionStatus", "build_tool_interactions"]
 

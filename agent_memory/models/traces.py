@@ -59,7 +59,6 @@ from agent_memory.models.trace_ids import (
     turn_number,
     window_id_for,
 )
-from agent_memory.models.tool_interactions import ToolInteraction, ToolInteractionStatus, build_tool_interactions
 
 __all__ = [
     "EPISODIC_ADAPTER",
@@ -82,11 +81,8 @@ __all__ = [
     "RawTraceItem",
     "SEMANTIC_ADAPTER",
     "SemanticItem",
-    "ToolInteraction",
-    "ToolInteractionStatus",
     "TraceMedia",
     "TraceType",
-    "build_tool_interactions",
     "episodic_id_for",
     "format_turn_id",
     "normalise_fact",

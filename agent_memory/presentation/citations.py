@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.plugins import PluginRegistry
 from agent_memory.tokens import TokenCounter, truncate_tokens
 
 __all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "CitationBuilder"]

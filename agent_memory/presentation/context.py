@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.kernel.budget import FRAMING_TOKENS, message_tokens
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
@@ -52,6 +51,7 @@ from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompac
 from agent_memory.presentation.offer import OfferState
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
+from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens
 from agent_memory.results import result_store_arguments
 from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
@@ -127,7 +127,7 @@ class PresentationState(BaseModel):
     compaction), and every due swap goes with the next prompt."""
     offer: OfferState | None = None
     """What the memory tools were offered for with the last committed call (the caller that
-    chooses the tools records it: :class:`~agent_memory.llm.assembler.LLMRequestAssembler`);
+    chooses the tools records it: :class:`~agent_memory.kernel.assembler.LLMRequestAssembler`);
     ``None``: not recorded. Under a price model the tools list changes only when the prompt is
     rewritten anyway, so the next call starts from this one."""
 

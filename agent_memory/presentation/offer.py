@@ -26,17 +26,17 @@ never the reverse); :func:`load_toolkit` finds the toolkit through the entry-poi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from agent_memory.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from agent_memory.memory import AgentMemory
+from agent_memory.memory import AgentMemory
+from agent_memory.models.messages import Message
+from agent_memory.prompt_tokens import tool_tokens
 
 __all__ = [
     "TOOLKIT_ENTRY_POINT_GROUP",
@@ -46,6 +46,8 @@ __all__ = [
     "OfferState",
     "ToolOffer",
     "load_toolkit",
+    "offer_cost_tokens",
+    "with_memory_prompt",
 ]
 
 TOOLKIT_ENTRY_POINT_GROUP = "agent_memory.toolkit"
@@ -146,3 +148,29 @@ def load_toolkit(memory: AgentMemory, *, group: str = TOOLKIT_ENTRY_POINT_GROUP,
     if not isinstance(toolkit, MemoryTools):
         raise ConfigurationError(f"{chosen.value} does not implement MemoryTools")
     return toolkit
+
+
+def offer_cost_tokens(toolkit: MemoryTools, own_tools: Sequence[Mapping[str, Any]], count: Callable[[str], int],
+                      memory_prompt: str | None) -> tuple[int, int]:
+    """What citing adds to every call, and what the agent's own tools cost, in tokens:
+    ``(offer cost, own tools' tokens)`` for a :class:`~agent_memory.presentation.context.ContextBuilder`'s
+    ``offer_cost_tokens`` and ``fixed_tokens``. The offer cost is the tools list grown by the tools
+    citing needs (``retrieve_memory``, as the toolkit offers it) plus the memory prompt; 0 when the
+    toolkit offers every tool on every call anyway (``ToolOffer(mode="all")``). Tools are counted
+    as sent: the list as JSON (:func:`~agent_memory.kernel.budget.tool_tokens`)."""
+    own = [dict(tool) for tool in own_tools]
+    own_tokens = tool_tokens(own, count)
+    if toolkit.offer.mode == "all":
+        return 0, own_tokens
+    citing = toolkit.openai_tools(OfferState(citing=True))
+    cost = tool_tokens(own + citing, count) - own_tokens + (count(memory_prompt) if memory_prompt else 0)
+    return max(0, cost), own_tokens
+
+
+def with_memory_prompt(messages: list[Message], memory_prompt: str) -> list[Message]:
+    """``messages`` with ``memory_prompt`` appended to the leading system message (a system
+    message of its own when there is none)."""
+    if messages and messages[0].role == "system":
+        first = messages[0]
+        return [first.model_copy(update={"content": f"{first.content or ''}\n\n{memory_prompt}".strip()}), *messages[1:]]
+    return [Message(role="system", content=memory_prompt), *messages]

@@ -1,5 +1,6 @@
 """``agent-memory replay``: replay real agent runs and write the token and cost report (registered
-on the CLI app by :mod:`agent_memory.cli`)."""
+on the CLI app by :mod:`agent_memory.cli`; its output and errors as every command's, from
+:mod:`agent_memory.console`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agent_memory.cli import CliError, _fail, _reported_errors, _stderr, _stdout
+from agent_memory.console import CliError
+from agent_memory.console import fail as _fail
+from agent_memory.console import reported_errors as _reported_errors
+from agent_memory.console import stderr as _stderr
+from agent_memory.console import stdout as _stdout
 from agent_memory.errors import ConfigurationError
 from agent_memory.pricing import PriceModel
 from agent_memory.replay.pages import DEFAULT_MAX_PAGES

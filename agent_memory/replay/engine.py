@@ -37,6 +37,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,19 +45,18 @@ from typing import Any
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
-from agent_memory.kernel.budget import FRAMING_TOKENS, message_tokens, tool_tokens
-from agent_memory.llm.assembler import with_memory_prompt
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
+from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
-from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit
-from agent_memory.presentation.plugins import PluginRegistry
+from agent_memory.presentation.offer import MemoryTools, OfferState, load_toolkit, offer_cost_tokens, with_memory_prompt
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel, headline_price_models
+from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens, tool_tokens
 from agent_memory.replay.loaders import ReplayRun, ResultHint
 from agent_memory.replay.peers import PeerStrategy
-from agent_memory.results import result_store_arguments
+from agent_memory.replay.react_check import react_query_check
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
     MASK_PLACEHOLDER,
@@ -66,6 +66,7 @@ from agent_memory.replay.strategies import (
     ReplayStrategy,
     as_strategy,
 )
+from agent_memory.results import result_store_arguments
 from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = [
@@ -298,13 +299,11 @@ def replay_run(
     variants: list[tuple[str, PriceModel, ContextBuilder, MemoryTools]] = []  # under the 2nd, 3rd... model
     for strategy in chosen:
         toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
-        citing_tools = toolkit.openai_tools(OfferState(citing=True))
         retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
-        cost = 0 if strategy.offer.mode == "all" else (
-            tool_tokens(own_tools + citing_tools, count) - own_tokens + count(MEMORY_PROMPT))
+        cost, _ = offer_cost_tokens(toolkit, own_tools, count, MEMORY_PROMPT)
         # A cache-aware strategy knows the price model it is billed under: one run per model.
         priced = list(models) if strategy.policy.cache_aware and models else [None]
-        made = [ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=max(0, cost), prices=model,
+        made = [ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=cost, prices=model,
                                fixed_tokens=own_tokens,
                                citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
                 for model in priced]
@@ -407,10 +406,6 @@ def replay_many(
     run :func:`~agent_memory.replay.react_check.react_query_check`. Results keep the order of
     ``runs``; ``on_run`` is called as each run finishes (from the calling thread). ``peers`` and
     ``price_models``: as :func:`replay_run`."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from agent_memory.replay.react_check import react_query_check
-
     counter = counter or default_token_counter()
     registry = registry if registry is not None else PluginRegistry.from_entry_points()
     models = list(headline_price_models() if price_models is None else price_models)

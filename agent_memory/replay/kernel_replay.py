@@ -3,7 +3,7 @@
 Each run is fed to a :class:`~agent_memory.kernel.manager.MemoryManager` whose model has an input
 budget of ``N`` tokens: its first system message becomes the system prompt, each user message a
 turn, each tool result a stored result; before every assistant message (an LLM call) the request
-is prepared by the :class:`~agent_memory.llm.assembler.LLMRequestAssembler` as a ``MemoryAgent``
+is prepared by the :class:`~agent_memory.kernel.assembler.LLMRequestAssembler` as a ``MemoryAgent``
 prepares it (compacting when the kernel says so; the memory prompt section in the system prompt
 while memory tools are offered), counted (messages and every tool definition: the agent's own and
 the memory tools offered) and checked, then the run's real assistant message is committed as the model's answer
@@ -23,14 +23,14 @@ from pathlib import Path
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
+from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
-from agent_memory.llm.assembler import LLMRequestAssembler, with_memory_prompt
 from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.observers import Compacted, EventRecorder, Truncated
-from agent_memory.presentation.offer import load_toolkit
+from agent_memory.presentation.offer import load_toolkit, with_memory_prompt
 from agent_memory.replay.loaders import ReplayRun
 from agent_memory.tokens import TokenCounter
 

@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from agent_memory.errors import AgentMemoryError, ConfigurationError
-from agent_memory.kernel.budget import message_tokens, tool_tokens
 from agent_memory.kernel.summarizer import DEFAULT_SUMMARY_MAX_TOKENS
 from agent_memory.llm.renderers import OpenAIResponsesRenderer
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.prompt_tokens import message_tokens, tool_tokens
 from agent_memory.tokens import TokenCounter
 from agent_memory.transforms import extractive_summary
 

@@ -6,17 +6,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from agent_memory.config import MAX_QUERY_LIMIT, MemoryConfig
 from agent_memory.memory import AgentMemory
-from agent_memory.replay.engine import RunResult
 from agent_memory.replay.loaders import ReplayRun
 from agent_memory.tokens import TokenCounter
 
-__all__ = ["QUERY_TOP_K", "ReactCheck", "react_query_check"]
+__all__ = ["QUERY_TOP_K", "AnsweredRun", "ReactCheck", "react_query_check"]
 
 QUERY_TOP_K = 5
 """ReAct check: the answer-bearing observation must be among this many query hits."""
+
+
+class AnsweredRun(Protocol):
+    """What the check reads of a replayed run (a :class:`~agent_memory.replay.engine.RunResult`):
+    the observations that hold the run's final answer."""
+
+    @property
+    def answer_observations(self) -> list[str]: ...
 
 
 @dataclass
@@ -36,7 +44,7 @@ class ReactCheck:
 
 
 def react_query_check(
-    results: Sequence[RunResult],
+    results: Sequence[AnsweredRun],
     runs: Sequence[ReplayRun],
     *,
     workdir: str | Path,

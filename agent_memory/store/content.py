@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from agent_memory.errors import StoreError
-from agent_memory.store.jsonl import atomic_write_bytes
+from agent_memory.fileio import atomic_write_bytes
 
 __all__ = ["ContentStore", "sha256_hex"]
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,8 +37,9 @@ from filelock import FileLock
 from pydantic import TypeAdapter, ValidationError
 
 from agent_memory.errors import CorruptRecordError, LockTimeoutError, StoreError, validation_summary
+from agent_memory.fileio import atomic_write_bytes
 
-__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "RecordCodec", "atomic_write_bytes", "fsync_dir", "writable_dir"]
+__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "RecordCodec"]
 
 T = TypeVar("T")
 
@@ -61,46 +61,6 @@ class RecordCodec(Protocol[T]):
 
 LOCK_TIMEOUT_S = 60.0
 """Longest wait for another process's lock before :class:`LockTimeoutError`, in seconds."""
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename or a new file in it survives a power loss (no-op on Windows)."""
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def writable_dir(path: Path) -> bool:
-    """Whether files can be created in directory ``path`` (or, when it does not exist yet, in its
-    nearest existing ancestor): ``False`` on a read-only mount, or for a user without write
-    permission. (``os.access``: root passes permission checks, never a read-only mount.)"""
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate.is_dir() and os.access(candidate, os.W_OK)
-    return False
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temporary file, fsync, rename, fsync of the directory.
-
-    Raises:
-        StoreError: if writing fails; ``path`` then still holds its previous content (if any).
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StoreError(f"cannot write {path}: {exc}") from exc
 
 
 @dataclass(frozen=True)

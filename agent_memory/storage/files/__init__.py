@@ -28,7 +28,7 @@ from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.files.journal import EventQueue
 from agent_memory.storage.files.locks import FileLocks
-from agent_memory.store.jsonl import writable_dir
+from agent_memory.fileio import writable_dir
 from agent_memory.store.traces import FileTraceStore
 from agent_memory.tokens import TokenCounter
 

@@ -17,16 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_memory.errors import ContextOverflowError
-from agent_memory.kernel.budget import BudgetCheck, Pressure, tool_tokens
+from agent_memory.kernel.budget import BudgetCheck, Pressure
+from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.kernel.compactor import CompactionRecord
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import ChatModel, ChatResult
 from agent_memory.llm.renderers import PromptRenderer
 from agent_memory.models.messages import Message
 from agent_memory.presentation.context import BuiltContext
-from agent_memory.presentation.offer import MemoryTools, OfferState
+from agent_memory.presentation.offer import MemoryTools, OfferState, with_memory_prompt
 
-__all__ = ["LLMRequestAssembler", "RequestPackage", "with_memory_prompt"]
+__all__ = ["LLMRequestAssembler", "RequestPackage"]
 
 MAX_FIT_ROUNDS = 3
 """Compactions tried at most before one call."""
@@ -34,15 +35,6 @@ MAX_FIT_ROUNDS = 3
 MIN_SHOWING_TOKENS = 120
 """Smallest a fresh result's first showing is cut to when nothing else frees room (its citation
 and a few lines of its head)."""
-
-
-def with_memory_prompt(messages: list[Message], memory_prompt: str) -> list[Message]:
-    """``messages`` with ``memory_prompt`` appended to the leading system message (a system
-    message of its own when there is none)."""
-    if messages and messages[0].role == "system":
-        first = messages[0]
-        return [first.model_copy(update={"content": f"{first.content or ''}\n\n{memory_prompt}".strip()}), *messages[1:]]
-    return [Message(role="system", content=memory_prompt), *messages]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,171 @@
+"""The house: one public face, no import cycle, no import that climbs a floor (README, "Layout").
+
+Imports are read from the source (``ast``), every kind counted: module level, inside functions, and
+under ``if TYPE_CHECKING:``. A cycle hidden behind a function-local import is still a cycle."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import agent_memory
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "agent_memory"
+
+FLOORS: list[set[str]] = [
+    {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "observers", "tokens"},
+    {"models"},
+    {"prompt_tokens", "transforms", "results", "plugins", "llm"},
+    {"store", "index", "storage"},
+    {"memory", "boundary", "fork", "ingest"},
+    {"presentation"},
+    {"kernel"},
+    {"agent"},
+    {"integrations", "replay", "mcp_server", "migrate", "testing", "console", "cli", "inspector", "__init__"},
+]
+"""The floors of ``agent_memory``, lowest first: a module imports from its own floor or below.
+The README's Layout section shows the same plan."""
+
+MAX_PUBLIC_NAMES = 40
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of other modules of the package (every kind)."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            for target in targets:
+                found = resolve(target) if target.startswith("agent_memory") else None
+                if found is not None and found != name:
+                    edges[name].add(found)
+    return edges
+
+
+def _floor(module: str) -> int:
+    part = module.split(".")[1] if "." in module else "__init__"
+    for n, floor in enumerate(FLOORS):
+        if part in floor:
+            return n
+    raise AssertionError(f"{module} is on no floor: add {part!r} to FLOORS and to the README's Layout")
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(edges.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_counting_type_checking_and_function_local_imports() -> None:
+    edges = _imports(_modules())
+    assert sum(len(targets) for targets in edges.values()) > 300  # the scan sees the package's imports
+    assert _cycles(edges) == []
+
+
+def test_the_scan_finds_a_cycle_hidden_in_a_function() -> None:
+    edges = {"agent_memory.a": {"agent_memory.b"}, "agent_memory.b": {"agent_memory.a"}, "agent_memory.c": set()}
+    assert _cycles(edges) == [["agent_memory.a", "agent_memory.b"]]
+
+
+def test_no_import_climbs_a_floor() -> None:
+    edges = _imports(_modules())
+    climbs = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if _floor(b) > _floor(a))
+    assert climbs == []
+
+
+def test_every_module_is_on_a_floor_named_in_the_readme_layout() -> None:
+    layout = (ROOT / "README.md").read_text(encoding="utf-8").split("## Layout", 1)[1]
+    for module in _modules():
+        _floor(module)
+    for floor in FLOORS:
+        for part in floor - {"__init__", "inspector"}:
+            assert re.search(rf"\b{part}\b", layout), part
+
+
+def test_the_public_face_is_small_sorted_and_complete() -> None:
+    exported = agent_memory.__all__
+    assert len(exported) <= MAX_PUBLIC_NAMES
+    assert exported == sorted(exported)
+    for name in exported:
+        assert hasattr(agent_memory, name), name
+    public = {name for name in vars(agent_memory) if not name.startswith("_") and name[0].isupper()}
+    assert public <= set(exported)
+
+
+def _agent_memory_imports(text: str) -> list[tuple[str, str]]:
+    """``(module, name)`` of every ``from agent_memory… import …`` in Python source or a README's code."""
+    found = []
+    for module, grouped, names in re.findall(r"from (agent_memory[\w.]*) import (?:\(([^)]*)\)|([^\n(#]+))", text):
+        for name in re.sub(r"#[^\n]*", "", grouped or names).replace("\\", " ").split(","):
+            if name.split():
+                found.append((module, name.split()[0]))
+    return found
+
+
+def test_readme_and_examples_import_only_the_public_face() -> None:
+    """The README and the examples import from ``agent_memory`` only its public names; besides it,
+    only the framework adapters (``agent_memory.integrations.<framework>``, each behind its extra)
+    and the test helpers (``agent_memory.testing``)."""
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8")]
+    texts += [path.read_text(encoding="utf-8") for path in sorted((ROOT / "examples").glob("*.py"))]
+    seen = [pair for text in texts for pair in _agent_memory_imports(text)]
+    assert len(seen) > 20
+    for module, name in seen:
+        if module == "agent_memory":
+            assert name in agent_memory.__all__, name
+        else:
+            assert module.startswith(("agent_memory.integrations.", "agent_memory.testing")), (module, name)
