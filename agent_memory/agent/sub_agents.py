@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.agent.config import MemoryMode
 from agent_memory.errors import AgentMemoryError, InvalidArgumentError, LLMError, StoreError
-from agent_memory.fork import MemoryFork
+from agent_memory.fork import SPAWN_DOCUMENT, MemoryFork, SpawnRecord
 from agent_memory.ids import sub_agent_id, validate_agent_id
 from agent_memory.kernel.transcript import render_turns
 from agent_memory.limits import shorten
@@ -205,6 +205,9 @@ def spawn(
     child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
+        record = SpawnRecord(parent_agent_id=parent.manager.agent_id, memory_mode=mode, task=shorten(task, 500),
+                             memory_agent_id=base.agent_id if mode == "shared" else child_id)
+        base.backend.document(child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
         if mode == "isolated":
             MemoryFork.of(base).save_for(base.backend, child_id)
         if mode != "shared":
