@@ -374,3 +374,27 @@ def test_in_chromium_search_open_item_and_no_script_runs(served: tuple[str, dict
             shutil.copy(shot, Path(out) / "inspector-item.png")
     finally:
         driver.quit()
+
+
+def test_postgres_store_is_inspected_the_same_way(postgres_server) -> None:  # type: ignore[no-untyped-def]
+    url = postgres_server.new_database("inspected")
+    with FakeLLMServer() as server:
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        with MemoryAgent(model, tools=[fetch_page], agent_id="researcher", store=url,
+                         config=AgentConfig(allow_sub_agents=True)) as agent:
+            server.enqueue(call("fetch_page", url="https://example.org/herons"), "In heronries.")
+            agent.run("Where do herons nest?")
+            server.enqueue(call("fetch_page", url="https://example.org/bridge"), "At nine.")
+            agent.spawn("Check the bridge's hours.", memory="shared", agent_id="researcher.bridge")
+    inspector = Inspector(url, agent_id="researcher", price_model=PriceModel.lookup("gpt-4o"))
+    with InspectorServer(inspector, port=0) as served:
+        item_id = _heron_id(served.url)
+        html = get(served.url, f"/items/{item_id}").text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script" not in html
+        calls = get(served.url, "/calls").text
+        assert len(re.findall(r'<tr id="call-\d+">', calls)) == 2 and "gpt-4o" in calls
+        agents = get(served.url, "/agents").text
+        row = re.search(r'<code>researcher\.bridge</code></a>.*?</tr>', agents, re.S)
+        assert row is not None and "scope-shared" in row.group(0) and "<code>researcher</code>" in row.group(0)
+        child = get(served.url, "/calls", agent="researcher.bridge").text
+        assert '<b>shared</b>' in child and len(re.findall(r'<tr id="call-\d+">', child)) == 2
