@@ -1054,7 +1054,7 @@ def inspect_memory(
         agents = inspector.agents()
         inspector.default_agent = options.agent_id if options.agent_id in agents else (agents[0] if agents else None)
         server = InspectorServer(inspector, host=host, port=port, allow_remote=allow_remote)
-        _stderr().print(f"Inspecting {inspector.backend.url} (read-only) at {server.url}  (Ctrl-C stops it)")
+        typer.echo(f"Inspecting {inspector.backend.url} (read-only) at {server.url} (Ctrl-C stops it)", err=True)
         server.serve()
 
 
