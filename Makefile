@@ -48,7 +48,13 @@ $(AB_STAMP):
 	$(AB_VENV)/bin/python -m pip install --disable-pip-version-check '$(AB_PIN)'
 	echo '$(AB_PIN)' | cut -d= -f3 > $@
 
+# The inspector's browser test drives Debian's chromium through its chromedriver (never a driver
+# downloaded at test time): installed here when missing, with sudo only when not root.
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 $(STAMP): pyproject.toml
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'

@@ -17,6 +17,7 @@
     agent-memory serve-mcp --memory-dir ~/agent-memory --agent-id claude   # the memory tools over MCP (stdio)
     agent-memory migrate --from ./memory --to postgresql://me@db/memory  # files into Postgres (and back)
     agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
+    agent-memory inspect ./memory --report replay-report                # a read-only web page on 127.0.0.1
 
 ``--memory-dir`` (or ``--store`` with a ``postgresql://`` URL, or ``AGENT_MEMORY_URL``) and
 ``--agent-id`` choose the memory; every command that opens one takes them, before or after its name (``agent-memory --agent-id bot query ...`` and ``agent-memory query ...
@@ -975,6 +976,56 @@ def serve_mcp(
     options: _Globals = ctx.obj
     with _reported_errors():
         serve(options.memory_dir, options.agent_id, allow_read=allow_read, store=options.store)
+
+
+
+# -- inspect: the read-only web page (agent_memory.inspector) ---------------------------------------
+@app.command("inspect")
+def inspect_memory(
+    ctx: typer.Context,
+    target: str | None = typer.Argument(
+        None, metavar="[STORE]", help="A memory directory or a postgresql:// URL. Default: --store / --memory-dir, "
+        "else $AGENT_MEMORY_URL, else $AGENT_MEMORY_DIR, else ./memory."),
+    report: Path | None = typer.Option(
+        None, "--report", metavar="DIR", exists=True, file_okay=False, dir_okay=True, resolve_path=True,
+        help="A replay report directory (agent-memory replay --out DIR): its tables and plots get a page."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; loopback only unless --allow-remote."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="TCP port (0: a free one)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --host (e.g. 0.0.0.0): "
+                                      "anyone who reaches the port reads the whole memory."),
+    price_model: str = typer.Option("claude-sonnet-4-6", "--price-model", metavar="MODEL",
+                                    help="Price the rebuilt calls under this model (genai-prices id); 'none': "
+                                    "tokens only."),
+    memory_dir: MemoryDirOption = None,
+    store: StoreOption = None,
+    agent_id: AgentIdOption = None,
+    agent: AgentAliasOption = None,
+) -> None:
+    """Serve a read-only web page over a memory: items (Query Memory, filters, one item's citation
+    and content), each conversation's LLM calls (what each result looked like to the model, tokens,
+    cost, epochs, compactions), sub-agents and their scopes, and a replay report's plots. Nothing is
+    written to the memory. Stop it with Ctrl-C."""
+    from agent_memory.inspector import Inspector, InspectorServer, check_bind_host
+    from agent_memory.pricing import PriceModel
+    from agent_memory.storage import is_database_url
+
+    _use(ctx, memory_dir, agent_id, agent, store)
+    options: _Globals = ctx.obj
+    with _reported_errors():
+        check_bind_host(host, allow_remote=allow_remote)  # before anything is opened
+        given = [value for value in (target, options.store, options.memory_dir) if value is not None]
+        if len(given) > 1:
+            _fail("give one store: STORE, --store or --memory-dir")
+        chosen: str | None = str(given[0]) if given else None
+        if chosen is not None and not is_database_url(chosen) and not Path(chosen.removeprefix("file://")).is_dir():
+            _fail(f"no memory directory at {chosen}")
+        prices = None if price_model.strip().lower() == "none" else PriceModel.lookup(price_model)
+        inspector = Inspector(chosen, report_dir=report, price_model=prices)
+        agents = inspector.agents()
+        inspector.default_agent = options.agent_id if options.agent_id in agents else (agents[0] if agents else None)
+        server = InspectorServer(inspector, host=host, port=port, allow_remote=allow_remote)
+        typer.echo(f"Inspecting {inspector.backend.url} (read-only) at {server.url} (Ctrl-C stops it)", err=True)
+        server.serve()
 
 
 app.command()(replay)

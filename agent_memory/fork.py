@@ -34,7 +34,7 @@ from agent_memory.ids import validate_agent_id
 from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, utc_now
 from agent_memory.storage.contracts import Backend
 
-__all__ = ["FORK_DOCUMENT", "FORK_FILE", "ForkableMemory", "MemoryFork", "ParentLayer"]
+__all__ = ["FORK_DOCUMENT", "FORK_FILE", "SPAWN_DOCUMENT", "ForkableMemory", "MemoryFork", "ParentLayer", "SpawnRecord"]
 
 FORK_SCHEMA_VERSION = 2
 """Version of the fork document's JSON layout (1: the parent named by ``parent_memory_dir``)."""
@@ -44,6 +44,9 @@ FORK_DOCUMENT = "fork"
 
 FORK_FILE = "fork.json"
 """The fork's file in the child's agent directory (the file backend's document ``fork``)."""
+
+SPAWN_DOCUMENT = "spawn"
+"""The name of a sub-agent's :class:`SpawnRecord` among its documents (``spawn.json`` on files)."""
 
 
 class ForkableMemory(Protocol):
@@ -141,6 +144,38 @@ class MemoryFork(BaseModel):
                     f"a fork of {self.parent_agent_id!r} cannot be saved for that agent itself: a sub-agent's "
                     "fork goes with the sub-agent")
             backend.document(child_id, FORK_DOCUMENT).put(self.to_json())
+
+
+class SpawnRecord(BaseModel):
+    """Who spawned a sub-agent and with which memory: the child's ``spawn`` document, written by
+    ``spawn`` right after the child's id is claimed, so a reader (the inspector) can tell a
+    sub-agent's parent and scope from what the store keeps, in any process, on either backend."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    parent_agent_id: str
+    """The spawning agent's conversation id (its traces are kept under it)."""
+    memory_agent_id: str
+    """Whose items the child's stored results are: the parent's memory when ``shared``, the child's
+    own id otherwise."""
+    memory_mode: str
+    """``shared``, ``isolated`` or ``none`` (:data:`~agent_memory.agent.config.MemoryMode`)."""
+    task: str = ""
+    """The task the child was given, cut to 500 characters."""
+    created_at: datetime = Field(default_factory=utc_now)
+    """When the child was spawned (UTC)."""
+
+    @classmethod
+    def from_json(cls, data: bytes, *, where: str = "spawn record") -> SpawnRecord:
+        """Read a spawn document.
+
+        Raises:
+            StoreError: if ``data`` is not one (``where`` names it in the message).
+        """
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError as exc:
+            raise StoreError(f"{where} is not a spawn record: {exc}") from exc
 
 
 class ParentLayer:

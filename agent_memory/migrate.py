@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import InvalidArgumentError, StoreError
-from agent_memory.fork import FORK_DOCUMENT, MemoryFork
+from agent_memory.fork import FORK_DOCUMENT, SPAWN_DOCUMENT, MemoryFork
 from agent_memory.kernel.working_context import WORKING_CONTEXT_DOCUMENT
 from agent_memory.memory import AgentMemory
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry
@@ -28,7 +28,7 @@ from agent_memory.store.traces import KINDS
 
 __all__ = ["AgentCopy", "migrate"]
 
-DOCUMENTS = (WORKING_CONTEXT_DOCUMENT, FORK_DOCUMENT)
+DOCUMENTS = (WORKING_CONTEXT_DOCUMENT, FORK_DOCUMENT, SPAWN_DOCUMENT)
 """The documents a migration copies."""
 
 

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent_memory.agent.config import AgentConfig, MemoryMode
 from agent_memory.agent.tools import FunctionTool
 from agent_memory.errors import AgentMemoryError, InvalidArgumentError, LLMError, StoreError
-from agent_memory.fork import MemoryFork
+from agent_memory.fork import SPAWN_DOCUMENT, MemoryFork, SpawnRecord
 from agent_memory.ids import sub_agent_id, validate_agent_id
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.kernel.transcript import render_turns
@@ -270,6 +270,9 @@ def spawn(
     child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
+        record = SpawnRecord(parent_agent_id=parent.manager.agent_id, memory_mode=mode, task=shorten(task, 500),
+                             memory_agent_id=base.agent_id if mode == "shared" else child_id)
+        base.backend.document(child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
         own_memory = child_memory(base, mode, child_id)
         agent_class: Callable[..., ParentAgent] = type(parent)  # the child is an agent like its parent
         child = agent_class(

@@ -1,0 +1,196 @@
+"""A storage backend that only reads: what the inspector opens a memory through.
+
+:class:`ReadOnlyBackend` wraps any :class:`~agent_memory.storage.contracts.Backend` (files or
+Postgres) and hands out the same objects with every write refused
+(:class:`~agent_memory.errors.StoreError`), and it answers ``read_only`` with ``True``, so an
+:class:`~agent_memory.memory.AgentMemory` opened on it reads as it reads a memory on a read-only
+mount (:mod:`agent_memory.index.upkeep`): the Chroma index from a private temporary copy (deleted
+on ``close``), the keyword index through SQLite's read-only URI, no lock taken, no catch-up
+indexing of items the index lacks (they stay readable by id). A damaged line of ``items.jsonl``
+is skipped instead of being moved to ``items.jsonl.corrupt``.
+
+What it cannot stop: SQLite makes its reader companions of the keyword index
+(``lexical.sqlite3-shm`` and an empty ``-wal``) when they are missing, as for any reader of a WAL
+database, so that a reader beside a live writer reads a consistent index (no data is written);
+opening a Postgres URL runs the library's schema migrations
+(:class:`~agent_memory.storage.postgres.database.Database`), as every process that opens the URL
+does; a database already at this version is not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+from agent_memory.config import MemoryConfig
+from agent_memory.errors import StoreError
+from agent_memory.index.keyword import KeywordIndex
+from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.contracts import (
+    Backend,
+    ChangeToken,
+    DocumentSlot,
+    ItemLog,
+    LockHolder,
+    Locks,
+    LogChange,
+    LogRead,
+    QuarantineHook,
+)
+from agent_memory.storage.files import FileBackend
+from agent_memory.storage.files.items import FileItemLog
+from agent_memory.storage.journal import EventJournal
+from agent_memory.store.jsonl import CorruptLine
+from agent_memory.store.traces import TraceKind, TraceRecord, TraceStore
+from agent_memory.tokens import TokenCounter
+
+__all__ = ["ReadOnlyBackend"]
+
+
+def _refused(what: str) -> StoreError:
+    return StoreError(f"{what}: this memory is open read-only (the inspector never writes)")
+
+
+class _ReadOnlyFileItemLog(FileItemLog):
+    """``items.jsonl`` read without writing: damaged lines are skipped (reported with ``None`` as
+    where they went), never moved out of the file."""
+
+    def _quarantine(self, seen: list[CorruptLine]) -> bool:
+        for line in seen:
+            self._report(line, None)
+        return False
+
+    def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
+        raise _refused(f"write to {self.jsonl.path}")
+
+
+class _ReadOnlyItemLog:
+    """Any :class:`~agent_memory.storage.contracts.ItemLog` with ``write`` refused."""
+
+    def __init__(self, inner: ItemLog) -> None:
+        self._inner = inner
+
+    def read(self, since: ChangeToken | None = None) -> LogRead:
+        return self._inner.read(since)
+
+    def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
+        raise _refused("write to the item log")
+
+    def blob(self, digest: str) -> bytes:
+        return self._inner.blob(digest)
+
+
+class _ReadOnlyDocument:
+    """A :class:`~agent_memory.storage.contracts.DocumentSlot` with ``put`` refused."""
+
+    def __init__(self, inner: DocumentSlot) -> None:
+        self._inner = inner
+
+    def token(self) -> ChangeToken:
+        return self._inner.token()
+
+    def get(self) -> tuple[bytes | None, ChangeToken]:
+        return self._inner.get()
+
+    def put(self, data: bytes, *, expect: ChangeToken | None = None) -> ChangeToken:
+        raise _refused("write of a document")
+
+
+class _ReadOnlyLocks:
+    """:class:`~agent_memory.storage.contracts.Locks` that can be probed, never held."""
+
+    def __init__(self, inner: Locks) -> None:
+        self._inner = inner
+
+    def hold(self, name: str, *, timeout_s: float | None = None, note: str = "") -> AbstractContextManager[None]:
+        raise _refused(f"lock {name!r}")
+
+    def probe(self, name: str) -> LockHolder | None:
+        return self._inner.probe(name)
+
+
+class _ReadOnlyTraces(TraceStore):
+    """A :class:`~agent_memory.store.traces.TraceStore` that reads through another and writes nothing."""
+
+    def __init__(self, inner: TraceStore) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        raise _refused(f"append to the {kind} traces")
+
+    def _read(self, kind: TraceKind) -> list[TraceRecord]:
+        return self._inner._read(kind)
+
+    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
+        raise _refused(f"rewrite of the {kind} traces")
+
+
+class ReadOnlyBackend:
+    """``inner`` (a :class:`~agent_memory.storage.contracts.Backend`), read only.
+
+    Every object it hands out reads as ``inner``'s does; every write raises
+    :class:`~agent_memory.errors.StoreError` with nothing written. ``read_only`` is always ``True``,
+    so the indexes open without writing (module docstring).
+
+    Args:
+        inner: the backend to read (its ``url`` is this backend's, so a fork's parent in the same
+            store is opened through this one, read only too).
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    def __repr__(self) -> str:
+        return f"ReadOnlyBackend({self.inner!r})"
+
+    def describe(self, agent_id: str) -> str:
+        return self.inner.describe(agent_id)
+
+    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> ItemLog:
+        if isinstance(self.inner, FileBackend):
+            log = _ReadOnlyFileItemLog(self.inner.agent_dir(agent_id))
+            if on_quarantine is not None:
+                hook = on_quarantine
+                log.on_quarantine = lambda line, moved: hook(str(log.jsonl.path), line.line_no, line.reason, None)
+            return log
+        return _ReadOnlyItemLog(self.inner.items(agent_id, on_quarantine=on_quarantine))
+
+    def read_only(self, agent_id: str) -> bool:
+        return True
+
+    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
+                      recreate: bool = False) -> KeywordIndex | None:
+        if recreate:
+            raise _refused("recreating the keyword index")
+        return self.inner.keyword_index(agent_id, config, read_only=True)
+
+    def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
+                     read_only: bool = False) -> VectorIndex:
+        return self.inner.vector_index(agent_id, config, tokens, read_only=True)
+
+    def traces(self, agent_id: str) -> TraceStore:
+        return _ReadOnlyTraces(self.inner.traces(agent_id))
+
+    def document(self, agent_id: str, name: str) -> DocumentSlot:
+        return _ReadOnlyDocument(self.inner.document(agent_id, name))
+
+    def journal(self, agent_id: str) -> EventJournal:
+        raise _refused("the event journal")
+
+    def locks(self, agent_id: str) -> Locks:
+        return _ReadOnlyLocks(self.inner.locks(agent_id))
+
+    def claim(self, agent_id: str) -> bool:
+        raise _refused(f"claiming agent id {agent_id!r}")
+
+    def release_claim(self, agent_id: str) -> None:
+        raise _refused(f"releasing agent id {agent_id!r}")
+
+    def agent_ids(self) -> list[str]:
+        return self.inner.agent_ids()
+
+    def close(self) -> None:
+        self.inner.close()
+
