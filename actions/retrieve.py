@@ -21,6 +21,7 @@ from actions.base import ActionArguments, MemoryAction, ToolCallError, ToolResul
 from agent_memory import AgentMemory
 from agent_memory.errors import quoted
 from agent_memory.ids import legacy_turn_memory_id, turn_memory_id, validate_agent_id, validate_memory_id
+from agent_memory.limits import shorten
 from agent_memory.models.items import (
     ExcerptTransform,
     FilteredTransform,
@@ -155,19 +156,11 @@ def build_transform(args: RetrieveMemoryArguments) -> MemoryTransform:
     return FullTransform()
 
 
-def _clip(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """``text`` cut to at most ``max_tokens`` tokens (ending in "…" when cut)."""
-    if counter.count(text) <= max_tokens:
-        return text
-    offsets = counter.token_char_offsets(text)
-    return text[: offsets[max_tokens - 1]] + "…"
-
-
 def _header(result: RetrieveResult, counter: TokenCounter) -> str:
     meta = result.item.metadata
-    parts = [result.item.id, result.item.type, f"source: {_clip(meta.source, SOURCE_TOKENS, counter)}"]
+    parts = [result.item.id, result.item.type, f"source: {shorten(meta.source, SOURCE_TOKENS, counter=counter)}"]
     if meta.title:
-        parts.append(f'"{_clip(meta.title, TITLE_TOKENS, counter)}"')
+        parts.append(f'"{shorten(meta.title, TITLE_TOKENS, counter=counter)}"')
     parts.append(_read_as(result.transform))
     if result.pages > 1:
         parts.append(f"page {result.page} of {result.pages}")
@@ -248,9 +241,9 @@ class RetrieveMemoryAction(MemoryAction[RetrieveMemoryArguments]):
         content_cap = cap - HEADER_TOKENS - NOTES_TOKENS - FRAME_SLACK_TOKENS
         result = memory.retrieve(item_id, spec, max_tokens=content_cap, page=page)
         next_call = self._next_call(item_id, args, result.page + 1) if result.truncated else None
-        lines = [_clip(_header(result, counter), HEADER_TOKENS, counter)]
+        lines = [shorten(_header(result, counter), HEADER_TOKENS, counter=counter)]
         if result.notes:
-            lines.append(_clip("Note: " + "; ".join(result.notes) + ".", NOTES_TOKENS, counter))
+            lines.append(shorten("Note: " + "; ".join(result.notes) + ".", NOTES_TOKENS, counter=counter))
         lines.append(result.content if result.content else "(no content)")
         if next_call is not None:
             lines.append(self._footer(next_call) if exact else SHORT_FOOTER.format(page=result.page + 1))

@@ -28,7 +28,14 @@ from agent_memory.agent.loop import AgentRun, MemoryAgent
 from agent_memory.agent.sub_agents import SubAgentResult
 from agent_memory.agent.tools import FunctionTool, tool
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidArgumentError, ItemNotFoundError, LLMError, StoreError
+from agent_memory.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    InvalidArgumentError,
+    ItemNotFoundError,
+    LLMError,
+    StoreError,
+)
 from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager

@@ -68,6 +68,7 @@ from agent_memory.console import stdout as _stdout
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
 from agent_memory.ids import validate_memory_id
 from agent_memory.ingest import Source, plan_sources
+from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
 from agent_memory.models.items import (
     ItemRecord,
@@ -482,11 +483,6 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
                                  param_hint=option) from None
 
 
-def _one_line(text: str | None, limit: int = EXCERPT_CHARS) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
     heading = f"{len(hits)} item(s)" + (f" for {text!r}, best first" if text else ", newest first")
     table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, expand=True, pad_edge=False)
@@ -498,7 +494,7 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
     for hit in hits:
         cell = Text(_label(hit.item), style="bold")
         if hit.chunk:
-            cell.append("\n" + _one_line(hit.chunk))
+            cell.append("\n" + shorten(hit.chunk or '', EXCERPT_CHARS, one_line=True))
         table.add_row(
             hit.item.id,
             "-" if hit.score is None else f"{hit.score:.4f}",

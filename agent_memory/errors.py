@@ -60,6 +60,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_memory.limits import shorten
+
 __all__ = [
     "AgentMemoryError",
     "ConfigurationError",
@@ -111,10 +113,6 @@ def quoted(value: object, max_chars: int = MAX_QUOTED_CHARS) -> str:
     return text if len(text) <= max_chars else f"{text[:max_chars]}… ({type(value).__name__})"
 
 
-def _clip(message: str, max_chars: int = MAX_MESSAGE_CHARS) -> str:
-    return message if len(message) <= max_chars else message[:max_chars] + "…"
-
-
 def validation_summary(exc: ValidationError, *, max_errors: int = 3) -> str:
     """pydantic's errors as one short line, ``field: problem; field: problem``, without the input
     values (which may be megabytes long)."""
@@ -123,7 +121,7 @@ def validation_summary(exc: ValidationError, *, max_errors: int = 3) -> str:
     for err in errors[:max_errors]:
         where = ".".join(str(part) for part in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(_clip(f"{where}: {msg}" if where else msg, 200))
+        parts.append(shorten(f"{where}: {msg}" if where else msg, 200))
     if len(errors) > max_errors:
         parts.append(f"and {len(errors) - max_errors} more")
     return "; ".join(parts)
@@ -376,9 +374,9 @@ def map_exceptions(what: str) -> Iterator[None]:
     except AgentMemoryError:
         raise
     except TimeoutError as exc:
-        raise LockTimeoutError(f"{what}: timed out waiting for a lock ({_clip(str(exc))})") from exc
+        raise LockTimeoutError(f"{what}: timed out waiting for a lock ({shorten(str(exc), MAX_MESSAGE_CHARS)})") from exc
     except OSError as exc:
-        raise StoreError(f"{what}: {_clip(str(exc))}") from exc
+        raise StoreError(f"{what}: {shorten(str(exc), MAX_MESSAGE_CHARS)}") from exc
     except ValidationError as exc:
         raise InvalidArgumentError.from_validation_error(exc, f"argument to {what}") from exc
     except RecursionError as exc:
@@ -389,4 +387,4 @@ def map_exceptions(what: str) -> Iterator[None]:
             "lone surrogates (U+D800-U+DFFF) cannot be stored"
         ) from exc
     except (ValueError, TypeError) as exc:
-        raise InvalidArgumentError(f"{what}: {_clip(str(exc))}") from exc
+        raise InvalidArgumentError(f"{what}: {shorten(str(exc), MAX_MESSAGE_CHARS)}") from exc

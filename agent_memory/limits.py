@@ -16,7 +16,7 @@ The helpers :func:`check_text` and :func:`json_depth` apply the Unicode and nest
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "MAX_AROUND_CHARS",
@@ -99,11 +99,52 @@ MAX_REPEAT = 1_000
 ``OverflowError`` for ``a{99999999999}``; large counts also multiply matching time."""
 
 
-def shorten(text: str, max_chars: int) -> str:
-    """``text`` cut to at most ``max_chars`` characters, ending in "…" when cut: how a title or a
-    source too long for its limit is fitted (by loaders) or displayed (tools, citations). To quote
-    bad input in an error, use :func:`agent_memory.errors.quoted`."""
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+class _TokenCounter(Protocol):
+    """What :func:`shorten` needs of a token counter (:class:`~agent_memory.tokens.TokenCounter`)."""
+
+    def count(self, text: str) -> int: ...
+
+    def token_char_offsets(self, text: str) -> list[int]: ...
+
+
+def shorten(text: str, limit: int, *, counter: _TokenCounter | None = None, marker: str = "…",
+            mark_length: bool = False, one_line: bool = False) -> str:
+    """``text`` cut to at most ``limit`` characters, or ``limit`` tokens of ``counter`` when one is
+    given: the library's one text cutter (titles and sources fitted to their bounds, text quoted
+    in errors and tables, a result's head in a prompt, a summary fitted to its budget).
+
+    Args:
+        text: what to cut.
+        limit: characters, or tokens when ``counter`` is given (``<= 0``: ``""``).
+        counter: counts tokens; ``None``: ``limit`` is in characters.
+        marker: ends a cut text and counts against ``limit`` (``""``: none). When the limit cannot
+            hold it, the text is cut to the limit without it.
+        mark_length: in characters, the marker also gives the text's length (``… [12,345 chars]``).
+        one_line: every run of whitespace becomes one space first.
+
+    Returns:
+        ``text`` unchanged when it fits; else its first characters and the marker, or its first
+        whole tokens (trailing spaces dropped) and the marker.
+    """
+    if one_line:
+        text = " ".join(text.split())
+    if limit <= 0:
+        return ""
+    if counter is None:
+        if len(text) <= limit:
+            return text
+        mark = f"{marker} [{len(text):,} chars]" if mark_length else marker
+        if limit < len(mark):
+            return text[:limit]
+        return text[: limit - len(mark)] + mark
+    if counter.count(text) <= limit:
+        return text
+    offsets = counter.token_char_offsets(text)
+    for keep in range(min(limit, len(offsets) - 1), 0, -1):
+        cut = text[: offsets[keep]].rstrip() + marker
+        if counter.count(cut) <= limit:
+            return cut
+    return ""
 
 
 def check_text(value: str, what: str) -> str:

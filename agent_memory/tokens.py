@@ -24,7 +24,7 @@ from agent_memory.errors import ConfigurationError
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "default_token_counter", "truncate_tokens"]
+__all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "default_token_counter"]
 
 DEFAULT_ENCODING = "o200k_base"
 """The GPT-4o / o-series encoding; also used for models of other providers as an estimate."""
@@ -155,19 +155,3 @@ class TiktokenCounter:
 def default_token_counter() -> TiktokenCounter:
     """The process-wide ``o200k_base`` counter (one instance; the encoding loads lazily)."""
     return TiktokenCounter(DEFAULT_ENCODING)
-
-
-def truncate_tokens(text: str, max_tokens: int, counter: TokenCounter, *, ellipsis: str = "…") -> str:
-    """``text`` cut to at most ``max_tokens`` tokens, whole characters only; ``ellipsis`` marks a
-    cut and is counted in the budget. Returns ``text`` unchanged when it fits, "" when nothing fits.
-    """
-    if max_tokens <= 0:
-        return ""
-    if counter.count(text) <= max_tokens:
-        return text
-    offsets = counter.token_char_offsets(text)
-    for keep in range(min(max_tokens, len(offsets) - 1), 0, -1):
-        cut = text[: offsets[keep]].rstrip() + ellipsis
-        if counter.count(cut) <= max_tokens:
-            return cut
-    return ""

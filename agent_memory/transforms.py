@@ -26,14 +26,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 import regex
 from pydantic import BaseModel, ValidationError
 
 from agent_memory.errors import TransformError, quoted, validation_summary
 from agent_memory.html import extract_page, looks_like_html
-from agent_memory.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS, MAX_REPEAT, REGEX_TIMEOUT_S, json_depth
+from agent_memory.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS, MAX_REPEAT, REGEX_TIMEOUT_S, json_depth, shorten
 from agent_memory.models.items import (
     TRANSFORM_ADAPTER,
     ContentEncoding,
@@ -47,19 +47,22 @@ from agent_memory.models.items import (
     RetrieveResult,
     SummaryTransform,
 )
-from agent_memory.tokens import TokenCounter, truncate_tokens
+from agent_memory.tokens import TokenCounter
 
 _TRANSFORM_TYPES = (FullTransform, ExcerptTransform, FirstNTransform, LastNTransform, FilteredTransform, SummaryTransform)
 
 __all__ = [
+    "MAX_JSON_LINES",
     "MAX_PATTERN_EXPANSION",
     "MIN_MAX_TOKENS",
     "PAGE_NOTICE_TOKENS",
+    "JsonFormat",
     "REGEX_LINE_ALLOWANCE_S",
     "Summarizer",
     "apply_transform",
     "compile_pattern",
     "extractive_summary",
+    "json_to_lines",
     "parse_transform",
     "raw_text",
     "readable_text",
@@ -112,17 +115,78 @@ def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None) ->
     )
 
 
-def raw_text(content: Any, encoding: ContentEncoding) -> str:
-    """Content as text without interpretation: text as is, JSON with 2-space indents, bytes as
-    UTF-8 when they decode, else base64."""
+JsonFormat = Literal["indented", "compact", "lines"]
+"""How :func:`raw_text` writes JSON content."""
+
+MAX_JSON_LINES = 20_000
+"""Leaves of a JSON document turned into lines at most (:func:`json_to_lines`)."""
+
+
+@overload
+def raw_text(content: Any, encoding: ContentEncoding, *, json_format: JsonFormat = ...,
+             binary: Literal["base64"] = ...) -> str: ...
+
+
+@overload
+def raw_text(content: Any, encoding: ContentEncoding, *, json_format: JsonFormat = ...,
+             binary: None) -> str | None: ...
+
+
+def raw_text(content: Any, encoding: ContentEncoding, *, json_format: JsonFormat = "indented",
+             binary: Literal["base64"] | None = "base64") -> str | None:
+    """Stored content as text, without interpretation: the library's one content-to-text (what a
+    model is shown before citing starts, what is embedded and keyword-indexed, what the compaction
+    plugins read).
+
+    Args:
+        content: an item's content as stored (``str``, JSON-able data, or ``bytes``).
+        encoding: its ``metadata.content_encoding``.
+        json_format: JSON as ``"indented"`` (2 spaces), ``"compact"`` (``json.dumps`` defaults)
+            or ``"lines"`` (:func:`json_to_lines`: one readable line per row or leaf).
+        binary: bytes that are not UTF-8: ``"base64"`` (their base64 text) or ``None`` (then the
+            result is ``None``).
+
+    Returns:
+        The text; text content as is (``None`` content: ``""``), bytes decoded as UTF-8.
+    """
     if encoding == "json":
-        return json.dumps(content, ensure_ascii=False, indent=2)
-    if encoding == "bytes":
+        if json_format == "lines":
+            return "\n".join(json_to_lines(content))
+        return json.dumps(content, ensure_ascii=False, indent=2 if json_format == "indented" else None)
+    if encoding == "bytes" or isinstance(content, bytes | bytearray | memoryview):
         try:
             return bytes(content).decode("utf-8")
         except UnicodeDecodeError:
-            return base64.b64encode(bytes(content)).decode("ascii")
-    return str(content)
+            return base64.b64encode(bytes(content)).decode("ascii") if binary == "base64" else None
+    return "" if content is None else str(content)
+
+
+def json_to_lines(data: Any, *, limit: int = MAX_JSON_LINES) -> list[str]:
+    """Flatten JSON into readable lines: rows (objects in a list) one per line, other leaves as
+    ``path: value``. Stops after ``limit`` lines."""
+    lines: list[str] = []
+
+    def scalar(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    def walk(value: Any, path: str) -> None:
+        if len(lines) >= limit:
+            return
+        if isinstance(value, dict):
+            if value and all(not isinstance(v, dict | list) for v in value.values()):
+                prefix = f"{path}: " if path else ""
+                lines.append(prefix + "; ".join(f"{k}: {scalar(v)}" for k, v in value.items()))
+                return
+            for key, child in value.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                walk(child, f"{path}.{i}" if path else str(i))
+        else:
+            lines.append(f"{path}: {scalar(value)}" if path else scalar(value))
+
+    walk(data, "")
+    return lines
 
 
 def readable_text(item: MemoryItem, *, raw: bool = False) -> tuple[str, list[str]]:
@@ -570,4 +634,4 @@ def extractive_summary(text: str, max_tokens: int, counter: TokenCounter) -> str
         chosen.append(i)
         used += cost
     summary = " ".join(sentences[i] for i in sorted(chosen))
-    return truncate_tokens(summary, max_tokens, counter)  # a single huge lead sentence
+    return shorten(summary, max_tokens, counter=counter)  # a single huge lead sentence

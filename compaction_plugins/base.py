@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
-from agent_memory.tokens import TokenCounter, truncate_tokens
+from agent_memory.tokens import TokenCounter
+from agent_memory.transforms import raw_text
 
 __all__ = ["NOT_JSON", "BasePlugin", "cap", "fit", "item_json", "item_text", "short"]
 
@@ -52,17 +54,9 @@ class BasePlugin(ABC):
 
 
 def item_text(item: MemoryItem) -> str | None:
-    """The content as text: text as is, UTF-8 bytes decoded, JSON compact; ``None`` for binary."""
-    content = item.content
-    encoding = item.metadata.content_encoding
-    if encoding == "json":
-        return json.dumps(content, ensure_ascii=False)
-    if isinstance(content, bytes | bytearray | memoryview):
-        try:
-            return bytes(content).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return "" if content is None else str(content)
+    """The content as text: text as is, UTF-8 bytes decoded, JSON compact; ``None`` for binary
+    (:func:`~agent_memory.transforms.raw_text`)."""
+    return raw_text(item.content, item.metadata.content_encoding, json_format="compact", binary=None)
 
 
 @lru_cache(maxsize=64)
@@ -97,12 +91,12 @@ def short(value: Any, max_chars: int = 60) -> str:
         text = f"{value:.10g}"  # 523.0600000000003 -> 523.06
     else:
         text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + ELLIPSIS
+    return shorten(text, max_chars, marker=ELLIPSIS)
 
 
 def cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """``text`` cut to at most ``max_tokens`` tokens (an ellipsis marks a cut)."""
-    return truncate_tokens(text, max_tokens, counter, ellipsis=ELLIPSIS)
+    return shorten(text, max_tokens, counter=counter, marker=ELLIPSIS)
 
 
 def fit(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_memory.index.text import json_to_lines
 from agent_memory.models.items import MemoryItem
 from agent_memory.tokens import TokenCounter
+from agent_memory.transforms import json_to_lines
 from compaction_plugins.base import NOT_JSON, BasePlugin, cap, fit, item_json, short
 
 __all__ = ["JsonDocumentPlugin", "describe"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.index.chunking import chunk_text
+from agent_memory.limits import shorten
 from agent_memory.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()
@@ -63,13 +64,20 @@ def test_short_and_blank_text() -> None:
 
 
 @pytest.mark.parametrize("text", ["word " * 500, "你好世界" * 300, "aGVsbG8gd29ybGQ=" * 200])
-def test_truncate_tokens_never_exceeds_the_budget_and_marks_the_cut(text: str) -> None:
-    from agent_memory.tokens import truncate_tokens
-
+def test_shorten_in_tokens_never_exceeds_the_budget_and_marks_the_cut(text: str) -> None:
     for budget in (1, 2, 7, 50, 300):
-        cut = truncate_tokens(text, budget, COUNTER)
+        cut = shorten(text, budget, counter=COUNTER)
         assert COUNTER.count(cut) <= budget
         if cut:
             assert cut.endswith("…") and text.startswith(cut[:-1])
-    assert truncate_tokens("short", 10, COUNTER) == "short"
-    assert truncate_tokens("anything", 0, COUNTER) == ""
+    assert shorten("short", 10, counter=COUNTER) == "short"
+    assert shorten("anything", 0, counter=COUNTER) == ""
+
+
+def test_shorten_in_characters_marks_the_cut_and_can_give_the_length() -> None:
+    assert shorten("short", 10) == "short"
+    assert shorten("a long sentence here", 10) == "a long se…"
+    assert shorten("a   long\n sentence", 12, one_line=True) == "a long sent…"
+    assert shorten("x" * 100, 30, mark_length=True) == "x" * 17 + "… [100 chars]"
+    assert shorten("x" * 100, 5, mark_length=True) == "xxxxx"  # no room for the marker
+    assert shorten("anything", 0) == ""

@@ -3,14 +3,13 @@
 durable processing of memory events (:mod:`agent_memory.agent.events`)."""
 
 from agent_memory.agent.config import AgentConfig, MemoryMode
+from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult, event_memory_id
 from agent_memory.agent.loop import AgentRun, AgentStep, MemoryAgent
 from agent_memory.agent.prompt import MEMORY_PROMPT
+from agent_memory.agent.step_lock import StepLock, StepLockHolder
 from agent_memory.agent.sub_agents import SubAgentResult
 from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool, tool
-
-from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult, event_memory_id
 from agent_memory.storage.journal import EventKind, QueuedEvent
-from agent_memory.agent.step_lock import StepLock, StepLockHolder
 
 __all__ = [
     "MEMORY_PROMPT",

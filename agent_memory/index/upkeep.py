@@ -44,11 +44,11 @@ from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.lexical import is_corruption
 from agent_memory.index.text import chunk_header, indexable_text
 from agent_memory.index.vector import IndexChunk, VectorIndex
-from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import ItemRecord
 from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryEvent
-from agent_memory.store.items import ItemStore
 from agent_memory.storage.contracts import Backend
+from agent_memory.store.items import ItemStore
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "IndexUpkeep", "unindexable"]
@@ -489,5 +489,4 @@ def unindexable(record: ItemRecord) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+    return shorten(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from agent_memory.errors import ConfigurationError
 from agent_memory.fork import FORK_DOCUMENT, SPAWN_DOCUMENT, MemoryFork, SpawnRecord
 from agent_memory.kernel.transcript import messages_from_traces
+from agent_memory.limits import shorten
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.models.traces import EpisodicItem, SemanticItem, trace_sort_key
@@ -196,7 +197,8 @@ class ConversationView:
 
 
 def _cut(text: str) -> tuple[str, bool]:
-    return (text, False) if len(text) <= MAX_SHOWN_CHARS else (text[:MAX_SHOWN_CHARS], True)
+    shown = shorten(text, MAX_SHOWN_CHARS, mark_length=True)
+    return shown, shown is not text
 
 
 def _stamp(ts: float) -> datetime:

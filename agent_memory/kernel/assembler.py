@@ -18,7 +18,6 @@ from typing import Any
 
 from agent_memory.errors import ContextOverflowError
 from agent_memory.kernel.budget import BudgetCheck, Pressure
-from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.kernel.compactor import CompactionRecord
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import ChatModel, ChatResult
@@ -26,6 +25,7 @@ from agent_memory.llm.renderers import PromptRenderer
 from agent_memory.models.messages import Message
 from agent_memory.presentation.context import BuiltContext
 from agent_memory.presentation.offer import MemoryTools, OfferState, with_memory_prompt
+from agent_memory.prompt_tokens import tool_tokens
 
 __all__ = ["LLMRequestAssembler", "RequestPackage"]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from agent_memory.kernel.snapshot_builder import MemoryBundle
+from agent_memory.limits import shorten
 from agent_memory.store.traces import TraceStore
-from agent_memory.tokens import TokenCounter, default_token_counter, truncate_tokens
+from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = ["DEFAULT_MAX_EPISODIC", "DEFAULT_MAX_SEMANTIC", "Retriever"]
 
@@ -70,7 +71,7 @@ class Retriever:
         items: tuple[tuple[str, str], ...] = ()
         if self.pinned_items is not None:
             items = tuple(
-                (item_id, truncate_tokens(text, self.max_pinned_item_tokens, self.counter))
+                (item_id, shorten(text, self.max_pinned_item_tokens, counter=self.counter))
                 for item_id, text in self.pinned_items()
             )
         return MemoryBundle(episodic=episodic, semantic=tuple(chosen), pinned_items=items)

@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.errors import LLMError
 from agent_memory.kernel.transcript import group_turns, render_turns
+from agent_memory.limits import shorten
 from agent_memory.llm.client import LLMClient
 from agent_memory.models.traces import RawTraceItem
-from agent_memory.tokens import TokenCounter, default_token_counter, truncate_tokens
+from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = [
     "DEFAULT_SUMMARY_MAX_TOKENS",
@@ -128,11 +129,6 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(" ".join(text.split())) if len(s.strip()) > 2]
 
 
-def _clip(text: str, max_chars: int = NOTE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
-
-
 def _tags(text: str, limit: int = 3) -> list[str]:
     words: dict[str, int] = {}
     for word in _WORD.findall(text.lower()):
@@ -177,31 +173,32 @@ class ExtractiveSummarizer:
             errors = [i.tool_name or "tool" for i in items if i.trace_type == "tool_result" and i.tool_error]
             part = [f"{turn_id}:"]
             if asked:
-                part.append(f"user: {_clip(_sentences(asked)[0] if _sentences(asked) else asked, 200)}")
+                part.append(f"user: {shorten(_sentences(asked)[0] if _sentences(asked) else asked, 200, one_line=True)}")
             if tools:
                 part.append("tools: " + ", ".join(dict.fromkeys(tools)) + (f" (failed: {', '.join(errors)})" if errors else ""))
             if said:
                 last = _sentences(said[-1])
-                part.append(f"assistant: {_clip(last[-1] if last else said[-1], 200)}")
+                part.append(f"assistant: {shorten(last[-1] if last else said[-1], 200, one_line=True)}")
             lines.append(" ".join(part))
             for sentence in _sentences(asked):
                 if _FACT_CUES.search(sentence):
-                    facts.append(FactPayload(fact=_clip(sentence), tags=_tags(sentence), confidence=0.6))
+                    facts.append(FactPayload(fact=shorten(sentence, NOTE_CHARS, one_line=True), tags=_tags(sentence), confidence=0.6))
                 if sentence.endswith("?"):
-                    questions.append(_clip(sentence))
+                    questions.append(shorten(sentence, NOTE_CHARS, one_line=True))
             for text in said:
                 for sentence in _sentences(text):
                     if _DONE_CUES.search(sentence):
-                        done.append(_clip(sentence))
+                        done.append(shorten(sentence, NOTE_CHARS, one_line=True))
                     elif _DECISION_CUES.search(sentence):
-                        decisions.append(_clip(sentence))
+                        decisions.append(shorten(sentence, NOTE_CHARS, one_line=True))
                     if _NEXT_CUES.search(sentence) and _DECISION_CUES.search(sentence):
-                        next_steps.append(_clip(sentence))
+                        next_steps.append(shorten(sentence, NOTE_CHARS, one_line=True))
             answered = {i.tool_call_id for i in items if i.trace_type == "tool_result" and not i.tool_error}
             for item in items:
                 if item.trace_type == "tool_call" and item.tool_call_id in answered:
-                    done.append(_clip(f"ran {item.tool_name or 'tool'}({json.dumps(item.tool_args or {}, ensure_ascii=False)})"))
-        summary = truncate_tokens("\n".join(lines), self.max_tokens, self.counter) or f"{len(turns)} turns."
+                    done.append(shorten(f"ran {item.tool_name or 'tool'}({json.dumps(item.tool_args or {}, ensure_ascii=False)})",
+                                        NOTE_CHARS, one_line=True))
+        summary = shorten("\n".join(lines), self.max_tokens, counter=self.counter) or f"{len(turns)} turns."
         payload = SummaryPayload(
             episodic_summary=summary,
             semantic_facts=list({f.fact.casefold(): f for f in reversed(facts)}.values())[::-1][:MAX_FACTS],
@@ -264,7 +261,7 @@ class LLMSummarizer:
     def summarize(self, traces: Sequence[RawTraceItem]) -> CompactionResult:
         transcript = render_turns(traces)
         if self.counter.count(transcript) > self.max_input_tokens:
-            transcript = truncate_tokens(transcript, self.max_input_tokens, self.counter, ellipsis="\n[… cut]")
+            transcript = shorten(transcript, self.max_input_tokens, counter=self.counter, marker="\n[… cut]")
         messages = [{"role": "system", "content": self.prompt}, {"role": "user", "content": transcript}]
         try:
             answer = self.client.complete(

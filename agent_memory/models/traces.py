@@ -45,7 +45,7 @@ from pydantic import (
 )
 
 from agent_memory.ids import validate_memory_id
-from agent_memory.limits import MAX_JSON_DEPTH, MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text, json_depth
+from agent_memory.limits import MAX_JSON_DEPTH, MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text, json_depth, shorten
 from agent_memory.models.items import _bounded, _check_length, _Model
 from agent_memory.models.trace_ids import (
     MAX_TRACE_ID_CHARS,
@@ -170,15 +170,6 @@ def _valid_text(text: str) -> str:
     return text
 
 
-def _cut(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    marker = f"… [{len(text):,} chars]"
-    if max_chars <= len(marker):
-        return text[:max_chars]
-    return text[: max_chars - len(marker)] + marker
-
-
 def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CHARS) -> JsonValue:
     """A bounded preview of a tool result, for :attr:`RawTraceItem.tool_result`. Never raises.
 
@@ -192,9 +183,9 @@ def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CH
     if result is None:
         return None
     if isinstance(result, str):
-        return _cut(_valid_text(result), max_chars)
+        return shorten(_valid_text(result), max_chars, mark_length=True)
     if isinstance(result, bytes | bytearray | memoryview):
-        return _cut(f"<{len(bytes(result)):,} bytes>", max_chars)
+        return shorten(f"<{len(bytes(result)):,} bytes>", max_chars, mark_length=True)
     text: str | None = None
     if json_depth(result) <= MAX_JSON_DEPTH:
         try:
@@ -202,10 +193,10 @@ def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CH
         except (TypeError, ValueError, RecursionError):
             text = None
     if text is None:
-        return _cut(_valid_text(str(result)), max_chars)
+        return shorten(_valid_text(str(result)), max_chars, mark_length=True)
     if len(text) <= max_chars:
         return json.loads(text)
-    return _cut(text, max_chars)
+    return shorten(text, max_chars, mark_length=True)
 
 
 def _json_text(value: Any, what: str) -> str:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
 from agent_memory.plugins import PluginRegistry
-from agent_memory.tokens import TokenCounter, truncate_tokens
+from agent_memory.tokens import TokenCounter
 
 __all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "CitationBuilder"]
 
@@ -135,13 +135,13 @@ class CitationBuilder:
                 logger.warning("compaction plugin %s gave %s for %s, citing by header", chosen.name,
                                type(key_content).__name__, item.id)
                 return base
-        key_content = truncate_tokens(key_content.strip(), budget, self.counter)
+        key_content = shorten(key_content.strip(), budget, counter=self.counter)
         while key_content:  # the layout's separators and the "…" can add a token or two: shrink
             cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})
             over = self.counter.count(cited.render()) - self.max_tokens
             if over <= 0:
                 return cited
             budget -= over
-            key_content = truncate_tokens(key_content, budget, self.counter) if budget >= MIN_KEY_TOKENS else ""
+            key_content = shorten(key_content, budget, counter=self.counter) if budget >= MIN_KEY_TOKENS else ""
         return base
 

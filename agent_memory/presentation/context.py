@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.limits import shorten
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
@@ -53,7 +54,6 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens
 from agent_memory.results import result_store_arguments
-from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import raw_text, readable_text
 
 __all__ = ["FORGOTTEN_NOTE", "BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
@@ -293,7 +293,7 @@ class ContextBuilder:
         self.stats.capped_first_showings += 1
         room = cap - cited_tokens - HEAD_LABEL_TOKENS
         while True:  # token counts of joined pieces can differ by a few from their sum
-            full = f"{cited}\nBeginning of the content:\n{truncate_tokens(text, room, counter)}"
+            full = f"{cited}\nBeginning of the content:\n{shorten(text, room, counter=counter)}"
             tokens = counter.count(full)
             if tokens <= cap or room <= 0:
                 return full, tokens

@@ -29,10 +29,10 @@ import threading
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_memory.errors import ConfigurationError, LLMError, LLMOutputError
+from agent_memory.limits import shorten
 from agent_memory.llm.client import LLMClient, LLMResponse
 from agent_memory.models.items import MemoryItem, content_to_bytes
 from agent_memory.presentation.citations import Citation, CitationBuilder
-from agent_memory.tokens import truncate_tokens
 from agent_memory.transforms import readable_text
 
 __all__ = [
@@ -314,7 +314,7 @@ class LLMCompactor:
         total = counter.count(text)
         if total <= self.max_input_tokens:
             return text, None
-        cut = truncate_tokens(text, self.max_input_tokens, counter, ellipsis="")
+        cut = shorten(text, self.max_input_tokens, counter=counter, marker="")
         return cut, f"(The result was cut to its first {self.max_input_tokens:,} of {total:,} tokens.)"
 
 
