@@ -16,12 +16,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from agent_memory import AgentMemory
-from agent_memory.presentation.offer import Capability
 from agent_memory.errors import (
     MAX_QUOTED_CHARS,
     AgentMemoryError,
@@ -33,6 +32,7 @@ from agent_memory.errors import (
     quoted,
 )
 from agent_memory.limits import shorten
+from agent_memory.presentation.offer import Capability, ToolResult
 
 __all__ = [
     "BOUND_KEYWORDS",
@@ -82,38 +82,6 @@ def _nesting(text: str) -> int:
         elif char in "]}":
             depth -= 1
     return deepest
-
-
-class ToolResult(BaseModel):
-    """What a memory action gives back for one tool call.
-
-    Send ``content`` to the model as the tool's output (with Anthropic, set ``is_error`` to
-    ``not ok``); keep ``data`` for the program.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    """``True`` when the call did what it was asked (an empty search result is still ``ok``)."""
-    content: str
-    """The text the model reads: the answer, or what went wrong and what to do next."""
-    data: dict[str, JsonValue] | None = None
-    """The structured result (JSON-able), or ``None`` for an error."""
-    error: str | None = None
-    """``None`` on success; else a short code: ``invalid_arguments`` (bad JSON, missing, unknown
-    or wrongly typed arguments), ``invalid_id`` (not of the form ``mem_`` + 12 hex digits),
-    ``not_found`` (no item with that id), ``transform_error`` (the transform does not apply to the
-    item, or the page is past the end) or ``unknown_tool``."""
-
-    @classmethod
-    def success(cls, content: str, data: Mapping[str, Any] | None = None) -> ToolResult:
-        """An ``ok`` result."""
-        return cls(ok=True, content=content, data=dict(data) if data is not None else None)
-
-    @classmethod
-    def failure(cls, error: str, message: str) -> ToolResult:
-        """A result marked as an error: ``content`` is ``"Error: " + message``."""
-        return cls(ok=False, content=f"Error: {message}", error=error)
 
 
 class ToolCallError(AgentMemoryError, ValueError):

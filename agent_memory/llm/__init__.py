@@ -6,8 +6,8 @@
 - :class:`PromptRenderer` (:mod:`agent_memory.llm.renderers`): provider-neutral messages to one
   provider's request payload, pure.
 - :class:`LLMClient` (:mod:`agent_memory.llm.client`): one text completion from OpenAI-format
-  message dicts; :class:`OpenAIChatClient` serves the LLM compactor
-  (:mod:`agent_memory.presentation.llm_compactor`).
+  message dicts; :class:`OpenAIChatClient` serves the LLM citation writer
+  (:mod:`agent_memory.presentation.llm_citations`).
 """
 
 from agent_memory.llm.chat import (

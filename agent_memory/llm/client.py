@@ -1,7 +1,7 @@
 """LLMClient: one stateless chat completion against a language model.
 
 :class:`LLMClient` is the plugin point (a Protocol): anything with a :meth:`~LLMClient.complete`
-method can serve the LLM compactor. :class:`OpenAIChatClient` implements it on the ``openai`` SDK
+method can serve the LLM citation writer. :class:`OpenAIChatClient` implements it on the ``openai`` SDK
 for any OpenAI-compatible server (OpenAI, vLLM, llama.cpp's ``llama_cpp.server``, ...). Each call
 sends the explicit message list it is given and keeps no conversation state. The SDK's exceptions
 are converted at this boundary into :class:`~agent_memory.errors.LLMError` and its subclasses, so

@@ -55,7 +55,7 @@ class Citation(BaseModel):
     tokens: int
     """Size of the full result as the model would read it, in tokens."""
     key_content: str = ""
-    """What the plugin (or LLM compactor) found most useful; "" for a header-only citation."""
+    """What the plugin (or LLM citation writer) found most useful; "" for a header-only citation."""
     plugin: str | None = None
     """Name of the plugin (or ``"llm"``) that made ``key_content``; ``None`` for header-only."""
     retrieve_call: str = "retrieve_memory"
@@ -114,7 +114,7 @@ class CitationBuilder:
 
         Args:
             item: the stored result.
-            key_content: key content made elsewhere (the LLM compactor); ``None``: the plugin's.
+            key_content: key content made elsewhere (the LLM citation writer); ``None``: the plugin's.
             plugin: name to record with ``key_content``.
         """
         base = self.header(item)

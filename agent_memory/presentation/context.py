@@ -48,7 +48,7 @@ from agent_memory.presentation.epochs import (
     offer_from_first_call,
     remaining_calls,
 )
-from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor
+from agent_memory.presentation.llm_citations import CitationOutcome, LLMCitationWriter
 from agent_memory.presentation.offer import OfferState
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
@@ -161,7 +161,7 @@ class ContextBuilder:
         memory: where the results are stored.
         policy: when results are shown in full, and when citing starts.
         citations: makes the citations: a :class:`CitationBuilder` (compaction plugins), or an
-            :class:`~agent_memory.presentation.llm_compactor.LLMCompactor` (goal-aware citations
+            :class:`~agent_memory.presentation.llm_citations.LLMCitationWriter` (goal-aware citations
             written by a model, the plugin's citation as fallback).
         offer_cost_tokens: what citing adds to every call, in tokens: the definitions of the
             memory tools a citation needs (and any system-prompt text that teaches them), as the
@@ -191,7 +191,7 @@ class ContextBuilder:
         memory: AgentMemory,
         *,
         policy: PresentationPolicy,
-        citations: CitationBuilder | LLMCompactor,
+        citations: CitationBuilder | LLMCitationWriter,
         offer_cost_tokens: int = 0,
         state: PresentationState | None = None,
         prices: PriceModel | None = None,
@@ -244,7 +244,7 @@ class ContextBuilder:
         raw = raw_text(item.content, item.metadata.content_encoding)
         raw_tokens = counter.count(raw)
         made = self.citations.cite(item)
-        cited = (made.citation if isinstance(made, CompactionOutcome) else made).render()
+        cited = (made.citation if isinstance(made, CitationOutcome) else made).render()
         cited_tokens = counter.count(cited)
         full, full_tokens = self._full(item, raw, raw_tokens, cited, cited_tokens)
         view = ResultView(raw=raw, raw_tokens=raw_tokens, full=full, full_tokens=full_tokens, cited=cited,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent_memory.errors import ConfigurationError
 from agent_memory.memory import AgentMemory
@@ -41,10 +41,10 @@ from agent_memory.prompt_tokens import tool_tokens
 __all__ = [
     "TOOLKIT_ENTRY_POINT_GROUP",
     "Capability",
-    "MemoryToolResult",
     "MemoryTools",
     "OfferState",
     "ToolOffer",
+    "ToolResult",
     "load_toolkit",
     "offer_cost_tokens",
     "with_memory_prompt",
@@ -101,11 +101,37 @@ class ToolOffer(BaseModel):
         return frozenset(wanted)
 
 
-class MemoryToolResult(Protocol):
-    """What a memory tool call gives back (``actions.ToolResult`` implements it)."""
+class ToolResult(BaseModel):
+    """What a memory tool call gives back (every memory action of ``actions``, the MCP server, the
+    framework adapters).
+
+    Send ``content`` to the model as the tool's output (with Anthropic, set ``is_error`` to
+    ``not ok``); keep ``data`` for the program.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     ok: bool
+    """``True`` when the call did what it was asked (an empty search result is still ``ok``)."""
     content: str
+    """The text the model reads: the answer, or what went wrong and what to do next."""
+    data: dict[str, JsonValue] | None = None
+    """The structured result (JSON-able), or ``None`` for an error."""
+    error: str | None = None
+    """``None`` on success; else a short code: ``invalid_arguments`` (bad JSON, missing, unknown
+    or wrongly typed arguments), ``invalid_id`` (not of the form ``mem_`` + 12 hex digits),
+    ``not_found`` (no item with that id), ``transform_error`` (the transform does not apply to the
+    item, or the page is past the end) or ``unknown_tool``."""
+
+    @classmethod
+    def success(cls, content: str, data: Mapping[str, Any] | None = None) -> ToolResult:
+        """An ``ok`` result."""
+        return cls(ok=True, content=content, data=dict(data) if data is not None else None)
+
+    @classmethod
+    def failure(cls, error: str, message: str) -> ToolResult:
+        """A result marked as an error: ``content`` is ``"Error: " + message``."""
+        return cls(ok=False, content=f"Error: {message}", error=error)
 
 
 @runtime_checkable
@@ -123,7 +149,7 @@ class MemoryTools(Protocol):
         """The same, for the Anthropic Messages API."""
         ...
 
-    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> MemoryToolResult:
+    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run one tool call of the model; never raises for the model's mistakes."""
         ...
 

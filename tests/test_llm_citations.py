@@ -1,4 +1,4 @@
-"""LLMCompactor and OpenAIChatClient over real HTTP: the openai SDK against FakeOpenAIServer on
+"""LLMCitationWriter and OpenAIChatClient over real HTTP: the openai SDK against FakeOpenAIServer on
 loopback (scripted answers, no model). Every failure of the model or its server must end in the
 plugin citation with a reported reason, never in an exception."""
 
@@ -17,7 +17,7 @@ from agent_memory.errors import LLMConnectionError, LLMOutputError, LLMStatusErr
 from agent_memory.llm import LLMClient, LLMResponse, OpenAIChatClient
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.llm_compactor import CompactionOutcome, LLMCompactor, parse_compaction
+from agent_memory.presentation.llm_citations import CitationOutcome, LLMCitationWriter, parse_llm_citation
 from agent_memory.testing import FAKE_MODEL, FakeOpenAIServer, ScriptedReply, free_port
 from agent_memory.tokens import TiktokenCounter
 
@@ -77,9 +77,9 @@ def fake() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def _compactor(url: str, builder: CitationBuilder, **kwargs: object) -> LLMCompactor:
+def _compactor(url: str, builder: CitationBuilder, **kwargs: object) -> LLMCitationWriter:
     client = OpenAIChatClient(url, model=FAKE_MODEL, timeout_s=5.0)
-    return LLMCompactor(client, builder, **{"goal": GOAL, "timeout_s": 5.0, **kwargs})  # type: ignore[arg-type]
+    return LLMCitationWriter(client, builder, **{"goal": GOAL, "timeout_s": 5.0, **kwargs})  # type: ignore[arg-type]
 
 
 def test_success_uses_the_llm_answer(fake: FakeOpenAIServer, builder: CitationBuilder, item: MemoryItem) -> None:
@@ -99,7 +99,7 @@ def test_success_uses_the_llm_answer(fake: FakeOpenAIServer, builder: CitationBu
     rendered = citation.render()
     assert f'retrieve_memory(id="{item.id}")' in rendered
     assert builder.counter.count(rendered) <= builder.max_tokens
-    assert outcome.compaction is not None and outcome.compaction.key_facts == ANSWER["key_facts"]
+    assert outcome.answer is not None and outcome.answer.key_facts == ANSWER["key_facts"]
     assert outcome.response is not None and outcome.response.completion_tokens == len(json.dumps(ANSWER).split())
     assert compactor.failures == []
     fake.assert_complete()
@@ -175,7 +175,7 @@ def test_failures_fall_back_to_the_plugin_citation(
     fake.enqueue(reply)
     compactor = _compactor(fake.base_url, builder, timeout_s=0.3)
 
-    with caplog.at_level(logging.WARNING, logger="agent_memory.presentation.llm_compactor"):
+    with caplog.at_level(logging.WARNING, logger="agent_memory.presentation.llm_citations"):
         outcome = compactor.cite(item)
 
     _assert_fallback(outcome, builder, item, kind, message)
@@ -200,19 +200,19 @@ def test_a_third_party_client_that_raises_anything_falls_back(builder: CitationB
             raise RuntimeError("socket on fire")
 
     assert isinstance(Broken(), LLMClient)
-    outcome = LLMCompactor(Broken(), builder).cite(item)
+    outcome = LLMCitationWriter(Broken(), builder).cite(item)
     _assert_fallback(outcome, builder, item, "error", "RuntimeError: socket on fire")
 
 
 def _assert_fallback(
-    outcome: CompactionOutcome, builder: CitationBuilder, item: MemoryItem, kind: str, message: str
+    outcome: CitationOutcome, builder: CitationBuilder, item: MemoryItem, kind: str, message: str
 ) -> None:
     assert not outcome.used_llm and outcome.fell_back
     assert outcome.error_kind == kind
     assert outcome.error is not None and message in outcome.error
     assert outcome.citation == builder.cite(item)
     assert outcome.citation.plugin not in (None, "llm")  # the deterministic plugin's key content
-    assert outcome.compaction is None
+    assert outcome.answer is None
 
 
 def test_cache_hit_does_not_call_the_server(
@@ -302,13 +302,13 @@ def test_acite(fake: FakeOpenAIServer, builder: CitationBuilder, item: MemoryIte
 
 
 def test_parse_compaction() -> None:
-    assert parse_compaction("  " + VALID + "\n").summary == ANSWER["summary"]
-    twice = parse_compaction(json.dumps({"summary": "S.", "key_facts": ["A.", "B.", "A."]}))
+    assert parse_llm_citation("  " + VALID + "\n").summary == ANSWER["summary"]
+    twice = parse_llm_citation(json.dumps({"summary": "S.", "key_facts": ["A.", "B.", "A."]}))
     assert twice.key_facts == ["A.", "B."]
     with pytest.raises(LLMOutputError, match="template"):
-        parse_compaction(json.dumps({"summary": "Real.", "key_facts": ["Fact 1", "B."]}))
+        parse_llm_citation(json.dumps({"summary": "Real.", "key_facts": ["Fact 1", "B."]}))
     with pytest.raises(LLMOutputError) as info:
-        parse_compaction("{")
+        parse_llm_citation("{")
     assert info.value.text == "{"
 
 
@@ -373,7 +373,7 @@ def test_fake_server_without_a_scripted_reply_says_so(fake: FakeOpenAIServer) ->
 def test_misconfiguration_raises(builder: CitationBuilder) -> None:
     client = OpenAIChatClient("http://127.0.0.1:9/v1", model=FAKE_MODEL)
     with pytest.raises(ConfigurationError):
-        LLMCompactor(client, builder, timeout_s=0)
+        LLMCitationWriter(client, builder, timeout_s=0)
 
 
 def test_the_kernel_uses_llm_written_citations(fake: FakeOpenAIServer, builder: CitationBuilder, tmp_path: Path) -> None:

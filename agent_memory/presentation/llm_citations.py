@@ -1,16 +1,16 @@
-"""LLMCompactor: goal-aware citations written by a language model (seed 002, "Option B").
+"""LLMCitationWriter: goal-aware citations written by a language model (seed 002, "Option B").
 
-The compactor asks an :class:`~agent_memory.llm.LLMClient` for a 2-3 sentence summary and 3-5
+The writer asks an :class:`~agent_memory.llm.LLMClient` for a 2-3 sentence summary and 3-5
 key facts of a stored result, relevant to the agent's goal, as one JSON object. The answer is
-validated by :class:`LLMCompaction` (which also rejects placeholders copied from the prompt's
+validated by :class:`LLMCitation` (which also rejects placeholders copied from the prompt's
 template, as SmolLM2-135M does); its summary and facts become the key content of a
 :class:`~agent_memory.presentation.citations.Citation` (``plugin="llm"``), capped by the
 :class:`~agent_memory.presentation.citations.CitationBuilder` like any plugin's.
 
 The LLM is an optimisation, never a dependency of the agent: on a timeout, an unreachable
-server, an HTTP error status, or an answer that is not JSON or fails validation, the compactor
+server, an HTTP error status, or an answer that is not JSON or fails validation, the writer
 falls back to the deterministic plugin citation (``builder.cite(item)``), logs a warning, and
-reports why in :attr:`CompactionOutcome.error` and :attr:`LLMCompactor.failures`. :meth:`cite`
+reports why in :attr:`CitationOutcome.error` and :attr:`LLMCitationWriter.failures`. :meth:`cite`
 does not raise for anything the model or its server does.
 
 Results are cached per (item id, content sha256, goal): asking again for the same item and goal
@@ -40,11 +40,11 @@ __all__ = [
     "DEFAULT_LLM_MAX_INPUT_TOKENS",
     "DEFAULT_LLM_MAX_OUTPUT_TOKENS",
     "LLM_PLUGIN_NAME",
-    "CompactionOutcome",
-    "LLMCompaction",
-    "LLMCompactor",
-    "build_compaction_messages",
-    "parse_compaction",
+    "CitationOutcome",
+    "LLMCitation",
+    "LLMCitationWriter",
+    "build_citation_messages",
+    "parse_llm_citation",
 ]
 
 DEFAULT_LLM_MAX_INPUT_TOKENS = 3_000
@@ -55,7 +55,7 @@ DEFAULT_LLM_MAX_OUTPUT_TOKENS = 300
 """Most tokens the model may answer with: a 2-3 sentence summary and 3-5 facts fit in ~150."""
 
 DEFAULT_LLM_COMPACTION_TIMEOUT_S = 20.0
-"""Longest wait for one compaction, in seconds; past it the plugin citation is used."""
+"""Longest wait for one written citation, in seconds; past it the plugin citation is used."""
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,8 @@ def _is_template(text: str) -> bool:
     return bool(_TEMPLATE_ECHO.match(text.strip()))
 
 
-class LLMCompaction(BaseModel):
-    """The model's answer: what a compaction must contain to be used."""
+class LLMCitation(BaseModel):
+    """The model's answer: what a written citation must contain to be used."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", str_strip_whitespace=True)
 
@@ -115,8 +115,8 @@ class LLMCompaction(BaseModel):
         return "\n".join([self.summary, *(f"- {fact}" for fact in self.key_facts)])
 
 
-class CompactionOutcome(BaseModel):
-    """What :meth:`LLMCompactor.cite` made, and how."""
+class CitationOutcome(BaseModel):
+    """What :meth:`LLMCitationWriter.cite` made, and how."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -134,19 +134,19 @@ class CompactionOutcome(BaseModel):
     ``"connection"``, ``"http_status"``, ``"invalid_output"`` or ``"error"``; ``None`` without one."""
     response: LLMResponse | None = None
     """The model's raw answer when one came back (also when it was invalid); ``None`` otherwise."""
-    compaction: LLMCompaction | None = None
+    answer: LLMCitation | None = None
     """The validated answer when the LLM was used; ``None`` otherwise."""
 
     @property
     def fell_back(self) -> bool:
-        """``True`` when the plugin citation replaced a failed LLM compaction."""
+        """``True`` when the plugin citation replaced a failed LLM citation."""
         return self.error is not None
 
 
-def build_compaction_messages(
+def build_citation_messages(
     item: MemoryItem, text: str, *, goal: str | None, cut_note: str | None = None
 ) -> list[dict[str, str]]:
-    """The chat messages that ask for a compaction of ``item`` (whose readable text is ``text``).
+    """The chat messages that ask for a citation of ``item`` (whose readable text is ``text``).
 
     Args:
         item: the stored result (its id, type, source and title are named in the prompt).
@@ -173,11 +173,11 @@ def build_compaction_messages(
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 
 
-def parse_compaction(text: str) -> LLMCompaction:
+def parse_llm_citation(text: str) -> LLMCitation:
     """Validate the model's answer (one JSON object, optionally inside a Markdown code fence).
 
     Raises:
-        LLMOutputError: if the answer is not a JSON object or fails :class:`LLMCompaction`.
+        LLMOutputError: if the answer is not a JSON object or fails :class:`LLMCitation`.
     """
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
@@ -190,13 +190,13 @@ def parse_compaction(text: str) -> LLMCompaction:
     if not isinstance(data, dict):
         raise LLMOutputError(f"the answer is JSON but not an object ({type(data).__name__})", text=text)
     try:
-        return LLMCompaction.model_validate(data)
+        return LLMCitation.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors())
         raise LLMOutputError(f"the JSON answer fails validation ({problems})", text=text) from exc
 
 
-class LLMCompactor:
+class LLMCitationWriter:
     """Citations whose key content a language model wrote for the agent's goal, with the plugin
     citation as the fallback.
 
@@ -207,7 +207,7 @@ class LLMCompactor:
         max_input_tokens: tokens of the result sent to the model (counted by ``builder.counter``,
             which need not be the model's tokenizer: leave room in its context window).
         max_output_tokens: most tokens the model may answer with.
-        timeout_s: longest wait for one compaction, in seconds.
+        timeout_s: longest wait for one written citation, in seconds.
         temperature: sampling temperature (0: as repeatable as the server allows).
         json_mode: ask for ``response_format={"type": "json_object"}`` (servers that support it
             constrain the answer to JSON); ``False``: rely on the prompt alone.
@@ -242,13 +242,13 @@ class LLMCompactor:
         self.temperature = temperature
         self.json_mode = json_mode
         self.cache = cache
-        self.failures: list[CompactionOutcome] = []
-        """Every fallback since this compactor was made, oldest first (cache hits not repeated)."""
-        self._cache: dict[tuple[str, str, str], CompactionOutcome] = {}
+        self.failures: list[CitationOutcome] = []
+        """Every fallback since this writer was made, oldest first (cache hits not repeated)."""
+        self._cache: dict[tuple[str, str, str], CitationOutcome] = {}
         self._lock = threading.Lock()
 
-    def cite(self, item: MemoryItem, goal: str | None = None) -> CompactionOutcome:
-        """The citation of ``item`` for ``goal`` (``None``: the compactor's goal).
+    def cite(self, item: MemoryItem, goal: str | None = None) -> CitationOutcome:
+        """The citation of ``item`` for ``goal`` (``None``: the writer's goal).
 
         Never raises for a failure of the model or its server: the outcome then holds the plugin
         citation and the reason in ``error``.
@@ -260,9 +260,9 @@ class LLMCompactor:
                 hit = self._cache.get(key)
             if hit is not None:
                 return hit.model_copy(update={"cached": True})
-        outcome = self._compact(item, goal)
+        outcome = self._write(item, goal)
         if outcome.error is not None:
-            logger.warning("LLM compaction of %s fell back to the plugin citation: %s", item.id, outcome.error)
+            logger.warning("LLM citation of %s fell back to the plugin citation: %s", item.id, outcome.error)
             with self._lock:
                 self.failures.append(outcome)
         if self.cache and outcome.error_kind in (None, LLMOutputError.kind):
@@ -270,7 +270,7 @@ class LLMCompactor:
                 self._cache[key] = outcome
         return outcome
 
-    async def acite(self, item: MemoryItem, goal: str | None = None) -> CompactionOutcome:
+    async def acite(self, item: MemoryItem, goal: str | None = None) -> CitationOutcome:
         """:meth:`cite` in a worker thread, for async agents."""
         return await asyncio.to_thread(self.cite, item, goal)
 
@@ -279,13 +279,13 @@ class LLMCompactor:
         with self._lock:
             self._cache.clear()
 
-    def _compact(self, item: MemoryItem, goal: str | None) -> CompactionOutcome:
+    def _write(self, item: MemoryItem, goal: str | None) -> CitationOutcome:
         probe = self.builder.cite(item, key_content=".", plugin=LLM_PLUGIN_NAME)
         text, _notes = readable_text(item)
         if not probe.key_content or not text.strip():  # too small for key content, or nothing to read
-            return CompactionOutcome(citation=self.builder.cite(item), used_llm=False)
+            return CitationOutcome(citation=self.builder.cite(item), used_llm=False)
         text, cut_note = self._cut(text)
-        messages = build_compaction_messages(item, text, goal=goal, cut_note=cut_note)
+        messages = build_citation_messages(item, text, goal=goal, cut_note=cut_note)
         response: LLMResponse | None = None
         try:
             response = self.client.complete(
@@ -295,17 +295,17 @@ class LLMCompactor:
                 response_format={"type": "json_object"} if self.json_mode else None,
                 timeout_s=self.timeout_s,
             )
-            compaction = parse_compaction(response.text)
+            answer = parse_llm_citation(response.text)
         except LLMError as exc:
             return self._fallback(item, f"{exc.kind}: {exc}", exc.kind, response)
         except Exception as exc:  # noqa: BLE001 - a third-party LLMClient must not break the agent
             logger.debug("LLM client failed", exc_info=True)
             return self._fallback(item, f"error: {type(exc).__name__}: {exc}", LLMError.kind, response)
-        citation = self.builder.cite(item, key_content=compaction.key_content(), plugin=LLM_PLUGIN_NAME)
-        return CompactionOutcome(citation=citation, used_llm=True, response=response, compaction=compaction)
+        citation = self.builder.cite(item, key_content=answer.key_content(), plugin=LLM_PLUGIN_NAME)
+        return CitationOutcome(citation=citation, used_llm=True, response=response, answer=answer)
 
-    def _fallback(self, item: MemoryItem, error: str, kind: str, response: LLMResponse | None) -> CompactionOutcome:
-        return CompactionOutcome(
+    def _fallback(self, item: MemoryItem, error: str, kind: str, response: LLMResponse | None) -> CitationOutcome:
+        return CitationOutcome(
             citation=self.builder.cite(item), used_llm=False, error=error, error_kind=kind, response=response
         )
 
