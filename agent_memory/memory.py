@@ -570,10 +570,10 @@ class AgentMemory:
         def find() -> list[QueryHit]:
             self._upkeep.flush()
             if wanted.text is None:
-                return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._store.get_record)
-            return search(
-                wanted, index=self.index, lexical=self.lexical, config=self.config, get_record=self._store.get_record
-            )
+                return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._store.get_record,
+                              records=self._store.records)
+            return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
+                          get_record=self._store.get_record, records=self._store.records)
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:

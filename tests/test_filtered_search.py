@@ -1,7 +1,9 @@
 """Filtered vector search: the unfiltered index over-fetched as ids, with the filters tested by
-chunk id in the keyword index's table, answers the same chunks as Chroma's filtered search; a
-filter too selective for it falls back to Chroma, and an index no larger than the over-fetch is
-answered without Chroma's filter."""
+chunk id in the keyword index's table (the filter authority), answers the same chunks as the exact
+answer (every chunk, nearest first, the passing ones kept); a filter too selective for it falls
+back to a search restricted to the passing items' ids, and an index no larger than the over-fetch
+is answered without one. Chroma never translates the filters itself; a memory without a keyword
+index filters with its item records."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent_memory import AgentMemory
+from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.errors import InvalidArgumentError
 from agent_memory.index import chroma
+from agent_memory.index.fusion import item_filter
 from agent_memory.models.items import MemoryCriteria
 
 CITIES = ["Oslo", "Lima", "Accra", "Hanoi", "Quito", "Perth", "Cairo", "Riga"]
@@ -34,16 +38,23 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
 def search(
     memory: AgentMemory, criteria: MemoryCriteria, n_chunks: int, *, by_id: bool = True
 ) -> list[tuple[str, int]]:
-    """``(item id, chunk index)`` of the vector search's hits. ``by_id``: the filters are tested
-    by chunk id in the keyword index's table (as ``AgentMemory.query`` does); ``False``: Chroma's
-    own filtered search (the reference answer)."""
-    passing = functools.partial(memory.lexical.passing, criteria=criteria) if by_id else None
-    hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks, passing=passing)
-    return [(hit.item_id, hit.chunk_index) for hit in hits]
+    """``(item id, chunk index)`` of the vector search's hits. ``by_id``: the search
+    ``AgentMemory.query`` makes (the keyword index's :class:`ItemFilter` as ``passing``);
+    ``False``: the exact answer (every chunk of the index, nearest first, the passing ones kept)."""
+    passing = item_filter(criteria, lexical=memory.lexical, records=memory.records)
+    assert passing is not None
+    if by_id:
+        hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks, passing=passing)
+        return [(hit.item_id, hit.chunk_index) for hit in hits]
+    everything = memory.index.search(criteria.text or "", MemoryCriteria(), n_chunks=10_000)
+    allowed = passing([f"{hit.item_id}:{hit.chunk_index}" for hit in everything])
+    return [(hit.item_id, hit.chunk_index) for hit in everything if f"{hit.item_id}:{hit.chunk_index}" in allowed][
+        :n_chunks
+    ]
 
 
 def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] | None = None) -> list[dict]:
-    """The ``where`` of every Chroma query that filters, recorded as the searches run (and the
+    """The ``where`` of every Chroma query restricted to item ids, recorded as the searches run (and the
     ``n_results`` of every ids-only unfiltered one into ``unfiltered``)."""
     wheres: list[dict] = []
     real_query, real_nearest = chroma.ChromaVectorIndex._query, chroma.ChromaVectorIndex._nearest
@@ -67,23 +78,21 @@ def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] 
     "filters",
     [{"tags": ["g1"]}, {"tags": ["g0", "weather"]}, {"source": "station-1"}, {"type": "custom", "tags": ["g2"]}],
 )
-def test_post_filtered_search_equals_chromas_filtered_search(
+def test_post_filtered_search_equals_the_exact_answer(
     memory: AgentMemory, monkeypatch: pytest.MonkeyPatch, filters: dict
 ) -> None:
     criteria = MemoryCriteria(text="rainy morning in Lima", **filters)
     wheres = spy_filtered_queries(monkeypatch)
     over_fetched = search(memory, criteria, n_chunks=3)  # 48 chunks > 3 * 8: the post-filter path
     assert wheres == []
-    by_chroma = search(memory, criteria, n_chunks=3, by_id=False)
-    assert len(wheres) == 1
-    assert over_fetched == by_chroma and len(over_fetched) == 3
-    passing = functools.partial(memory.lexical.passing, criteria=criteria)
-    assert [hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3, passing=passing)] == [
-        hit.body for hit in memory.index.search(criteria.text, criteria, n_chunks=3)
-    ]
+    assert over_fetched == search(memory, criteria, n_chunks=3, by_id=False) and len(over_fetched) == 3
+    with pytest.raises(InvalidArgumentError):  # Chroma does not translate filters
+        memory.index.search(criteria.text or "", criteria, n_chunks=3)
+    with pytest.raises(InvalidArgumentError):
+        memory.index.list_items(criteria)
 
 
-def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(
+def test_a_filter_few_chunks_pass_falls_back_to_the_passing_items(
     memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rare = memory.query(tags=["rare"], limit=5)
@@ -92,7 +101,21 @@ def test_a_filter_few_chunks_pass_falls_back_to_chromas_filter(
     wheres = spy_filtered_queries(monkeypatch)
     hits = search(memory, MemoryCriteria(text="weather in Accra", tags=["rare"]), n_chunks=3)
     assert [item_id for item_id, _ in hits] == [rare[0].item.id]
-    assert len(wheres) == 1  # 24 nearest of 48 fetched, too few passed: Chroma's filter answered
+    # 24 nearest of 48 fetched, too few passed: a search among the passing item's chunks answered
+    assert wheres == [{"item_id": {"$in": [rare[0].item.id]}}]
+
+
+def test_the_search_among_passing_items_is_paged_and_exact(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chroma, "MAX_POST_FILTER_FETCH", 1)  # always the search among passing items
+    monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 1)
+    monkeypatch.setattr(chroma, "RESTRICT_PAGE", 5)
+    wheres = spy_filtered_queries(monkeypatch)
+    criteria = MemoryCriteria(text="rainy morning in Lima", tags=["g1"])  # 16 items: 4 pages
+    hits = search(memory, criteria, n_chunks=6)
+    assert len(wheres) == 4 and all(len(where["item_id"]["$in"]) <= 5 for where in wheres)
+    assert hits == search(memory, criteria, n_chunks=6, by_id=False) and len(hits) == 6
 
 
 def test_too_few_passing_fetches_as_many_as_their_share_asks(
@@ -107,14 +130,14 @@ def test_too_few_passing_fetches_as_many_as_their_share_asks(
     assert search(memory, criteria, n_chunks=6, by_id=False) == hits and len(hits) == 6
 
 
-def test_an_index_smaller_than_the_over_fetch_needs_no_chromas_filter(
+def test_an_index_smaller_than_the_over_fetch_needs_no_second_search(
     memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wheres = spy_filtered_queries(monkeypatch)
     criteria = MemoryCriteria(text="weather in Accra", tags=["rare"])
     hits = search(memory, criteria, n_chunks=7)  # 56 wanted of 48 chunks: every chunk was seen
     assert wheres == [] and len(hits) == 1
-    assert search(memory, criteria, n_chunks=7, by_id=False) == hits and len(wheres) == 1
+    assert search(memory, criteria, n_chunks=7, by_id=False) == hits
 
 
 def test_the_keyword_table_tells_which_chunk_ids_pass(memory: AgentMemory) -> None:
@@ -134,3 +157,21 @@ def test_time_filters_pass_the_same_items(memory: AgentMemory) -> None:
     for bounds in ({"since": now - hour}, {"until": now + hour}, {"since": now + hour}):
         criteria = MemoryCriteria(text="cold noon", **bounds)
         assert search(memory, criteria, n_chunks=2) == search(memory, criteria, n_chunks=2, by_id=False)
+
+
+def test_a_memory_without_a_keyword_index_filters_with_its_records(tmp_path_factory: pytest.TempPathFactory) -> None:
+    dense_only = AgentMemory("dense", tmp_path_factory.mktemp("dense"), config=MemoryConfig(hybrid_search=False))
+    ids = dense_only.store_many(
+        {"content": f"Weather report {n} for {CITIES[n % 8]}: rain by noon.", "source": f"station-{n % 2}",
+         "tags": [f"g{n % 3}"]}
+        for n in range(12)
+    )
+    assert dense_only.lexical is None
+    g1 = {ids[n] for n in range(12) if n % 3 == 1}
+    assert {hit.item.id for hit in dense_only.query("rain in Lima", tags=["g1"], limit=10)} == g1
+    assert {hit.item.id for hit in dense_only.query(tags=["g1"], limit=10)} == g1  # a listing
+    station = {ids[n] for n in range(12) if n % 3 == 1 and n % 2 == 0}
+    assert {hit.item.id for hit in dense_only.query("rain", tags=["g1"], source="station-0", limit=10)} == station
+    future = datetime.now(UTC) + timedelta(hours=1)
+    assert dense_only.query("rain", since=future) == [] and dense_only.query(since=future) == []
+    dense_only.close()

@@ -21,6 +21,8 @@ from agent_memory.errors import CorruptRecordError, LockTimeoutError
 from agent_memory.fileio import atomic_write_bytes
 from agent_memory.observers import EventRecorder, RecordQuarantined
 from agent_memory.store import jsonl as jsonl_module
+from agent_memory.storage.contracts import LogChange, LogEntry
+from agent_memory.storage.files.items import FileItemLog
 from agent_memory.store.jsonl import JsonlFile
 
 
@@ -288,6 +290,66 @@ def test_atomic_write_bytes_never_exposes_a_partial_file(tmp_path: Path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blob"]
     atomic_write_bytes(target, b"new content")
     assert target.read_bytes() == b"new content"
+
+
+# -- incremental reads: read_since -------------------------------------------------------------
+
+
+def test_read_since_returns_only_what_was_appended(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1, 2))
+    first = jsonl.read_since(None)
+    assert first.records == _rows(1, 2) and first.reset
+    assert jsonl.read_since(first.position).records == [] and not jsonl.read_since(first.position).reset
+    jsonl.append(_rows(3))
+    second = jsonl.read_since(first.position)
+    assert second.records == _rows(3) and not second.reset and second.position.line_no == 4
+
+
+def test_read_since_reads_a_rewritten_file_whole(jsonl: JsonlFile[Row]) -> None:
+    jsonl.append(_rows(1, 2))
+    first = jsonl.read_since(None)
+    jsonl.rewrite(_rows(5))
+    again = jsonl.read_since(first.position)
+    assert again.records == _rows(5) and again.reset
+
+
+def test_read_since_tells_a_reused_inode_by_its_bytes(jsonl: JsonlFile[Row]) -> None:
+    """An atomic rewrite can get the inode number of the file it replaced: same (device, inode),
+    same length, other bytes before the offset. Simulated by rewriting the file in place."""
+    jsonl.append(_rows(1, 2))
+    first = jsonl.read_since(None)
+    data = jsonl.path.read_bytes()
+    replaced = data.replace(b'"r1","n":1', b'"r7","n":7')
+    assert len(replaced) == len(data) and replaced != data
+    with open(jsonl.path, "r+b") as handle:  # same inode, same length
+        handle.write(replaced)
+    assert jsonl.file_id() == first.position.file_id
+    again = jsonl.read_since(first.position)
+    assert again.reset and again.records == [Row(id="r7", n=7), Row(id="r2", n=2)]
+
+
+def test_item_log_tells_a_reused_inode_by_its_token(tmp_path: Path) -> None:
+    log = FileItemLog(tmp_path)
+    record = b'{"id":"mem_000000000001","text":"first"}'
+    token = log.write(LogChange(put=[LogEntry("mem_000000000001", record)]))
+    assert [item_id for item_id, _ in log.read().records] == ["mem_000000000001"]
+    items = tmp_path / "items.jsonl"
+    data = items.read_bytes()
+    with open(items, "r+b") as handle:  # the bytes of another file, under the same inode and length
+        handle.write(data.replace(b"000001", b"000002"))
+    found = log.read(token)
+    assert found.reset and [item_id for item_id, _ in found.records] == ["mem_000000000002"]
+    assert found.token != token
+
+
+def test_item_log_reads_an_older_token_format_whole(tmp_path: Path) -> None:
+    log = FileItemLog(tmp_path)
+    log.write(LogChange(put=[LogEntry("mem_000000000001", b'{"id":"mem_000000000001"}')]))
+    stat = os.stat(tmp_path / "items.jsonl")
+    old = f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:2"  # <device>:<inode>:<offset>:<line>, no fingerprint
+    found = log.read(old)
+    assert found.reset and [item_id for item_id, _ in found.records] == ["mem_000000000001"]
+    assert found.token.count(":") == 4
 
 
 # -- the same rules through AgentMemory (no index needed) ---------------------------------------

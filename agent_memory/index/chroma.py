@@ -15,12 +15,15 @@ index can drop vectors another process wrote. So in embedded mode every write is
 generation closes it and opens a fresh one before it reads or writes. One client per database
 path is shared by every open index object in the process (chromadb shares one System per path);
 :meth:`ChromaVectorIndex.close` releases it, and the last index object of a path to close closes
-the client (and with it chromadb's SQLite connections). Filters (type, source, tags, time range)
-become a chromadb ``where`` clause. A filtered vector search given a ``passing`` test (which chunk
-ids pass: the keyword index's table, as ``AgentMemory.query`` does with hybrid search) first
-over-fetches the unfiltered HNSW index as ids and keeps the chunks that pass, and uses Chroma's
-filtered search only when too few pass (or without ``passing``): exact either way, and at 100k
-chunks several times faster.
+the client (and with it chromadb's SQLite connections).
+
+Filters (type, source, tags, time range) are never translated here: the memory's filter authority
+(the keyword index's table, or the item records) hands each filtered search a ``passing`` test
+(:class:`~agent_memory.index.vector.ItemFilter`). A filtered search first over-fetches the
+unfiltered HNSW index as ids and keeps the chunks that pass; when too few pass (a selective filter
+in a large index) it searches only the chunks of the passing items (``where`` on their ids, in
+pages of :data:`RESTRICT_PAGE`). Exact either way. Without a ``passing`` test a search is
+unfiltered, and criteria that filter anything are refused (:class:`InvalidArgumentError`).
 
 A read-only database (a memory on a read-only mount, or without write permission) is read
 from a private copy: chromadb 1.5's ``PersistentClient`` writes to its SQLite file when it opens
@@ -57,10 +60,10 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from filelock import FileLock
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import ConfigurationError, VectorIndexError
+from agent_memory.errors import ConfigurationError, InvalidArgumentError, VectorIndexError
 from agent_memory.fileio import atomic_write_bytes
 from agent_memory.index.embeddings import SentenceTransformerEmbedder
-from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.index.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
 from agent_memory.limits import MAX_TAGS
 from agent_memory.models.items import MemoryCriteria
 
@@ -124,43 +127,28 @@ def collection_name(agent_id: str) -> str:
     return f"am-{hashlib.sha256(agent_id.encode()).hexdigest()[:24]}-items"
 
 
-def _where(criteria: MemoryCriteria, *, heads_only: bool = False) -> dict[str, Any] | None:
-    clauses: list[dict[str, Any]] = []
-    if heads_only:
-        clauses.append({"chunk_index": 0})
-    if criteria.type is not None:
-        clauses.append({"type": criteria.type})
-    if criteria.source is not None:
-        clauses.append({"source": criteria.source})
-    for tag in criteria.tags:
-        clauses.append({_TAG_PREFIX + tag: True})
-    if criteria.since is not None:
-        clauses.append({"timestamp_s": {"$gte": criteria.since.timestamp()}})
-    if criteria.until is not None:
-        clauses.append({"timestamp_s": {"$lte": criteria.until.timestamp()}})
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
 GET_PAGE = 5_000
 """Chunks per ``get`` when listing the whole index: a single ``get`` of 100k chunks raised
 "too many SQL variables" in chromadb 1.5 (a memory of that size could not be reopened)."""
 
 POST_FILTER_FETCH = 8
-"""A filtered search given a ``passing`` test first asks the unfiltered HNSW index for this many
-times the chunks wanted and keeps those that pass: when at least the wanted number pass, or the
-index held no more chunks than were asked for, they are exactly the best passing chunks.
-Otherwise (a filter that keeps under about 1/8 of the nearest chunks of a larger index) it
-fetches more, up to :data:`MAX_POST_FILTER_FETCH`, then falls back to Chroma's filtered search,
-which at 100k chunks took ~10x longer than an unfiltered one (benchmarks/bench_scale.py)."""
+"""A filtered search first asks the unfiltered HNSW index for this many times the chunks wanted
+and keeps those that pass: when at least the wanted number pass, or the index held no more chunks
+than were asked for, they are exactly the best passing chunks. Otherwise (a filter that keeps
+under about 1/8 of the nearest chunks of a larger index) it fetches more, up to
+:data:`MAX_POST_FILTER_FETCH`, then searches only the passing items' chunks (a filtered search
+in Chroma took ~10x longer than an unfiltered one at 100k chunks, benchmarks/bench_scale.py)."""
 
 
 MAX_POST_FILTER_FETCH = 1_000
-"""Most chunks a filtered search fetches from the unfiltered index before it falls back to
-Chroma's filtered search. Unfiltered HNSW searches at 100k chunks took ~27 ms for 320 chunks and
-~100 ms for 1,280, Chroma's filtered search of a tag kept by a tenth of the items ~250 ms
+"""Most chunks a filtered search fetches from the unfiltered index before it searches only the
+chunks of the passing items. Unfiltered HNSW searches at 100k chunks took ~27 ms for 320 chunks
+and ~100 ms for 1,280, Chroma's filtered search of a tag kept by a tenth of the items ~250 ms
 (benchmarks/bench_scale.py's memory)."""
+
+RESTRICT_PAGE = 5_000
+"""Item ids per Chroma query of a search restricted to the passing items (``where`` on
+``item_id``): chromadb 1.5 fails with "too many SQL variables" past ~32k."""
 
 
 class _EmbeddedClients:
@@ -462,14 +450,28 @@ class ChromaVectorIndex:
         self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
         passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
+        """The ``n_chunks`` chunks closest to ``text`` (or ``vector``) that ``passing`` keeps,
+        best first; ``criteria``'s filters are not read (``passing`` is their test).
+
+        Raises:
+            InvalidArgumentError: if ``criteria`` filters anything and no ``passing`` is given.
+            VectorIndexError: if chromadb fails.
+            EmbeddingError: if the model fails to embed ``text``.
+        """
+        if passing is None and has_filters(criteria):
+            raise InvalidArgumentError(
+                "the Chroma index filters by a passing test: give passing= (AgentMemory.query gives the keyword "
+                "index's, or the item records')"
+            )
         query = list(vector) if vector is not None else self.embed_query(text)
-        where = _where(criteria)
-        rows = None
         with self._using() as collection:
-            if where is not None and passing is not None:
+            rows: list[Any] | None = None
+            if passing is not None:
                 rows = self._post_filtered(collection, query, n_chunks, passing)
+                if rows is None:
+                    rows = self._restricted(collection, query, n_chunks, passing)
             if rows is None:
-                rows = self._query(collection, query, n_chunks, where)
+                rows = self._query(collection, query, n_chunks, None)
         hits: list[ChunkHit] = []
         for doc, meta, distance in rows:
             header = int(meta.get("header_chars", 0))
@@ -506,6 +508,22 @@ class ChromaVectorIndex:
             share = max(len(kept), 1) / len(nearest)
             fetch = min(MAX_POST_FILTER_FETCH, max(2 * fetch, math.ceil(1.5 * n_chunks / share)))
 
+    def _restricted(
+        self, collection: Any, query: list[float], n_chunks: int, passing: Callable[[Sequence[str]], set[str]]
+    ) -> list[Any]:
+        """The ``n_chunks`` nearest chunks that ``passing`` keeps, searched among the chunks of
+        the passing items only (an :class:`ItemFilter` names them; pages of
+        :data:`RESTRICT_PAGE` ids), or, for a bare test, among every chunk of the index."""
+        if not isinstance(passing, ItemFilter):
+            nearest = self._nearest(collection, query, max(1, self._call("count", collection.count)))
+            allowed = passing([chunk_id for chunk_id, _ in nearest])
+            return self._rows(collection, [pair for pair in nearest if pair[0] in allowed][:n_chunks])
+        ids = sorted(passing.items())
+        rows: list[Any] = []
+        for start in range(0, len(ids), RESTRICT_PAGE):
+            rows += self._query(collection, query, n_chunks, {"item_id": {"$in": ids[start : start + RESTRICT_PAGE]}})
+        return sorted(rows, key=lambda row: row[2])[:n_chunks]
+
     def _nearest(self, collection: Any, vector: list[float], n_results: int) -> list[tuple[str, float]]:
         """``(chunk id, distance)`` of the ``n_results`` nearest chunks, unfiltered."""
         result = self._call(
@@ -525,7 +543,8 @@ class ChromaVectorIndex:
         return [(*by_id[chunk_id], distance) for chunk_id, distance in pairs if chunk_id in by_id]
 
     def _query(self, collection: Any, vector: list[float], n_results: int, where: dict[str, Any] | None) -> list[Any]:
-        """``(document, metadata, distance)`` of the ``n_results`` nearest chunks passing ``where``."""
+        """``(document, metadata, distance)`` of the ``n_results`` nearest chunks passing ``where``
+        (``None``: every chunk; else a restriction to item ids, never a translation of filters)."""
         result = self._call(
             "query", collection.query, query_embeddings=[vector], n_results=n_results, where=where,
             include=["documents", "metadatas", "distances"],
@@ -538,7 +557,16 @@ class ChromaVectorIndex:
         return [float(x) for x in found[0]] if found is not None and len(found) else None
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
-        heads = self._metadatas(_where(criteria, heads_only=True) or {"chunk_index": 0})
+        """``(item_id, timestamp_s)`` of every item in the index (any order).
+
+        Raises:
+            InvalidArgumentError: if ``criteria`` filters anything: this index does not translate
+                filters (the keyword index, or the item records, filter a listing).
+            VectorIndexError: if chromadb fails.
+        """
+        if has_filters(criteria):
+            raise InvalidArgumentError("the Chroma index lists every item; filter with the keyword index or the records")
+        heads = self._metadatas({"chunk_index": 0})
         return [(str(m["item_id"]), float(m["timestamp_s"])) for m in heads]
 
     def item_ids(self) -> set[str]:

@@ -9,6 +9,9 @@ whose similarities are that close may change places in a dense-only ranking. In 
 such items share one dense rank (competition ranking, "1224"), so reciprocal rank fusion gives
 them the same dense contribution whichever comes first, and the fused scores are reproducible too.
 Scores are never rounded (rounding turns a drift of 1e-7 into a jump of 1e-6 at a rounding edge).
+
+Filters are translated once, by the filter authority (:func:`item_filter`): the keyword index
+when the memory has one, else the item records; the vector index gets its answer as ``passing``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -26,14 +30,14 @@ import regex
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
 from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.vector import ChunkHit, VectorIndex
+from agent_memory.index.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 
 __all__ = [
     "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking",
-    "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse", "newest", "rank", "rocchio",
-    "round_robin", "search",
+    "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse", "item_filter", "newest", "rank",
+    "rocchio", "round_robin", "search",
 ]
 
 SCORE_TOLERANCE = 1e-4
@@ -101,25 +105,78 @@ SEARCH_CHUNKS_PER_ITEM = 8
 not crowd out the others; doubled until ``limit`` distinct items are found or the index is spent."""
 
 
+def item_filter(
+    criteria: MemoryCriteria, *, lexical: KeywordIndex | None, records: Callable[[], list[ItemRecord]]
+) -> ItemFilter | None:
+    """Which items pass ``criteria``'s filters, answered by the filter authority: the keyword index
+    (its table, SQL), or, for a memory without one (hybrid search off, a read-only memory with
+    no keyword index to read), the item records, tested here (read when first asked). ``None``:
+    ``criteria`` filters nothing. Nothing is asked here: the returned filter's calls raise
+    :class:`~agent_memory.errors.KeywordIndexError` if the keyword index fails, or
+    :class:`~agent_memory.errors.StoreError` if the records cannot be read.
+    """
+    if not has_filters(criteria):
+        return None
+    if lexical is not None:
+        index = lexical
+        return ItemFilter(
+            chunks=functools.partial(index.passing, criteria=criteria),
+            items=lambda: {item_id for item_id, _ in index.list_items(criteria, limit=LIST_ALL)},
+        )
+
+    @functools.cache
+    def passing() -> frozenset[str]:  # read when first asked (a vector index may filter itself)
+        return frozenset(record.id for record in records() if _passes(record, criteria))
+
+    return ItemFilter(
+        chunks=lambda chunk_ids: {chunk_id for chunk_id in chunk_ids if chunk_id.rpartition(":")[0] in passing()},
+        items=lambda: set(passing()),
+    )
+
+
+LIST_ALL = sys.maxsize
+"""The ``limit`` of a keyword index listing meant to return every item that passes."""
+
+
+def _passes(record: ItemRecord, criteria: MemoryCriteria) -> bool:
+    """Whether ``record`` passes ``criteria``'s filters: the test of a memory without a keyword
+    index (the facts compared are the ones indexed with each chunk, timestamps in seconds)."""
+    meta = record.metadata
+    stamp = meta.timestamp.timestamp()
+    return (
+        (criteria.type is None or record.type == criteria.type)
+        and (criteria.source is None or meta.source == criteria.source)
+        and set(criteria.tags) <= set(meta.tags)
+        and (criteria.since is None or stamp >= criteria.since.timestamp())
+        and (criteria.until is None or stamp <= criteria.until.timestamp())
+    )
+
+
 def newest(
     criteria: MemoryCriteria,
     *,
     index: VectorIndex,
     lexical: KeywordIndex | None,
     get_record: Callable[[str], ItemRecord],
+    records: Callable[[], list[ItemRecord]],
 ) -> list[QueryHit]:
     """The ``criteria.limit`` newest items matching ``criteria``'s filters (a query without text).
 
     With the keyword index (``hybrid_search``, the default) SQLite filters, orders and limits:
-    O(limit). Without it the vector index lists every matching item and they are sorted here:
-    O(items). Items the index knows but ``get_record`` does not (a store cleared or an item
-    forgotten meanwhile, a record of a newer version) are skipped, fetching more until ``limit`` are found or the index is spent."""
+    O(limit). Without it the vector index lists every item, the item records filter them
+    (:func:`item_filter`) and they are sorted here: O(items). Items the index knows but
+    ``get_record`` does not (a store cleared or an item forgotten meanwhile, a record of a newer
+    version) are skipped, fetching more until ``limit`` are found or the index is spent."""
     fetch = criteria.limit
     while True:
         if lexical is not None:
             listed = lexical.list_items(criteria, limit=fetch)
         else:
-            listed = sorted(index.list_items(criteria), key=lambda pair: pair[1], reverse=True)
+            listed = sorted(index.list_items(MemoryCriteria()), key=lambda pair: pair[1], reverse=True)
+            passing = item_filter(criteria, lexical=None, records=records)
+            if passing is not None:
+                kept = passing.items()
+                listed = [pair for pair in listed if pair[0] in kept]
         hits: list[QueryHit] = []
         for item_id, _ in listed:
             try:
@@ -140,6 +197,7 @@ def search(
     lexical: KeywordIndex | None,
     config: MemoryConfig,
     get_record: Callable[[str], ItemRecord],
+    records: Callable[[], list[ItemRecord]],
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -151,10 +209,12 @@ def search(
     is ``1 / (rrf_k + merged rank)`` and ``similarity`` the cosine to the query that found the
     item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up. Items the
     index knows but ``get_record`` does not (a store cleared or restored meanwhile, a record of a
-    newer version) are skipped.
+    newer version) are skipped. ``records``: every item record, for the filters of a memory
+    without a keyword index (:func:`item_filter`).
     """
     assert criteria.text is not None
-    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config)
+    passing = item_filter(criteria, lexical=lexical, records=records)
+    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config, passing=passing)
     merged = first.order
     if config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
         lead = first.chunk(first.order[0][0])
@@ -168,7 +228,8 @@ def search(
             stored = index.chunk_vector(lead.item_id, lead.chunk_index)
             vector = rocchio(index.embed_query(criteria.text), stored) if stored is not None else None
         second = rank(
-            follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector
+            follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector,
+            passing=passing,
         )
         ids = round_robin([i for i, _ in first.order], [i for i, _ in second.order])
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, item_id in enumerate(ids, start=1)]
@@ -221,16 +282,18 @@ def rank(
     config: MemoryConfig,
     keyword_text: str | None = None,
     vector: Sequence[float] | None = None,
+    passing: ItemFilter | None = None,
 ) -> Ranking:
     """Items matching ``criteria``'s filters ranked for ``text``: dense and keyword rankings of
     items (each by its best chunk) fused by :func:`fuse`; the keyword ranking searches
     ``keyword_text`` instead when it is given (within ``config.keyword_max_postings``), the
     dense ranking ``vector`` instead of ``text``'s embedding when it is given. More chunks are
     fetched (doubling from ``limit * SEARCH_CHUNKS_PER_ITEM``) while fewer than
-    ``criteria.limit`` distinct items were found and the indexes have more."""
+    ``criteria.limit`` distinct items were found and the indexes have more. ``passing``: the
+    filter authority's answer for ``criteria``'s filters (:func:`item_filter`), handed to the
+    vector index; ``None``: none (``criteria`` must then filter nothing, or the vector index
+    translate its filters itself)."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
-    # the keyword index's table tests filters by chunk id faster than Chroma reads metadata
-    passing = functools.partial(lexical.passing, criteria=criteria) if lexical else None
     while True:
         # BM25 runs in a worker thread while the query is embedded (with one torch thread by
         # default) and the vector index searched: SQLite and torch release the GIL, so on 2

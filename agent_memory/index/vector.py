@@ -1,4 +1,11 @@
-"""The vector index contract: chunks in, best chunks out, filters applied inside the index.
+"""The vector index contract: chunks in, best chunks out, filtered by the memory's filter authority.
+
+A query's filters (type, source, tags, time range: :class:`MemoryCriteria`) are translated once
+per backend, by the *filter authority*: the keyword index (SQLite on files, SQL on Postgres), or,
+for a memory without one, the item records themselves. The vector index is handed the result as
+a ``passing`` test (an :class:`ItemFilter` when :mod:`~agent_memory.index.fusion` makes it) and
+may filter by it instead of translating the criteria (the built-in Chroma index never does;
+Postgres filters in the same SQL statement as its keyword index).
 
 A backend implements :class:`VectorIndex` (a Protocol); the built-in one is
 :class:`~agent_memory.index.chroma.ChromaVectorIndex`. The index holds only derived data: it can
@@ -13,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from agent_memory.models.items import MemoryCriteria, MemoryType
 
-__all__ = ["ChunkHit", "IndexChunk", "VectorIndex"]
+__all__ = ["ChunkHit", "IndexChunk", "ItemFilter", "VectorIndex", "has_filters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,29 @@ class ChunkHit:
     """Cosine similarity to the query, in [-1, 1]; higher is closer."""
 
 
+def has_filters(criteria: MemoryCriteria) -> bool:
+    """Whether ``criteria`` filters anything (a type, a source, tags or a time bound); its text
+    and limit do not count."""
+    return (criteria.type is not None or criteria.source is not None or bool(criteria.tags)
+            or criteria.since is not None or criteria.until is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFilter:
+    """Which items pass a query's filters, as the filter authority answers it. Callable as a
+    ``passing`` test: chunk ids (``<item_id>:<chunk_index>``) in, the ids that pass out."""
+
+    chunks: Callable[[Sequence[str]], set[str]]
+    """Which of these chunk ids belong to items that pass (ids of unknown items do not pass);
+    O(number of ids)."""
+    items: Callable[[], set[str]]
+    """Every passing item id (for a search restricted to them when the filter is selective);
+    O(passing items)."""
+
+    def __call__(self, chunk_ids: Sequence[str]) -> set[str]:
+        return self.chunks(chunk_ids)
+
+
 @runtime_checkable
 class VectorIndex(Protocol):
     """Chunks of memory items, searchable by meaning and filterable by item facts."""
@@ -67,9 +97,13 @@ class VectorIndex(Protocol):
     ) -> list[ChunkHit]:
         """The ``n_chunks`` chunks closest to ``text`` among items matching ``criteria``'s
         filters (type, source, tags, time range), best first. ``vector``: search with this
-        query vector instead of embedding ``text``. ``passing``: a fast test of the filters
-        by chunk id (``<item_id>:<chunk_index>`` in, the ids that pass out) the index may use
-        instead of reading each chunk's metadata; ``None``: the index tests them itself."""
+        query vector instead of embedding ``text``. ``passing``: the filter authority's test of
+        those filters by chunk id (``<item_id>:<chunk_index>`` in, the ids that pass out; an
+        :class:`ItemFilter` from ``AgentMemory.query``, which gives one whenever ``criteria``
+        filters anything): the index may filter by it instead of translating ``criteria``;
+        ``None``: nothing is filtered, or the index tests the filters itself (an index that
+        only filters by ``passing``, as the built-in Chroma index, raises
+        :class:`~agent_memory.errors.InvalidArgumentError` then)."""
         ...
 
     def embed_query(self, text: str) -> list[float]:
@@ -81,7 +115,10 @@ class VectorIndex(Protocol):
         ...
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
-        """``(item_id, timestamp_s)`` of every item matching ``criteria``'s filters (any order)."""
+        """``(item_id, timestamp_s)`` of every item matching ``criteria``'s filters (any order).
+        ``AgentMemory`` calls it without filters (a memory without a keyword index lists every
+        item and filters with the item records); an index that only filters by ``passing`` may
+        raise :class:`~agent_memory.errors.InvalidArgumentError` for criteria with filters."""
         ...
 
     def item_ids(self) -> set[str]:

@@ -40,7 +40,6 @@ from agent_memory.storage.contracts import (
 from agent_memory.storage.files import FileBackend
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.journal import EventJournal
-from agent_memory.store.jsonl import CorruptLine
 from agent_memory.store.traces import TraceKind, TraceRecord, TraceStore
 from agent_memory.tokens import TokenCounter
 
@@ -55,10 +54,7 @@ class _ReadOnlyFileItemLog(FileItemLog):
     """``items.jsonl`` read without writing: damaged lines are skipped (reported with ``None`` as
     where they went), never moved out of the file."""
 
-    def _quarantine(self, seen: list[CorruptLine]) -> bool:
-        for line in seen:
-            self._report(line, None)
-        return False
+    move_corrupt = False
 
     def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
         raise _refused(f"write to {self.jsonl.path}")

@@ -15,6 +15,11 @@ Rules (DESIGN.md, Storage):
   atomically rewrites the file without it, byte for byte otherwise. The main file then parses
   again for every process, and the bad bytes are kept for audit. If the rewrite fails (read-only
   disk), readers that ask for it (``skip_corrupt=True``) skip the line at read time instead.
+- Readers read incrementally (:meth:`JsonlFile.read_since`): from where the last read stopped
+  while the file is the same one, the whole file when it was replaced. "The same one" is the same
+  (device, inode) *and* the same bytes just before the offset (a digest of them is part of the
+  :class:`JsonlPosition`): an atomic rewrite can get the inode number of a file it replaced
+  before, so the inode alone does not tell.
 - Files are UTF-8; one pydantic ``TypeAdapter`` (or another :class:`RecordCodec`) reads and
   writes each file's records. A codec may turn a line it cannot fully read into a placeholder
   that writes back the same bytes (the item store does so for records of a newer version): such
@@ -24,9 +29,10 @@ Rules (DESIGN.md, Storage):
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,7 +45,7 @@ from pydantic import TypeAdapter, ValidationError
 from agent_memory.errors import CorruptRecordError, LockTimeoutError, StoreError, validation_summary
 from agent_memory.fileio import atomic_write_bytes
 
-__all__ = ["CorruptLine", "JsonlFile", "JsonlTail", "RecordCodec"]
+__all__ = ["CorruptLine", "JsonlFile", "JsonlPosition", "JsonlRead", "JsonlTail", "QuarantineReport", "RecordCodec"]
 
 T = TypeVar("T")
 
@@ -61,6 +67,14 @@ class RecordCodec(Protocol[T]):
 
 LOCK_TIMEOUT_S = 60.0
 """Longest wait for another process's lock before :class:`LockTimeoutError`, in seconds."""
+
+FINGERPRINT_BYTES = 64
+"""Bytes just before a read's offset whose digest :class:`JsonlPosition` keeps, to recognise the
+same file (an atomic rewrite can get the inode number of a file it replaced before)."""
+
+QUARANTINE_ROUNDS = 3
+"""Reads :meth:`JsonlFile.read_since` makes at most when it finds damaged lines: each one that
+finds some moves them out (:meth:`JsonlFile.quarantine`) and reads the repaired file again."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,40 @@ class JsonlTail(Generic[T]):
     """1-based number of the line that starts at ``next_offset``."""
     corrupt: list[CorruptLine] = field(default_factory=list)
     """Complete lines that did not parse and were skipped (only with ``skip_corrupt=True``)."""
+
+
+@dataclass(frozen=True)
+class JsonlPosition:
+    """Where an incremental read of a JSONL file stopped (:meth:`JsonlFile.read_since`)."""
+
+    file_id: tuple[int, int]
+    """(device, inode) of the file that was read; ``(0, 0)``: it did not exist."""
+    offset: int
+    """Byte offset just past the last complete line that was read."""
+    line_no: int
+    """1-based number of the line that starts at ``offset``."""
+    fingerprint: str
+    """Hex digest of the (up to :data:`FINGERPRINT_BYTES`) bytes just before ``offset``: a file
+    with the same inode but other bytes there is another file."""
+
+
+@dataclass(frozen=True)
+class JsonlRead(Generic[T]):
+    """What :meth:`JsonlFile.read_since` found."""
+
+    records: list[T]
+    """Complete records, in file order."""
+    position: JsonlPosition
+    """Where the next ``read_since`` should start."""
+    reset: bool
+    """``True``: ``records`` are the whole file (drop what you held: the file was replaced, or
+    no position was given); ``False``: only the records after the position given."""
+
+
+QuarantineReport = Callable[[CorruptLine, "Path | None"], None]
+"""Told of each damaged line :meth:`JsonlFile.read_since` took out of the way: the line and the
+file its bytes went to (``<file>.corrupt``), or ``None`` when the file cannot be rewritten (a
+read-only disk) and the line is only skipped."""
 
 
 class JsonlFile(Generic[T]):
@@ -220,6 +268,13 @@ class JsonlFile(Generic[T]):
             return JsonlTail([], 0, (0, 0))
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc}") from exc
+        return self._scan(data, offset, line_no, (stat.st_dev, stat.st_ino), skip_corrupt=skip_corrupt)
+
+    def _scan(
+        self, data: bytes, offset: int, line_no: int, file_id: tuple[int, int], *, skip_corrupt: bool
+    ) -> JsonlTail[T]:
+        """The records of ``data``, the bytes of the file ``file_id`` from ``offset`` (the start
+        of line ``line_no``) to its end."""
         records: list[T] = []
         corrupt: list[CorruptLine] = []
         consumed = 0
@@ -242,7 +297,79 @@ class JsonlFile(Generic[T]):
                         line_no=line_no,
                     ) from exc
                 corrupt.append(bad)
-        return JsonlTail(records, offset + consumed, (stat.st_dev, stat.st_ino), line_no + 1, corrupt)
+        return JsonlTail(records, offset + consumed, file_id, line_no + 1, corrupt)
+
+    def read_since(
+        self, since: JsonlPosition | None = None, *, on_quarantine: QuarantineReport | None = None,
+        move_corrupt: bool = True,
+    ) -> JsonlRead[T]:
+        """The records added after ``since`` (``None``: every record), read incrementally: only
+        the bytes past ``since`` are read while the file is the same one (same device and inode,
+        same bytes just before the offset); a file replaced meanwhile (an atomic rewrite, a
+        quarantine) is read whole, with ``reset=True``.
+
+        A complete line that does not parse is quarantined (:meth:`quarantine`) and reported to
+        ``on_quarantine``, and the repaired file read again (at most :data:`QUARANTINE_ROUNDS`
+        reads); when the file cannot be rewritten (a read-only disk), or with ``move_corrupt=False``
+        (a reader that must never write), such lines are only skipped (reported with ``None``). A
+        torn last line is skipped and not consumed.
+
+        Raises:
+            StoreError: if the file cannot be read.
+        """
+        position = since
+        for _ in range(QUARANTINE_ROUNDS):
+            tail, fingerprint, continued = self._tail(position)
+            if not tail.corrupt or not self._move_corrupt(tail.corrupt, on_quarantine, move=move_corrupt):
+                break
+            position = None  # the file was rewritten without them: read the new one whole
+        return JsonlRead(
+            tail.records, JsonlPosition(tail.file_id, tail.next_offset, tail.next_line_no, fingerprint), not continued
+        )
+
+    def _tail(self, since: JsonlPosition | None) -> tuple[JsonlTail[T], str, bool]:
+        """The records past ``since`` if the file is still the one ``since`` was read from, else
+        every record; with the fingerprint of the new offset and whether it continued ``since``.
+        The file is opened once, so a rename in between cannot mix two files."""
+        try:
+            with open(self.path, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                file_id = (stat.st_dev, stat.st_ino)
+                before = b""
+                continued = False
+                if since is not None and since.file_id == file_id and since.offset <= stat.st_size:
+                    start = max(0, since.offset - FINGERPRINT_BYTES)
+                    handle.seek(start)
+                    before = handle.read(since.offset - start)
+                    continued = _digest(before) == since.fingerprint
+                if not continued:
+                    before = b""
+                    handle.seek(0)
+                data = handle.read()
+        except FileNotFoundError:
+            missing = since is not None and since.file_id == (0, 0)
+            return JsonlTail([], 0, (0, 0)), _digest(b""), missing
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}") from exc
+        offset, line_no = (since.offset, since.line_no) if since is not None and continued else (0, 1)
+        tail = self._scan(data, offset, line_no, file_id, skip_corrupt=True)
+        consumed = tail.next_offset - offset
+        return tail, _digest((before + data[:consumed])[-FINGERPRINT_BYTES:]), continued
+
+    def _move_corrupt(self, seen: list[CorruptLine], report: QuarantineReport | None, *, move: bool) -> bool:
+        """Quarantine the damaged lines a read found, reporting each; ``False`` when they are not
+        to be moved (``move``) or the file cannot be rewritten (a read-only disk): they are then
+        reported as only skipped."""
+        moved: list[CorruptLine] | None = None
+        if move:
+            try:
+                moved = self.quarantine()
+            except StoreError:
+                moved = None
+        if report is not None:
+            for line in seen if moved is None else moved:
+                report(line, None if moved is None else self.corrupt_path)
+        return moved is not None
 
     def read_all(self) -> list[T]:
         """Every complete record, in file order."""
@@ -333,6 +460,11 @@ class JsonlFile(Generic[T]):
         except FileNotFoundError:
             return (0, 0)
         return (stat.st_dev, stat.st_ino)
+
+
+def _digest(data: bytes) -> str:
+    """The fingerprint of the bytes before an offset (16 hex digits)."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 def _lines(data: bytes) -> list[bytes]:

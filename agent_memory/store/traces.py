@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, TypeGuard, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, TypeGuard, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -53,8 +53,7 @@ from agent_memory.models.traces import (
     trace_sort_key,
     turn_number,
 )
-from agent_memory.store.jsonl import CorruptLine, JsonlFile
-from agent_memory.store.jsonl_cache import CachedJsonl
+from agent_memory.store.jsonl import JsonlFile, JsonlPosition, QuarantineReport
 
 __all__ = ["TRACE_FILES", "FileTraceStore", "InMemoryTraceStore", "TraceKind", "TraceRecord", "TraceStore"]
 
@@ -539,6 +538,38 @@ class InMemoryTraceStore(TraceStore):
             self._records[kind] = list(records)
 
 
+class _CachedJsonl(Generic[R]):
+    """The records of one JSONL file, kept in the process and refreshed by
+    :meth:`JsonlFile.read_since` (only what was appended since the last read, the whole file when
+    it was replaced)."""
+
+    def __init__(self, jsonl: JsonlFile[R], on_quarantine: QuarantineReport | None) -> None:
+        self.jsonl: JsonlFile[R] = jsonl
+        self._on_quarantine = on_quarantine
+        self._mutex = threading.Lock()
+        self._records: list[R] = []
+        self._position: JsonlPosition | None = None
+
+    def invalidate(self) -> None:
+        """Forget the cache: the next read starts from the beginning of the file."""
+        with self._mutex:
+            self._records, self._position = [], None
+
+    def records(self) -> list[R]:
+        """Every record, in file order (quarantining damaged lines first).
+
+        Raises:
+            StoreError: if the file cannot be read.
+        """
+        with self._mutex:
+            found = self.jsonl.read_since(self._position, on_quarantine=self._on_quarantine)
+            if found.reset:
+                self._records = []
+            self._records.extend(found.records)
+            self._position = found.position
+            return list(self._records)
+
+
 class FileTraceStore(TraceStore):
     """The default store: four JSONL files in the agent directory (``TRACE_FILES``).
 
@@ -559,22 +590,22 @@ class FileTraceStore(TraceStore):
         agent_dir: str | os.PathLike[str],
         *,
         fsync: bool = True,
-        on_quarantine: Callable[[CorruptLine, Path | None], None] | None = None,
+        on_quarantine: QuarantineReport | None = None,
     ) -> None:
         super().__init__()
         self.agent_dir = Path(agent_dir)
 
-        def cached(kind: TraceKind, adapter: TypeAdapter[R]) -> CachedJsonl[R]:
+        def cached(kind: TraceKind, adapter: TypeAdapter[R]) -> _CachedJsonl[R]:
             jsonl = JsonlFile(self.agent_dir / TRACE_FILES[kind], adapter, fsync=fsync, context=STORED_CONTEXT)
-            return CachedJsonl(jsonl, on_quarantine)
+            return _CachedJsonl(jsonl, on_quarantine)
 
-        self._raw_files: dict[RawKind, CachedJsonl[RawTraceItem]] = {
+        self._raw_files: dict[RawKind, _CachedJsonl[RawTraceItem]] = {
             "raw": cached("raw", RAW_TRACE_ADAPTER),
             "archive": cached("archive", RAW_TRACE_ADAPTER),
         }
         self._episodic_file = cached("episodic", EPISODIC_ADAPTER)
         self._semantic_file = cached("semantic", SEMANTIC_ADAPTER)
-        self._files: dict[TraceKind, CachedJsonl[RawTraceItem] | CachedJsonl[EpisodicItem] | CachedJsonl[SemanticItem]]
+        self._files: dict[TraceKind, _CachedJsonl[RawTraceItem] | _CachedJsonl[EpisodicItem] | _CachedJsonl[SemanticItem]]
         self._files = {
             "raw": self._raw_files["raw"],
             "archive": self._raw_files["archive"],

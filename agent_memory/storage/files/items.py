@@ -7,9 +7,12 @@ deleted after the rewrite that drops the last record naming them: a crash leaves
 blob at worst, never a record without its content. See :mod:`agent_memory.store.jsonl` for torn
 lines and the quarantine of damaged ones.
 
-The token of a read is ``<device>:<inode>:<offset>:<line>``: a rewrite makes a new file (a new
-inode), so a reader holding an older file's token gets the whole new file (``reset``); an append
-moves the offset, so it gets only the new lines.
+The token of a read is ``<device>:<inode>:<offset>:<line>:<fingerprint>``, the
+:class:`~agent_memory.store.jsonl.JsonlPosition` of :meth:`JsonlFile.read_since
+<agent_memory.store.jsonl.JsonlFile.read_since>`: a rewrite makes a new file (a new inode, or a
+reused inode with other bytes before the offset, which the fingerprint tells), so a reader holding
+an older file's token gets the whole new file (``reset``); an append moves the offset, so it gets
+only the new lines. A token of another form (an older version's four fields) reads the whole file.
 """
 
 from __future__ import annotations
@@ -17,17 +20,16 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import PydanticCustomError, ValidationError
 
-from agent_memory.errors import ConflictError, StoreError
+from agent_memory.errors import ConflictError
 from agent_memory.ids import validate_memory_id
 from agent_memory.storage.contracts import ChangeToken, LogChange, LogRead
 from agent_memory.store.content import ContentStore
-from agent_memory.store.jsonl import CorruptLine, JsonlFile
+from agent_memory.store.jsonl import JsonlFile, JsonlPosition, QuarantineReport
 
 __all__ = ["ITEMS_FILE", "FileItemLog"]
 
@@ -88,8 +90,7 @@ class FileItemLog:
     lines appended since its last write are read), so an append never reads the whole file.
     """
 
-    def __init__(self, agent_dir: Path,
-                 on_quarantine: Callable[[CorruptLine, Path | None], None] | None = None) -> None:
+    def __init__(self, agent_dir: Path, on_quarantine: QuarantineReport | None = None) -> None:
         self.agent_dir = agent_dir
         self.jsonl: JsonlFile[_Line] = JsonlFile(agent_dir / ITEMS_FILE, _LineCodec())
         self.content = ContentStore(agent_dir / CONTENT_DIR)
@@ -98,45 +99,18 @@ class FileItemLog:
         self._ids: set[str] = set()
         self._token: ChangeToken | None = None
 
+    move_corrupt = True
+    """Whether a read moves damaged lines out of the file (``False``: a reader that never
+    writes only skips them)."""
+
     def __repr__(self) -> str:
         return f"FileItemLog({str(self.jsonl.path)!r})"
 
     # -- reading -------------------------------------------------------------------------------
     def read(self, since: ChangeToken | None = None) -> LogRead:
-        device, inode, offset, line_no = _parse_token(since)
-        for _ in range(3):  # a quarantine or another process's rewrite: read the new file
-            file_id = self.jsonl.file_id()
-            reset = file_id != (device, inode)
-            start, first = (0, 1) if reset else (offset, line_no)
-            tail = self.jsonl.read_from(start, line_no=first, skip_corrupt=True)
-            if tail.file_id != (0, 0) and tail.file_id != file_id:
-                device, inode = (0, 0)  # rewritten between stat and read
-                continue
-            if tail.corrupt and self._quarantine(tail.corrupt):
-                device, inode = (0, 0)  # moved out: read the repaired file
-                continue
-            token = _token(tail.file_id, tail.next_offset, tail.next_line_no)
-            return LogRead([(line.id, line.data) for line in tail.records], token, reset or since is None)
-        tail = self.jsonl.read_from(0, skip_corrupt=True)  # damage that cannot be moved: skip it
-        return LogRead([(line.id, line.data) for line in tail.records],
-                       _token(tail.file_id, tail.next_offset, tail.next_line_no), True)
-
-    def _quarantine(self, seen: list[CorruptLine]) -> bool:
-        """Move damaged lines out of the file; ``False`` when it cannot be rewritten (a read-only
-        disk): they are then only skipped at read time."""
-        try:
-            moved = self.jsonl.quarantine()
-        except StoreError:
-            for line in seen:
-                self._report(line, None)
-            return False
-        for line in moved:
-            self._report(line, self.jsonl.corrupt_path)
-        return True
-
-    def _report(self, line: CorruptLine, where: Path | None) -> None:
-        if self.on_quarantine is not None:
-            self.on_quarantine(line, where)
+        found = self.jsonl.read_since(_parse_token(since), on_quarantine=self.on_quarantine,
+                                      move_corrupt=self.move_corrupt)
+        return LogRead([(line.id, line.data) for line in found.records], _token(found.position), found.reset)
 
     def blob(self, digest: str) -> bytes:
         return self.content.get(digest)
@@ -177,15 +151,23 @@ class FileItemLog:
             return self._held_ids()[1]
 
 
-def _token(file_id: tuple[int, int], offset: int, line_no: int) -> ChangeToken:
-    return f"{file_id[0]}:{file_id[1]}:{offset}:{line_no}"
+def _token(position: JsonlPosition) -> ChangeToken:
+    device, inode = position.file_id
+    return f"{device}:{inode}:{position.offset}:{position.line_no}:{position.fingerprint}"
 
 
-def _parse_token(token: ChangeToken | None) -> tuple[int, int, int, int]:
+def _parse_token(token: ChangeToken | None) -> JsonlPosition | None:
+    """The position a token names; ``None`` (read the whole file) for no token or one of another
+    form (an older version's ``<device>:<inode>:<offset>:<line>``, which cannot tell a reused inode)."""
     if not token:
-        return 0, 0, 0, 1
+        return None
+    parts = token.split(":")
+    if len(parts) != 5:
+        return None
     try:
-        device, inode, offset, line_no = (int(part) for part in token.split(":"))
+        device, inode, offset, line_no = (int(part) for part in parts[:4])
     except ValueError:
-        return 0, 0, 0, 1  # not one of ours: read the whole file
-    return device, inode, offset, line_no
+        return None
+    if offset < 0 or line_no < 1:
+        return None
+    return JsonlPosition((device, inode), offset, line_no, parts[4])
