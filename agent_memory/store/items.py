@@ -25,8 +25,10 @@ forgetting, rewriting or replacing that item is refused.
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +54,15 @@ from agent_memory.models.items import (
 )
 from agent_memory.storage.contracts import ChangeToken, ItemLog, LogChange, LogEntry
 
-__all__ = ["MAX_WRITE_ATTEMPTS", "ItemStore", "UnreadableRecord", "decode_record", "encode_record"]
+__all__ = [
+    "CONFLICT_BACKOFF_S",
+    "MAX_CONFLICT_BACKOFF_S",
+    "MAX_WRITE_ATTEMPTS",
+    "ItemStore",
+    "UnreadableRecord",
+    "decode_record",
+    "encode_record",
+]
 
 _RECORD_ADAPTER: TypeAdapter[ItemRecord] = TypeAdapter(ItemRecord)
 _DIGEST = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
@@ -129,6 +139,14 @@ def _unreadable(data: bytes, exc: ValidationError) -> UnreadableRecord | None:
 MAX_WRITE_ATTEMPTS = 20
 """How many times a change that depends on a read is retried when another process wrote in between
 (each retry reads only what changed); then :class:`~agent_memory.errors.ConflictError` is raised."""
+
+CONFLICT_BACKOFF_S = 0.002
+"""The first retry waits up to this long, in seconds; each later one up to twice as long as the one
+before (exponential backoff with full jitter: AWS Architecture Blog, "Exponential Backoff And
+Jitter", 2015), at most :data:`MAX_CONFLICT_BACKOFF_S`: 20 attempts span up to about 3 s."""
+
+MAX_CONFLICT_BACKOFF_S = 0.2
+"""Longest wait before one retry, in seconds."""
 
 
 class ItemStore:
@@ -289,8 +307,12 @@ class ItemStore:
 
     def _change(self, plan: Callable[[list[ItemRecord | UnreadableRecord]], LogChange | None]) -> None:
         """Write the change ``plan`` makes of the current records, with the token of the read it
-        was made from; when another process wrote in between, read again and plan again."""
-        for _ in range(MAX_WRITE_ATTEMPTS):
+        was made from; when another process wrote in between, wait a little (exponential backoff
+        with full jitter, :data:`CONFLICT_BACKOFF_S`), read again and plan again: processes that
+        store in a burst would otherwise win every race against a forget that retries at once."""
+        for attempt in range(MAX_WRITE_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0.0, min(MAX_CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_S * 2 ** attempt)))
             self.refresh()
             with self._mutex:
                 entries, token = list(self._records.values()), self._token
