@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
 import typer
-from pydantic import ValidationError
 from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -66,6 +65,8 @@ from agent_memory.console import reported_errors as _reported_errors
 from agent_memory.console import stderr as _stderr
 from agent_memory.console import stdout as _stdout
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
+from agent_memory.exports import export_lines, read_export
+from agent_memory.fileio import atomic_write
 from agent_memory.ids import validate_memory_id
 from agent_memory.ingest import Source, plan_sources
 from agent_memory.limits import shorten
@@ -810,54 +811,15 @@ def export(
     _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
         memory = _open(ctx)
-        records = memory.records()
-        lines = (json.dumps(memory.get(record.id).model_dump_json_safe(), ensure_ascii=False) + "\n"
-                 for record in records)
+        count = len(memory.records())
         if out == "-":
-            for line in lines:
-                typer.echo(line, nl=False)
+            stream = typer.get_binary_stream("stdout")
+            for line in export_lines(memory):
+                stream.write(line)
+            stream.flush()
             return
-        target = Path(out)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w", encoding="utf-8") as handle:
-                handle.writelines(lines)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _stderr().print(f"Exported {len(records):,} item(s) to {target}.")
-
-
-def _read_export(source: str) -> list[MemoryItem]:
-    """The items of an ``export`` file (JSONL) or of a ``MemorySnapshot.save`` file (one JSON
-    object with ``items``); ``-`` reads stdin.
-
-    Raises:
-        CliError: if the file cannot be read or a line is not an exported item (naming the line).
-    """
-    data = typer.get_binary_stream("stdin").read() if source == "-" else Path(source).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{source}: not UTF-8 text ({exc})") from None
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if len(lines) == 1 and lines[0][1].lstrip().startswith("{") and '"items"' in lines[0][1]:
-        try:
-            return list(MemorySnapshot.model_validate_json(lines[0][1]).items)
-        except ValidationError:
-            pass  # not a snapshot: read it as one exported item
-    items = []
-    for line_no, line in lines:
-        try:
-            items.append(MemoryItem.model_validate_json(line))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise CliError(f"{source}:{line_no}: not an exported item ({where + ': ' if where else ''}{first['msg']}); "
-                           "nothing was imported") from None
-    return items
+        atomic_write(Path(out), export_lines(memory))
+        _stderr().print(f"Exported {count:,} item(s) to {out}.")
 
 
 @app.command("import")
@@ -877,7 +839,8 @@ def import_items(
     --replace) or a bad line imports nothing."""
     _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
-        imported = _read_export(source)
+        data = typer.get_binary_stream("stdin").read() if source == "-" else Path(source).read_bytes()
+        imported = read_export(data, source=source)
         memory = _open(ctx)
         kept: list[MemoryItem] = []
         if not replace:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from agent_memory.errors import StoreError
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "writable_dir"]
+__all__ = ["atomic_write", "atomic_write_bytes", "fsync_dir", "writable_dir"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -39,15 +40,28 @@ def writable_dir(path: Path) -> bool:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temporary file, fsync, rename, fsync of the directory.
+    """Write ``data`` to ``path`` atomically (:func:`atomic_write`).
 
     Raises:
         StoreError: if writing fails; ``path`` then still holds its previous content (if any).
     """
+    atomic_write(path, (data,))
+
+
+def atomic_write(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` one after another to ``path`` atomically: a temporary file beside it,
+    fsync, rename, fsync of the directory. ``chunks`` is consumed as it is written, so a large
+    file is never held in memory whole.
+
+    Raises:
+        StoreError: if writing fails; ``path`` then still holds its previous content (if any).
+        Exception: whatever producing ``chunks`` raised, with ``path`` as it was.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -55,3 +69,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {path}: {exc}") from exc
+    except BaseException:  # ``chunks`` failed: nothing written, the temporary file removed
+        tmp.unlink(missing_ok=True)
+        raise

@@ -166,7 +166,7 @@ def test_items_page_lists_and_searches_with_escaped_markup(served: tuple[str, di
     assert hits.status_code == 200
     first = re.search(r'class="item-link" href="/items/(mem_[0-9a-f]{12})', hits.text)
     assert first is not None
-    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root))))
+    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
     try:
         assert "heron" in memory.get(first.group(1)).metadata.title.lower()
     finally:
@@ -271,7 +271,7 @@ def test_no_route_writes_and_nothing_is_written(served: tuple[str, dict], memory
 
 
 def test_read_only_backend_refuses_writes(memory_root: Path) -> None:
-    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root))))
+    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
     try:
         assert memory.read_only and len(memory.records()) >= 4
         with pytest.raises(StoreError, match="read-only"):

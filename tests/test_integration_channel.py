@@ -10,7 +10,9 @@ import pytest
 
 from agent_memory import AgentMemory
 from agent_memory.errors import InvalidIdError
+from agent_memory.inspector import agent_scopes
 from agent_memory.integrations.channel import MemoryChannel, UsageLedger, result_id
+from agent_memory.integrations.snapshots import sub_agent_memory
 from agent_memory.llm.chat import Usage
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.policy import PresentationPolicy
@@ -102,3 +104,16 @@ def test_both_adapters_send_the_replays_prompts_on_real_tau_bench_runs(tmp_path:
     for adapter in ("langchain", "openai_agents"):
         assert summary[adapter]["identical_calls"] == summary["calls"]
         assert summary[adapter]["tokens"] == summary[adapter]["reference_tokens"] < summary["naive_tokens"]
+
+
+def test_an_adapters_sub_agent_is_recorded_with_its_parent_and_scope(tmp_path: Path) -> None:
+    parent = AgentMemory("lead", tmp_path / "memory")
+    parent.store("The bridge opens at nine.")
+    child, child_id = sub_agent_memory(parent, "isolated")
+    shared, shared_id = sub_agent_memory(parent, "shared")
+    scopes = {scope.agent_id: scope for scope in agent_scopes(parent.backend)}
+    assert (scopes[child_id].parent_id, scopes[child_id].scope, scopes[child_id].source) == ("lead", "isolated",
+                                                                                              "spawn record")
+    assert (scopes[shared_id].scope, scopes[shared_id].memory_id) == ("shared", "lead") and shared is parent
+    child.close()
+    parent.close()

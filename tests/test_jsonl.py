@@ -18,7 +18,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from agent_memory import AgentMemory, MemoryConfig, StoreError
 from agent_memory.errors import CorruptRecordError, LockTimeoutError
-from agent_memory.fileio import atomic_write_bytes
+from agent_memory.fileio import atomic_write, atomic_write_bytes
 from agent_memory.observers import EventRecorder, RecordQuarantined
 from agent_memory.store import jsonl as jsonl_module
 from agent_memory.storage.contracts import LogChange, LogEntry
@@ -414,3 +414,17 @@ def test_failed_clear_keeps_every_item(tmp_path: Path, monkeypatch: pytest.Monke
     assert (memory.path / "items.jsonl").read_bytes() == items_before
     fresh = AgentMemory("agent", tmp_path, config=NO_INDEX)
     assert [fresh.get(i).content for i in ids] == ["item 0", "item 1", "item 2"]
+
+
+def test_atomic_write_of_chunks_that_fail_leaves_the_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "export.jsonl"
+    atomic_write(target, [b"old\n"])
+
+    def chunks():  # type: ignore[no-untyped-def]
+        yield b"new line 1\n"
+        raise KeyError("an item vanished")
+
+    with pytest.raises(KeyError):
+        atomic_write(target, chunks())
+    assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.jsonl"]

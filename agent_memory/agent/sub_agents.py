@@ -205,10 +205,18 @@ def claim_child_id(backend: Backend, parent_id: str, *, in_use: set[str], agent_
     raise StoreError(f"no free sub-agent id after {MAX_CHILD_ID_ATTEMPTS} tries in {backend.url}")
 
 
-def child_memory(base: AgentMemory, mode: MemoryMode, child_id: str) -> AgentMemory | None:
+def child_memory(base: AgentMemory, mode: MemoryMode, child_id: str, *, parent_id: str | None = None,
+                 task: str = "") -> AgentMemory | None:
     """The memory of a child whose id ``child_id`` is claimed: ``None`` for ``shared`` (the child
     uses ``base`` itself); for ``isolated`` a fork of ``base`` as of now (no copy, no re-embedding),
-    for ``none`` an empty memory, each a new :class:`AgentMemory` the caller closes."""
+    for ``none`` an empty memory, each a new :class:`AgentMemory` the caller closes.
+
+    First it saves the child's spawn document (:class:`~agent_memory.fork.SpawnRecord`: its parent
+    ``parent_id``, ``None``: ``base``'s agent; its scope; ``task``, cut to 500 characters), which
+    the inspector reads to show every sub-agent with its parent and scope."""
+    record = SpawnRecord(parent_agent_id=parent_id or base.agent_id, memory_mode=mode, task=shorten(task, 500),
+                         memory_agent_id=base.agent_id if mode == "shared" else child_id)
+    base.backend.document(child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
     if mode == "shared":
         return None
     if mode == "isolated":
@@ -270,10 +278,7 @@ def spawn(
     child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's
     try:
-        record = SpawnRecord(parent_agent_id=parent.manager.agent_id, memory_mode=mode, task=shorten(task, 500),
-                             memory_agent_id=base.agent_id if mode == "shared" else child_id)
-        base.backend.document(child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
-        own_memory = child_memory(base, mode, child_id)
+        own_memory = child_memory(base, mode, child_id, parent_id=parent.manager.agent_id, task=task)
         agent_class: Callable[..., ParentAgent] = type(parent)  # the child is an agent like its parent
         child = agent_class(
             model or parent.model, tools=[parent.tools[name] for name in names],

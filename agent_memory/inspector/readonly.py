@@ -7,7 +7,7 @@ Postgres) and hands out the same objects with every write refused
 mount (:mod:`agent_memory.index.upkeep`): the Chroma index from a private temporary copy (deleted
 on ``close``), the keyword index through SQLite's read-only URI, no lock taken, no catch-up
 indexing of items the index lacks (they stay readable by id). A damaged line of ``items.jsonl``
-is skipped instead of being moved to ``items.jsonl.corrupt``.
+is skipped instead of being moved to ``items.jsonl.corrupt`` (``open_backend(store, read_only=True)``).
 
 What it cannot stop: SQLite makes its reader companions of the keyword index
 (``lexical.sqlite3-shm`` and an empty ``-wal``) when they are missing, as for any reader of a WAL
@@ -37,8 +37,6 @@ from agent_memory.storage.contracts import (
     LogRead,
     QuarantineHook,
 )
-from agent_memory.storage.files import FileBackend
-from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.journal import EventJournal
 from agent_memory.store.traces import TraceKind, TraceRecord, TraceStore
 from agent_memory.tokens import TokenCounter
@@ -48,16 +46,6 @@ __all__ = ["ReadOnlyBackend"]
 
 def _refused(what: str) -> StoreError:
     return StoreError(f"{what}: this memory is open read-only (the inspector never writes)")
-
-
-class _ReadOnlyFileItemLog(FileItemLog):
-    """``items.jsonl`` read without writing: damaged lines are skipped (reported with ``None`` as
-    where they went), never moved out of the file."""
-
-    move_corrupt = False
-
-    def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
-        raise _refused(f"write to {self.jsonl.path}")
 
 
 class _ReadOnlyItemLog:
@@ -130,8 +118,10 @@ class ReadOnlyBackend:
     so the indexes open without writing (module docstring).
 
     Args:
-        inner: the backend to read (its ``url`` is this backend's, so a fork's parent in the same
-            store is opened through this one, read only too).
+        inner: the backend to read, opened read-only (``open_backend(store, read_only=True)``:
+            a directory's damaged lines are then skipped, not moved); its ``url`` is this
+            backend's, so a fork's parent in the same store is opened through this one, read only
+            too.
     """
 
     def __init__(self, inner: Backend) -> None:
@@ -145,12 +135,6 @@ class ReadOnlyBackend:
         return self.inner.describe(agent_id)
 
     def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> ItemLog:
-        if isinstance(self.inner, FileBackend):
-            log = _ReadOnlyFileItemLog(self.inner.agent_dir(agent_id))
-            if on_quarantine is not None:
-                hook = on_quarantine
-                log.on_quarantine = lambda line, moved: hook(str(log.jsonl.path), line.line_no, line.reason, None)
-            return log
         return _ReadOnlyItemLog(self.inner.items(agent_id, on_quarantine=on_quarantine))
 
     def read_only(self, agent_id: str) -> bool:

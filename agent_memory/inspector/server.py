@@ -145,7 +145,7 @@ class Inspector:
     def __init__(self, store: str | Path | Backend | None = None, *, agent_id: str | None = None,
                  report_dir: Path | None = None, price_model: PriceModel | None = None,
                  allowed_hosts: list[str] | None = None) -> None:
-        self.backend = ReadOnlyBackend(open_backend(store if not isinstance(store, Path) else str(store)))
+        self.backend = ReadOnlyBackend(open_backend(store if not isinstance(store, Path) else str(store), read_only=True))
         self.default_agent = agent_id
         self.report: ReportView | None = load_report(report_dir) if report_dir is not None else None
         self.price_model = price_model

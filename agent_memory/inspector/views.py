@@ -10,10 +10,13 @@
   :class:`~agent_memory.presentation.context.ContextBuilder` (the default policy, the memory
   tools' offer cost, under a price model), so each result is shown as the builder decides: in
   full, as its citation, or compacted into an episode. Tokens are the project's count
-  (o200k, 4 framing tokens per message) of the messages; the system prompt and the tool
-  definitions are not in the traces and are not counted. Cost prices each call with prompt
-  caching (:mod:`agent_memory.pricing`): the rebuilt prompt, the prefix it shares with the
-  previous call's, and the answer as output.
+  (o200k, 4 framing tokens per message) of the messages and, once citing starts, of what the
+  assembler adds (the memory section of the system prompt and the memory tools' definitions),
+  counted as the replay counts a prompt sequence
+  (:class:`~agent_memory.replay.engine.StrategyCurve`); the agent's own system prompt and tools
+  are not in the traces and are not counted. Cost prices each call with prompt caching
+  (:mod:`agent_memory.pricing`): the rebuilt prompt, the prefix it shares with the previous
+  call's, and the answer as output.
 - :func:`load_report`: a replay report directory (``report.json`` and its PNG plots).
 """
 
@@ -27,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.errors import ConfigurationError
 from agent_memory.fork import FORK_DOCUMENT, SPAWN_DOCUMENT, MemoryFork, SpawnRecord
 from agent_memory.kernel.transcript import messages_from_traces
@@ -36,10 +40,11 @@ from agent_memory.models.messages import Message
 from agent_memory.models.traces import EpisodicItem, SemanticItem, trace_sort_key
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import FORGOTTEN_NOTE, ContextBuilder
-from agent_memory.presentation.offer import OfferState, load_toolkit
+from agent_memory.presentation.offer import OfferState, load_toolkit, offer_cost_tokens, with_memory_prompt
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import CallTokens, Cost, PriceModel
-from agent_memory.prompt_tokens import message_tokens, tool_tokens
+from agent_memory.prompt_tokens import message_tokens
+from agent_memory.replay.engine import StrategyCurve
 from agent_memory.storage.contracts import Backend
 
 __all__ = [
@@ -222,21 +227,22 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
     """
     agent_id = conversation_id or conversation.agent_id
     traces = conversation.backend.traces(agent_id)
-    raw = sorted([*traces.read_archive(), *traces.list_raw()], key=trace_sort_key)
+    archive = traces.read_archive()
+    raw = sorted([*archive, *traces.list_raw()], key=trace_sort_key)
     episodes = sorted(traces.list_episodic(), key=lambda ep: ep.ts)
     facts = tuple(traces.list_semantic())
     history_all = messages_from_traces(raw)
     count = memory.tokens.count
-    offer = load_toolkit(memory).openai_tools(OfferState(citing=True))
-    from agent_memory.agent.prompt import MEMORY_PROMPT  # the agent package: only here
-
+    toolkit = load_toolkit(memory)
+    offer = toolkit.openai_tools(OfferState(citing=True))
     builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=price_model,
                              citations=CitationBuilder(memory.plugins, memory.tokens),
-                             offer_cost_tokens=tool_tokens(offer, count) + count(MEMORY_PROMPT))
+                             offer_cost_tokens=offer_cost_tokens(toolkit, (), count, MEMORY_PROMPT)[0])
     compacted: dict[str, str] = {}  # turn id -> episode id
     pending = list(episodes)
     calls: list[CallView] = []
-    previous: list[tuple[str, int]] = []  # (message key, tokens) of the last prompt
+    curve = StrategyCurve()  # the replay's own count of a prompt sequence: net tokens, cached prefix
+    previous: Any = None
     epoch, total = 0, Cost() if price_model is not None else None
     for position, message in enumerate(history_all):
         if message.role != "assistant":
@@ -259,14 +265,12 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
         shown_msgs = built.messages
         results = _results(history_all[:position], shown_msgs, compacted, built.state.swapped,
                            built.state.citing, count)
-        keys = [(f"{m.role}:{m.tool_call_id}:{m.content}:{[c.arguments for c in m.tool_calls]}",
-                 message_tokens(m, count)) for m in shown_msgs]
-        prompt = sum(tokens for _, tokens in keys)
-        prefix = 0
-        for (key, tokens), (old, _) in zip(keys, previous, strict=False):
-            if key != old:
-                break
-            prefix += tokens
+        if built.state.citing:  # what the assembler adds: the memory section and the memory tools
+            sent, tools = with_memory_prompt(shown_msgs, MEMORY_PROMPT), offer
+        else:
+            sent, tools = shown_msgs, []
+        previous = curve.record(sent, tools, previous, count)
+        prompt, prefix = curve.prompt_tokens[-1], curve.prefix_tokens[-1]
         output = message_tokens(message, count)
         rewrote = bool(made) or bool(built.swapped_now) or (built.state.citing_since == built.state.calls and
                                                             built.state.calls > 1)
@@ -282,8 +286,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
             citing=built.state.citing, swapped_now=built.swapped_now,
             compacted_before=tuple(ep.id for ep in made), cost=cost,
         ))
-        previous = keys
-    archived = {item.turn_id for item in traces.read_archive()}
+    archived = {item.turn_id for item in archive}
     episode_turns = {turn_id for ep in episodes for turn_id in ep.turn_ids}
     return ConversationView(
         agent_id=agent_id, memory_id=memory.agent_id, calls=tuple(calls), episodes=tuple(episodes), facts=facts,

@@ -30,7 +30,7 @@ _OPEN_LOCK = threading.Lock()
 
 
 def open_backend(store: str | os.PathLike[str] | Backend | None = None,
-                 memory_dir: str | os.PathLike[str] | None = None) -> Backend:
+                 memory_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Backend:
     """The backend ``store`` names.
 
     Args:
@@ -38,6 +38,9 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
             (a path, or ``file://`` and a path); ``None``: ``memory_dir`` when given, else
             ``AGENT_MEMORY_URL``, else the directory ``AGENT_MEMORY_DIR`` or ``./memory``.
         memory_dir: the memory directory of a caller that names one (the files backend).
+        read_only: a memory directory is opened as on a read-only mount
+            (:class:`~agent_memory.storage.files.FileBackend`'s ``read_only``); a database, whose
+            readers never write, is opened as always.
 
     One backend object is kept per URL in a process, so every memory of the process that names the
     same database shares its connection pool.
@@ -63,7 +66,7 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
     if isinstance(target, str) and target.startswith("file://"):
         target = target[len("file://"):]
     path = Path(target) if target is not None else None
-    return FileBackend(path)
+    return FileBackend(path, read_only=read_only)
 
 
 def _postgres(url: str) -> Backend:

@@ -44,10 +44,14 @@ class FileBackend:
     Args:
         memory_dir: the memory directory; ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
             Nothing is created until the first write.
+        read_only: open every agent as on a read-only mount (``read_only`` is ``True``): the
+            indexes are read without writing and a damaged line of ``items.jsonl`` is only
+            skipped, never moved (what the inspector opens a directory with).
     """
 
-    def __init__(self, memory_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, memory_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.memory_dir = resolve_memory_dir(memory_dir)
+        self._read_only = read_only
         self.url = str(self.memory_dir)
         self._locks: dict[str, FileLocks] = {}
         self._mutex = threading.Lock()
@@ -64,14 +68,14 @@ class FileBackend:
         return str(self.agent_dir(agent_id) / "items.jsonl")
 
     def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
-        log = FileItemLog(self.agent_dir(agent_id))
+        log = FileItemLog(self.agent_dir(agent_id), move_corrupt=not self._read_only)
         if on_quarantine is not None:
             log.on_quarantine = lambda line, moved: on_quarantine(
                 str(log.jsonl.path), line.line_no, line.reason, str(moved) if moved is not None else None)
         return log
 
     def read_only(self, agent_id: str) -> bool:
-        return not writable_dir(self.agent_dir(agent_id) / "index")
+        return self._read_only or not writable_dir(self.agent_dir(agent_id) / "index")
 
     def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
                       recreate: bool = False) -> KeywordIndex | None:

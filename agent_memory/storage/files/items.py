@@ -85,23 +85,23 @@ class FileItemLog:
         agent_dir: the agent's directory (created on first write).
         on_quarantine: called with each damaged line moved to ``items.jsonl.corrupt`` (or only
             skipped, ``None`` as the second argument, when the file cannot be rewritten).
+        move_corrupt: whether a read moves damaged lines out of the file (``False``: a reader that
+            never writes only skips them).
 
     A write knows which ids the file holds from its own incremental read of the file (only the
     lines appended since its last write are read), so an append never reads the whole file.
     """
 
-    def __init__(self, agent_dir: Path, on_quarantine: QuarantineReport | None = None) -> None:
+    def __init__(self, agent_dir: Path, on_quarantine: QuarantineReport | None = None, *,
+                 move_corrupt: bool = True) -> None:
         self.agent_dir = agent_dir
+        self.move_corrupt = move_corrupt
         self.jsonl: JsonlFile[_Line] = JsonlFile(agent_dir / ITEMS_FILE, _LineCodec())
         self.content = ContentStore(agent_dir / CONTENT_DIR)
         self.on_quarantine = on_quarantine
         self._mutex = threading.Lock()
         self._ids: set[str] = set()
         self._token: ChangeToken | None = None
-
-    move_corrupt = True
-    """Whether a read moves damaged lines out of the file (``False``: a reader that never
-    writes only skips them)."""
 
     def __repr__(self) -> str:
         return f"FileItemLog({str(self.jsonl.path)!r})"
