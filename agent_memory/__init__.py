@@ -13,8 +13,9 @@ This is the public face, what the README uses (39 names): the memory (:class:`Ag
 (:class:`MemoryManager`, :class:`ModelLimits`, :class:`LLMRequestAssembler`); the chat models;
 what the model is shown (:class:`Message`, :class:`ToolCall`, :class:`ContextBuilder`, its policy,
 citations, plugins and the memory tools' offer, :func:`load_toolkit`); money (:class:`PriceModel`,
-:class:`Cost`); events (:class:`MemoryEvent`); and the errors most callers catch. Everything else stays importable from its module
-(``agent_memory.errors`` for the whole error tree, ``agent_memory.observers`` for every event,
+:class:`Cost`); what observers hear (:class:`MemoryNotice`); and the errors most callers catch.
+Everything else stays importable from its module (``agent_memory.errors`` for the whole error
+tree, ``agent_memory.observers`` for every notice,
 ``agent_memory.storage`` for backends); the framework adapters are in
 ``agent_memory.integrations.<framework>`` (each needs its extra), the test helpers and the
 backends' conformance suite in ``agent_memory.testing``.
@@ -43,7 +44,7 @@ from agent_memory.llm.chat import AnthropicChatModel, ChatModel, OpenAIChatModel
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryCriteria, MemoryItem, MemorySnapshot, QueryHit
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.observers import MemoryEvent
+from agent_memory.observers import MemoryNotice
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
@@ -75,10 +76,10 @@ __all__ = [
     "MemoryAgent",
     "MemoryConfig",
     "MemoryCriteria",
-    "MemoryEvent",
     "MemoryItem",
     "MemoryManager",
     "MemoryMode",
+    "MemoryNotice",
     "MemorySnapshot",
     "Message",
     "ModelLimits",

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,7 +80,8 @@ from agent_memory.models.items import (
     content_to_bytes,
 )
 from agent_memory.replay.command import replay
-from agent_memory.storage import FileBackend, redacted_url
+from agent_memory.stats import holds_anything, memory_stats
+from agent_memory.storage import redacted_url
 from agent_memory.transforms import PAGE_NOTICE_TOKENS
 
 if TYPE_CHECKING:
@@ -534,7 +534,7 @@ def query(
         criteria = MemoryCriteria(text=text, type=cast("MemoryType | None", type_), source=source, tags=tuple(tags),
                                   since=since_dt, until=until_dt, limit=limit)
         memory = _open(ctx)
-        if not _has_files_or_rows(memory):
+        if not holds_anything(memory):
             hits: list[QueryHit] = []
         else:
             with _stderr().status("Searching…"):
@@ -693,67 +693,6 @@ def unpin(
 
 
 # -- the whole memory: stats, export, import ---------------------------------------------------------
-def _disk_bytes(path: Path) -> int:
-    """Bytes of every file under ``path`` (0 if it does not exist)."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # removed meanwhile
-                continue
-    return total
-
-
-def _has_files_or_rows(memory: AgentMemory) -> bool:
-    """Whether the agent may hold anything: its directory exists (files), or always (a database,
-    whose empty answers cost nothing): a command on a directory never made answers without
-    creating it or loading the embedding model."""
-    return not isinstance(memory.backend, FileBackend) or memory.path.exists()
-
-
-def _stats(memory: AgentMemory) -> dict[str, Any]:
-    """What ``stats`` reports, as JSON-able data."""
-    records = memory.records()
-    by_type: dict[str, dict[str, int]] = {}
-    for record in records:
-        row = by_type.setdefault(record.type, {"items": 0, "size_bytes": 0, "tokens": 0})
-        row["items"] += 1
-        row["size_bytes"] += record.metadata.size_bytes
-        row["tokens"] += record.metadata.tokens
-    pending: int | None = len(records)
-    pinned: list[str] = []
-    files = isinstance(memory.backend, FileBackend)
-    if _has_files_or_rows(memory):
-        if not files or (memory.path / "index").exists():
-            try:
-                indexed = memory.index.item_ids()
-                if memory.lexical is not None:
-                    indexed &= memory.lexical.item_ids()
-                pending = sum(record.id not in indexed for record in records)
-            except AgentMemoryError:  # an index that cannot be opened: unknown, not an error here
-                pending = None
-        with _kernel(memory) as manager:
-            pinned = list(manager.pinned_items)
-    stamps = [record.metadata.timestamp for record in records]
-    tags = Counter(tag for record in records for tag in record.metadata.tags)
-    return {
-        "agent_id": memory.agent_id,
-        "path": str(memory.path) if files else None,
-        "store": memory.backend.url,
-        "items": len(records),
-        "size_bytes": sum(row["size_bytes"] for row in by_type.values()),
-        "tokens": sum(row["tokens"] for row in by_type.values()),
-        "by_type": dict(sorted(by_type.items())),
-        "pending_index": pending,
-        "pinned_items": pinned,
-        "top_tags": dict(tags.most_common(10)),
-        "oldest": min(stamps).isoformat() if stamps else None,
-        "newest": max(stamps).isoformat() if stamps else None,
-        "disk_bytes": _disk_bytes(memory.path) if files else None,
-    }
-
-
 @app.command()
 def stats(
     ctx: typer.Context,
@@ -767,7 +706,12 @@ def stats(
     yet indexed (embedded by the next query), pinned items, tags, dates and disk use."""
     _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
-        data = _stats(_open(ctx))
+        memory = _open(ctx)
+        pinned: tuple[str, ...] = ()
+        if holds_anything(memory):
+            with _kernel(memory) as manager:
+                pinned = manager.pinned_items
+        data = memory_stats(memory, pinned_items=pinned).model_dump(mode="json")
     if as_json:
         _print_json(data)
         return

@@ -162,7 +162,7 @@ class AgentMemory:
         self._store = ItemStore(log, where=self.backend.describe(self.agent_id), on_unreadable=self._unreadable)
         self._upkeep = IndexUpkeep(
             agent_id=self.agent_id, backend=self.backend, config=self.config, tokens=self.tokens,
-            store=self._store, index=index, emit=self._observers.emit,
+            store=self._store, index=index, notify=self._observers.notify,
         )
         self._mutex = threading.RLock()
         self._plugins = plugins
@@ -236,18 +236,18 @@ class AgentMemory:
         """Report this memory's events to ``observer`` too (see :mod:`agent_memory.observers`).
 
         Raises:
-            InvalidArgumentError: if it has no ``on_event`` method.
+            InvalidArgumentError: if it has no ``on_notice`` method.
         """
         self._observers.add(observer)
 
     def _quarantined(self, where: str, line_no: int, reason: str, moved_to: str | None) -> None:
-        self._observers.emit(
+        self._observers.notify(
             RecordQuarantined(agent_id=self.agent_id, path=where, line_no=line_no, reason=reason,
                               quarantine_path=moved_to)
         )
 
     def _unreadable(self, record: UnreadableRecord) -> None:
-        self._observers.emit(
+        self._observers.notify(
             RecordUnsupported(
                 agent_id=self.agent_id, path=self._store.where, item_id=record.id,
                 schema_version=record.schema_version, reason=record.reason,
@@ -475,7 +475,7 @@ class AgentMemory:
         result = apply_transform(
             item, spec, counter=self.tokens, max_tokens=cap, page=page, raw=raw, summarizer=self._summarize
         )
-        self._observers.emit(Retrieved(agent_id=self.agent_id, operation="retrieve", item_ids=(item.id,),
+        self._observers.notify(Retrieved(agent_id=self.agent_id, operation="retrieve", item_ids=(item.id,),
                                        tokens=result.tokens))
         return result
 
@@ -578,7 +578,7 @@ class AgentMemory:
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
             hits = merge_hits(hits, self._base.query(wanted), wanted.limit, by_score=wanted.text is not None)
-        self._observers.emit(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
+        self._observers.notify(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
                                        tokens=0, query=wanted.text[:200] if wanted.text else None))
         return hits
 
@@ -642,7 +642,7 @@ class AgentMemory:
             try:
                 self._upkeep.delete([item_id])
             except Exception as exc:  # noqa: BLE001 - the item is gone; its stale chunks are skipped
-                self._observers.emit(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,),
+                self._observers.notify(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,),
                                                  error=f"forget: {type(exc).__name__}: {exc}"[:300], pending=False))
             return True
 
@@ -699,7 +699,7 @@ class AgentMemory:
             self._upkeep.flush()
         except Exception as exc:  # noqa: BLE001 - the store is replaced; the index catches up later
             ids = tuple(record.id for record in self._store.records())
-            self._observers.emit(
+            self._observers.notify(
                 IndexFailed(agent_id=self.agent_id, item_ids=ids, error=f"{type(exc).__name__}: {exc}"[:300], pending=True)
             )
 

@@ -1,17 +1,23 @@
-"""Events an AgentMemory reports instead of raising, and the observers that receive them.
+"""Notices: what a memory reports instead of raising, and the observers that hear them.
 
 Some failures must not be raised into the agent: indexing that fails after an item is safely
 stored, a damaged line of ``items.jsonl``, a missing content blob. The memory carries on (the item
-stays stored and pending, the line is quarantined, the item is skipped) and *reports* what
-happened: every event is logged on the ``agent_memory`` logger and handed to each observer.
+stays stored and pending, the line is quarantined, the item is skipped) and *notifies* what
+happened (seed 003: "notify observers"): every notice is logged on the ``agent_memory`` logger and
+handed to each observer. The kernel, the agent loop and the event processor notify what they did
+too (a compaction, an LLM call and its cost, a journaled event applied).
 
-An observer is any object with ``on_event(event)`` (:class:`MemoryObserver`); give them to
+"Notice" names only this: what an observer hears. An *event* is what the event processor journals
+and applies (:mod:`agent_memory.agent.events`, :class:`~agent_memory.storage.journal.QueuedEvent`);
+applying one is itself reported as the notice :class:`EventApplied`.
+
+An observer is any object with ``on_notice(notice)`` (:class:`MemoryObserver`); give them to
 ``AgentMemory(..., observers=[...])`` or :meth:`AgentMemory.add_observer
-<agent_memory.memory.AgentMemory.add_observer>`. Events are frozen pydantic models with a
-``kind`` field, so they can be matched by class or serialised (``event.model_dump_json()``).
+<agent_memory.memory.AgentMemory.add_observer>`. Notices are frozen pydantic models with a
+``kind`` field, so they can be matched by class or serialised (``notice.model_dump_json()``).
 An observer that raises is logged and skipped; it never breaks the memory.
 
-New kinds of events are new subclasses of :class:`MemoryEvent`; observers should ignore kinds
+New kinds of notices are new subclasses of :class:`MemoryNotice`; observers should ignore kinds
 they do not know.
 """
 
@@ -31,12 +37,12 @@ __all__ = [
     "CompactionRequested",
     "ContentMissing",
     "EventApplied",
-    "EventRecorder",
+    "NoticeRecorder",
     "IndexFailed",
     "IndexReadOnly",
     "IndexRecreated",
     "LLMCalled",
-    "MemoryEvent",
+    "MemoryNotice",
     "MemoryObserver",
     "ObserverList",
     "RecordQuarantined",
@@ -48,23 +54,23 @@ __all__ = [
 ]
 
 logger = logging.getLogger("agent_memory")
-"""The library's logger; every event is logged on it (level per event class, WARNING for these)."""
+"""The library's logger; every notice is logged on it (level per notice class, WARNING for these)."""
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class MemoryEvent(BaseModel):
+class MemoryNotice(BaseModel):
     """Something that happened to a memory that its user may want to know (base class)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     log_level: ClassVar[int] = logging.WARNING
-    """Level at which the memory logs this kind of event."""
+    """Level at which the memory logs this kind of notice."""
 
     kind: str
-    """Which event, e.g. ``index_failed``; fixed per subclass."""
+    """Which notice, e.g. ``index_failed``; fixed per subclass."""
     agent_id: str
     """The agent whose memory it happened to."""
     at: datetime = Field(default_factory=_now)
@@ -77,7 +83,7 @@ class MemoryEvent(BaseModel):
         return f"{self.kind} in memory {self.agent_id!r}: {details}"
 
 
-class IndexFailed(MemoryEvent):
+class IndexFailed(MemoryNotice):
     """Indexing items failed; the items are stored and readable by id, but not found by queries
     until they are indexed."""
 
@@ -92,7 +98,7 @@ class IndexFailed(MemoryEvent):
     them until ``rebuild_index`` (another process retries them once)."""
 
 
-class RecordQuarantined(MemoryEvent):
+class RecordQuarantined(MemoryNotice):
     """A complete line of a JSONL file did not parse; it was taken out of the file so every other
     record stays readable."""
 
@@ -108,7 +114,7 @@ class RecordQuarantined(MemoryEvent):
     failed and the line is only skipped when reading."""
 
 
-class RecordUnsupported(MemoryEvent):
+class RecordUnsupported(MemoryNotice):
     """A record of ``items.jsonl`` is one this version cannot read (a newer ``schema_version``, an
     unknown field or type: written by a newer version, or by hand). It is kept where it is,
     unchanged; reading its item raises :class:`~agent_memory.errors.UnsupportedRecordError`, and
@@ -125,7 +131,7 @@ class RecordUnsupported(MemoryEvent):
     """Why it cannot be read (short, without the record's content)."""
 
 
-class ContentMissing(MemoryEvent):
+class ContentMissing(MemoryNotice):
     """An item's content blob is missing or damaged: that item cannot be read or indexed; every
     other item works."""
 
@@ -136,7 +142,7 @@ class ContentMissing(MemoryEvent):
     """What was found (missing file, hash mismatch)."""
 
 
-class IndexRecreated(MemoryEvent):
+class IndexRecreated(MemoryNotice):
     """An index file was damaged beyond use and was deleted and built again from ``items.jsonl``."""
 
     kind: Literal["index_recreated"] = "index_recreated"
@@ -146,7 +152,7 @@ class IndexRecreated(MemoryEvent):
     """What was wrong with it."""
 
 
-class IndexReadOnly(MemoryEvent):
+class IndexReadOnly(MemoryNotice):
     """The memory directory is read-only (a read-only mount, a snapshot without write permission):
     the indexes are read without writing, and what would need a write is skipped. Reported when
     the index is opened (what was done to read it), and when a query finds stored items the index
@@ -166,7 +172,7 @@ class IndexReadOnly(MemoryEvent):
     """How many stored items the index lacks."""
 
 
-class TraceIngested(MemoryEvent):
+class TraceIngested(MemoryNotice):
     """A raw trace was recorded (a user message, a tool call, a tool result, an answer)."""
 
     kind: Literal["trace_ingested"] = "trace_ingested"
@@ -179,7 +185,7 @@ class TraceIngested(MemoryEvent):
     """The memory id of a tool result's full content."""
 
 
-class CompactionRequested(MemoryEvent):
+class CompactionRequested(MemoryNotice):
     """A prompt passed the hard threshold (or the agent asked): compaction runs before the next call."""
 
     kind: Literal["compaction_requested"] = "compaction_requested"
@@ -192,7 +198,7 @@ class CompactionRequested(MemoryEvent):
     """``hard`` (threshold), ``over`` (over the budget), ``requested`` (asked)."""
 
 
-class Compacted(MemoryEvent):
+class Compacted(MemoryNotice):
     """Older turns became an episode and facts, and the working context was reset."""
 
     kind: Literal["compacted"] = "compacted"
@@ -213,7 +219,7 @@ class Compacted(MemoryEvent):
     """Why the LLM summarizer fell back to the extractive one, if it did."""
 
 
-class Truncated(MemoryEvent):
+class Truncated(MemoryNotice):
     """Even after compaction the prompt did not fit: the oldest raw turns went to the archive
     without a summary (still searchable and retrievable by turn id)."""
 
@@ -224,7 +230,7 @@ class Truncated(MemoryEvent):
     tokens_after: int
 
 
-class Retrieved(MemoryEvent):
+class Retrieved(MemoryNotice):
     """Content was read back from memory (``retrieve``) or searched (``query``)."""
 
     kind: Literal["retrieved"] = "retrieved"
@@ -238,7 +244,7 @@ class Retrieved(MemoryEvent):
     """The query text (cut to 200 characters), for a query."""
 
 
-class LLMCalled(MemoryEvent):
+class LLMCalled(MemoryNotice):
     """An LLM call of an agent (:class:`~agent_memory.agent.loop.MemoryAgent`) was answered: the
     tokens its provider reported, the prompt's cache reads and writes among them, and what the
     call cost. One per call, after the answer is recorded."""
@@ -269,7 +275,7 @@ class LLMCalled(MemoryEvent):
     """Why ``cost_usd`` is ``None``."""
 
 
-class EventApplied(MemoryEvent):
+class EventApplied(MemoryNotice):
     """A queued memory event was applied (or refused) by an
     :class:`~agent_memory.agent.events.EventProcessor`: it is marked ``applied`` (or ``failed``)
     in the event queue, once."""
@@ -293,33 +299,33 @@ class EventApplied(MemoryEvent):
 
 @runtime_checkable
 class MemoryObserver(Protocol):
-    """Receives the events of a memory. Called synchronously, in the thread that caused the event,
+    """Hears the notices of a memory. Called synchronously, in the thread that caused the notice,
     possibly from several threads at once; keep it quick and thread-safe."""
 
-    def on_event(self, event: MemoryEvent) -> None:
-        """Handle one event (ignore kinds you do not know)."""
+    def on_notice(self, notice: MemoryNotice) -> None:
+        """Handle one notice (ignore kinds you do not know)."""
         ...
 
 
-class EventRecorder:
-    """An observer that keeps every event, oldest first (for tests and diagnostics)."""
+class NoticeRecorder:
+    """An observer that keeps every notice, oldest first (for tests and diagnostics)."""
 
     def __init__(self) -> None:
-        self.events: list[MemoryEvent] = []
+        self.notices: list[MemoryNotice] = []
         self._lock = threading.Lock()
 
-    def on_event(self, event: MemoryEvent) -> None:
+    def on_notice(self, notice: MemoryNotice) -> None:
         with self._lock:
-            self.events.append(event)
+            self.notices.append(notice)
 
-    def of_type(self, kind: type[MemoryEvent]) -> list[MemoryEvent]:
-        """The recorded events of one class, oldest first."""
+    def of_type(self, kind: type[MemoryNotice]) -> list[MemoryNotice]:
+        """The recorded notices of one class, oldest first."""
         with self._lock:
-            return [event for event in self.events if isinstance(event, kind)]
+            return [notice for notice in self.notices if isinstance(notice, kind)]
 
 
 class ObserverList:
-    """The observers of one memory, and how events reach them: logged first, then each observer
+    """The observers of one memory, and how notices reach them: logged first, then each observer
     in the order added; an observer that raises is logged and the others still run."""
 
     def __init__(self, observers: Iterable[MemoryObserver] = ()) -> None:
@@ -332,23 +338,23 @@ class ObserverList:
         """Add an observer.
 
         Raises:
-            TypeError: if it has no callable ``on_event``.
+            TypeError: if it has no callable ``on_notice``.
         """
-        if not callable(getattr(observer, "on_event", None)):
-            raise TypeError(f"an observer needs an on_event(event) method; got {type(observer).__name__}")
+        if not callable(getattr(observer, "on_notice", None)):
+            raise TypeError(f"an observer needs an on_notice(notice) method; got {type(observer).__name__}")
         with self._lock:
             self._observers.append(observer)
 
-    def emit(self, event: MemoryEvent) -> None:
-        """Log ``event`` and hand it to every observer; never raises (``Exception`` subclasses)."""
-        logger.log(event.log_level, event.describe())
+    def notify(self, notice: MemoryNotice) -> None:
+        """Log ``notice`` and hand it to every observer; never raises (``Exception`` subclasses)."""
+        logger.log(notice.log_level, notice.describe())
         with self._lock:
             observers = list(self._observers)
         for observer in observers:
             try:
-                observer.on_event(event)
+                observer.on_notice(notice)
             except Exception:  # noqa: BLE001 - an observer must never break the memory
-                logger.exception("memory observer %r failed on a %s event", observer, event.kind)
+                logger.exception("memory observer %r failed on a %s notice", observer, notice.kind)
 
     def __len__(self) -> int:
         with self._lock:

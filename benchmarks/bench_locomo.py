@@ -53,7 +53,7 @@ from typing import Any  # noqa: E402
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
 from agent_memory.kernel.budget import ModelLimits  # noqa: E402
 from agent_memory.kernel.manager import MemoryManager  # noqa: E402
-from agent_memory.observers import Compacted, EventRecorder, Truncated  # noqa: E402
+from agent_memory.observers import Compacted, NoticeRecorder, Truncated  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -113,7 +113,7 @@ def recall(found: set[str], evidence: Sequence[str]) -> float:
 
 def run_compacted(name: str, turns: list[Turn], qas: list[QA], root: Path, budget: int) -> dict[str, Any]:
     memory = AgentMemory("locomo", root / "compacted" / name, config=MemoryConfig(index_on_store=False))
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = MemoryManager(memory, system_prompt=SYSTEM, observers=[recorder],
                             limits=ModelLimits(max_context_tokens=budget + 1_000, max_output_tokens=1_000))
     dia_of: dict[str, str] = {}

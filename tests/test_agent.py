@@ -20,7 +20,7 @@ from agent_memory.agent.tools import FunctionTool, tool
 from agent_memory.errors import ConfigurationError
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.llm.chat import OpenAIChatModel
-from agent_memory.observers import Compacted, EventRecorder
+from agent_memory.observers import Compacted, NoticeRecorder
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
 
 MEM_ID = re.compile(r"mem_[0-9a-f]{12}")
@@ -203,7 +203,7 @@ def test_shared_and_none_sub_agents(server: FakeLLMServer, data_dir: Path, tmp_p
 
 def test_soft_threshold_compact_memory_and_compaction_before_the_next_call(server: FakeLLMServer, tmp_path: Path) -> None:
     limits = ModelLimits(max_context_tokens=6_000, max_output_tokens=500, safety_margin_tokens=0)
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     agent = MemoryAgent(chat(server), memory_dir=tmp_path, limits=limits, observers=[recorder],
                         memory_config=MemoryConfig(index_on_store=False))
     soft = int(limits.soft_ratio * limits.input_budget) + 10
@@ -216,7 +216,7 @@ def test_soft_threshold_compact_memory_and_compaction_before_the_next_call(serve
     assert "compact_memory" in names  # offered under pressure
     assert "Memory note" in server.requests[-2]["messages"][-1]["content"]
     assert run.steps[1].compacted_turns and run.compactions == 1
-    compactions = [e for e in recorder.events if isinstance(e, Compacted)]
+    compactions = [e for e in recorder.notices if isinstance(e, Compacted)]
     assert compactions and compactions[-1].turn_ids
     last = server.requests[-1]["messages"]
     assert last[-1]["role"] == "tool" and "please tidy up" in json.dumps(last)  # the latest request is kept

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from agent_memory import AgentMemory, MemoryConfig, MemoryCriteria, MemoryEvent, StoreError
+from agent_memory import AgentMemory, MemoryConfig, MemoryCriteria, MemoryNotice, StoreError
 from agent_memory.errors import VectorIndexError
-from agent_memory.observers import ContentMissing, EventRecorder, IndexFailed, IndexRecreated, RecordQuarantined
+from agent_memory.observers import ContentMissing, NoticeRecorder, IndexFailed, IndexRecreated, RecordQuarantined
 
 TEXTS = {
     "apollo": "Apollo 11 landed on the Moon in July 1969; Armstrong and Aldrin walked on the surface.",
@@ -29,17 +29,17 @@ TEXTS = {
 
 
 @pytest.fixture
-def recorder() -> EventRecorder:
-    return EventRecorder()
+def recorder() -> NoticeRecorder:
+    return NoticeRecorder()
 
 
 @pytest.fixture
-def stored(tmp_path: Path, recorder: EventRecorder) -> tuple[AgentMemory, dict[str, str]]:
+def stored(tmp_path: Path, recorder: NoticeRecorder) -> tuple[AgentMemory, dict[str, str]]:
     memory = AgentMemory("agent", tmp_path, observers=[recorder])
     return memory, {key: memory.store(text, tags=[key]) for key, text in TEXTS.items()}
 
 
-def _reopen(memory: AgentMemory, recorder: EventRecorder | None = None, **config: object) -> AgentMemory:
+def _reopen(memory: AgentMemory, recorder: NoticeRecorder | None = None, **config: object) -> AgentMemory:
     return AgentMemory(
         memory.agent_id, memory.memory_dir, config=MemoryConfig(**config), observers=[recorder] if recorder else []
     )
@@ -65,7 +65,7 @@ def test_a_garbage_line_in_the_middle_is_quarantined_and_every_other_item_works(
 ) -> None:
     memory, ids = stored
     _edit_line(memory, 2, lambda line: garbage)  # the "soup" record is destroyed
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
 
     assert reader.get(ids["apollo"]).content == TEXTS["apollo"]
@@ -97,7 +97,7 @@ def test_quarantine_falls_back_to_skipping_when_the_file_cannot_be_rewritten(
         raise OSError(30, "Read-only file system")
 
     monkeypatch.setattr("os.replace", read_only_disk)
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder, index_on_store=False)
 
     assert [r.id for r in reader.records()] == [ids["soup"], ids["violin"]]
@@ -120,7 +120,7 @@ def test_a_lost_content_blob_fails_that_item_only(
         blob.unlink()
     else:
         blob.write_bytes(b"bit rot")
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
 
     for call in (lambda: reader.get(ids["soup"]), lambda: reader.retrieve(ids["soup"])):
@@ -157,7 +157,7 @@ def test_a_record_too_big_for_the_index_is_skipped_not_poisonous(tmp_path: Path)
     _edit_line(writer, 2, six_thousand_tags)
     notes: list[str] = []
     for attempt in range(2):  # a new process, then again after a rebuild
-        recorder = EventRecorder()
+        recorder = NoticeRecorder()
         reader = _reopen(writer, recorder)
         if attempt:
             assert reader.rebuild_index() == 3  # apollo, violin and the note of the first attempt
@@ -173,7 +173,7 @@ def test_a_record_too_big_for_the_index_is_skipped_not_poisonous(tmp_path: Path)
 
 
 def test_an_index_broken_by_a_bad_write_is_repaired_by_rebuild_index(
-    stored: tuple[AgentMemory, dict[str, str]], recorder: EventRecorder
+    stored: tuple[AgentMemory, dict[str, str]], recorder: NoticeRecorder
 ) -> None:
     memory, ids = stored
     with memory.index._using() as collection, pytest.raises(Exception, match="compaction"):  # past every guard
@@ -194,7 +194,7 @@ def test_an_index_broken_by_a_bad_write_is_repaired_by_rebuild_index(
 
 
 def test_store_returns_the_id_when_indexing_fails_and_the_next_query_indexes_it(
-    stored: tuple[AgentMemory, dict[str, str]], recorder: EventRecorder, monkeypatch: pytest.MonkeyPatch
+    stored: tuple[AgentMemory, dict[str, str]], recorder: NoticeRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory, ids = stored
     real_add = memory.index.add
@@ -218,7 +218,7 @@ def test_store_returns_the_id_when_indexing_fails_and_the_next_query_indexes_it(
 
 
 def test_store_returns_the_id_when_the_index_lock_is_held_too_long(
-    stored: tuple[AgentMemory, dict[str, str]], recorder: EventRecorder
+    stored: tuple[AgentMemory, dict[str, str]], recorder: NoticeRecorder
 ) -> None:
     memory, ids = stored
     memory._upkeep.lock_timeout_s = 0.2
@@ -238,7 +238,7 @@ def test_a_damaged_keyword_index_is_recreated_from_the_store_by_the_next_query(
     memory.close()
     lexical = memory.path / "index" / "lexical.sqlite3"
     lexical.write_bytes(b"this is not a database" * 1_000)
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
     embedded: list[object] = []
     monkeypatch.setattr(type(reader.index), "add", lambda self, chunks: embedded.extend(chunks))
@@ -264,7 +264,7 @@ def test_a_truncated_keyword_index_is_recreated_by_rebuild_index(
     lexical = memory.path / "index" / "lexical.sqlite3"
     data = lexical.read_bytes()
     lexical.write_bytes(data[: len(data) // 3])
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
 
     # SQLite may notice the cut when it opens the file or only when a query reads the lost
@@ -279,14 +279,14 @@ def test_a_truncated_keyword_index_is_recreated_by_rebuild_index(
 
 
 class Exploding:
-    def on_event(self, event: MemoryEvent) -> None:
+    def on_notice(self, event: MemoryNotice) -> None:
         raise RuntimeError("observer bug")
 
 
 def test_an_observer_that_raises_is_logged_and_never_breaks_the_memory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     memory = AgentMemory("agent", tmp_path, config=MemoryConfig(index_on_store=False), observers=[Exploding()])
     memory.add_observer(recorder)
     first = memory.store("first")
@@ -315,7 +315,7 @@ def test_concurrent_readers_quarantine_a_bad_line_once(tmp_path: Path) -> None:
     memory = AgentMemory("agent", tmp_path, config=MemoryConfig(index_on_store=False))
     ids = [memory.store(f"item {n}") for n in range(50)]
     _edit_line(memory, 25, lambda line: b"torn by a bad disk")
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     readers = [_reopen(memory, recorder, index_on_store=False) for _ in range(4)]
     results: list[list[str]] = []
 

@@ -31,7 +31,7 @@ from agent_memory.agent.events import event_memory_id
 from agent_memory.agent.step_lock import StepLock
 from agent_memory.errors import LockTimeoutError
 from agent_memory.kernel.budget import ModelLimits
-from agent_memory.observers import Compacted, EventApplied, EventRecorder, TraceIngested, Truncated
+from agent_memory.observers import Compacted, EventApplied, NoticeRecorder, TraceIngested, Truncated
 from agent_memory.storage.files.journal import EVENTS_FILE, EventQueue
 from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
 from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
@@ -56,7 +56,7 @@ def test_an_event_is_journaled_and_committed_before_its_effect_is_written(tmp_pa
     seen: list[tuple[str, str]] = []
 
     class Witness:  # runs while the manager writes the trace: what does another connection see?
-        def on_event(self, event) -> None:
+        def on_notice(self, event) -> None:
             if isinstance(event, TraceIngested):
                 db = sqlite3.connect(tmp_path / "agents" / "events" / EVENTS_FILE)
                 seen.extend(db.execute("SELECT kind, status FROM events").fetchall())
@@ -91,8 +91,36 @@ def test_auto_applies_at_once_and_stepping_only_queues_until_a_step(tmp_path: Pa
     assert processor.queue.count() == 2  # a malformed event is refused before it is journaled
 
 
+def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_back(tmp_path: Path) -> None:
+    processor = EventProcessor(open_manager(tmp_path))
+    journal = processor.queue
+    reads: list[str] = []
+    for name in ("next_open", "get", "events", "pending"):  # every way to read a payload back
+        original = getattr(journal, name)
+        setattr(journal, name, lambda *a, _read=original, _name=name, **k: reads.append(_name) or _read(*a, **k))
+    page = "a long page of text. " * 20_000
+    processor.user_message("fetch it")
+    processor.assistant_response(Message(role="assistant", content="", tool_calls=(ToolCall(id="c1", name="fetch"),)))
+    ref = processor.tool_result("c1", page, name="fetch")
+    assert reads == []  # applied from the payload in hand: one write, no read back
+    assert processor.manager.memory.get(ref).content == page
+    for name in ("next_open", "get", "events", "pending"):
+        delattr(journal, name)
+    stored = {event.kind: event for event in journal.events()}
+    assert stored[EventKind.TOOL_RESULT].payload["result"] == page  # journaled whole, for a restart
+    assert stored[EventKind.ASSISTANT_RESPONSE].payload["message"]["tool_calls"][0]["id"] == "c1"  # models as JSON data
+    assert {event.status for event in stored.values()} == {"applied"}
+
+    processor.execution_mode = "stepping"  # an event queued before: applied first, read from the journal
+    processor.user_message("queued earlier")
+    processor.execution_mode = "auto"
+    processor.user_message("then this one")
+    assert [m.content for m in processor.manager.get_working_context_messages()][-2:] == ["queued earlier",
+                                                                                          "then this one"]
+
+
 def test_a_step_applies_one_event_else_a_truncation_else_a_compaction(tmp_path: Path) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = open_manager(tmp_path, observers=[recorder], max_context_tokens=4_000, max_output_tokens=500)
     processor = EventProcessor(manager, mode="stepping")
     for n in range(3):
@@ -192,7 +220,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
     items_before = len(first.memory)
     del first
 
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = open_manager(tmp_path)
     processor = EventProcessor(manager, observers=[recorder], mode="stepping")
     assert processor.pending_events()[0].status == "applying"
@@ -238,9 +266,15 @@ if point == "resume":
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
+set_status = EventQueue.set_status
+def die_when_marked_applied(self, event_id, status, **kwargs):  # the effect is written, the mark is not
+    if status == "applied":
+        die()
+    return set_status(self, event_id, status, **kwargs)
+
 processor.user_message("fetch two pages")
 if point == "assistant-written":
-    EventQueue.mark_applied = die
+    EventQueue.set_status = die_when_marked_applied
 if point == "assistant-appended":  # right after the first append of the answer's traces
     from agent_memory.store.traces import FileTraceStore
     append = FileTraceStore._append
@@ -257,7 +291,7 @@ if point == "result-stored":
         die()
     AgentMemory.store = store_then_die
 if point == "result-written":
-    EventQueue.mark_applied = die
+    EventQueue.set_status = die_when_marked_applied
 processor.tool_result("a", "page a " * 200)
 """
 
@@ -350,7 +384,7 @@ def test_one_step_at_a_time_across_lock_objects_and_threads_of_one_process(tmp_p
 
 
 def test_observers_hear_ingest_retrieval_and_each_event_applied_or_refused(tmp_path: Path) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     processor = EventProcessor(open_manager(tmp_path), observers=[recorder])
     processor.user_message("look this up")
     processor.tool_intent([ToolCall(id="c1", name="search")])
@@ -366,7 +400,7 @@ def test_observers_hear_ingest_retrieval_and_each_event_applied_or_refused(tmp_p
     ]
     assert [e.status for e in events] == ["applied", "applied", "applied", "failed", "applied"]
     assert events[3].error.startswith("InvalidArgumentError: no tool call") and applied[3].error == events[3].error
-    kinds = [e.kind for e in recorder.events]
+    kinds = [e.kind for e in recorder.notices]
     assert kinds.count("trace_ingested") == 4 and kinds.count("retrieved") == 1
     assert kinds.index("trace_ingested") < kinds.index("event_applied")  # applied after the effect
 

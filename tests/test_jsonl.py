@@ -19,7 +19,7 @@ from pydantic import BaseModel, TypeAdapter
 from agent_memory import AgentMemory, MemoryConfig, StoreError
 from agent_memory.errors import CorruptRecordError, LockTimeoutError
 from agent_memory.fileio import atomic_write, atomic_write_bytes
-from agent_memory.observers import EventRecorder, RecordQuarantined
+from agent_memory.observers import NoticeRecorder, RecordQuarantined
 from agent_memory.store import jsonl as jsonl_module
 from agent_memory.storage.contracts import LogChange, LogEntry
 from agent_memory.storage.files.items import FileItemLog
@@ -378,7 +378,7 @@ def test_memory_reads_past_a_torn_items_line_and_repairs_it_on_the_next_store(tm
 
 
 def test_memory_quarantines_a_corrupt_items_line_and_keeps_the_others(tmp_path: Path) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     memory = AgentMemory("agent", tmp_path, config=NO_INDEX, observers=[recorder])
     first = memory.store("first")
     with open(memory.path / "items.jsonl", "ab") as handle:
@@ -386,7 +386,7 @@ def test_memory_quarantines_a_corrupt_items_line_and_keeps_the_others(tmp_path: 
 
     third = memory.store("third")  # reads the file first (a new id must be free): finds the line
 
-    (event,) = recorder.events
+    (event,) = recorder.notices
     assert isinstance(event, RecordQuarantined) and event.line_no == 2
     assert event.quarantine_path == str(memory.path / "items.jsonl") + ".corrupt"
     assert [line["id"] for line in _lines(memory.path / "items.jsonl")] == [first, third]  # repaired
@@ -395,7 +395,7 @@ def test_memory_quarantines_a_corrupt_items_line_and_keeps_the_others(tmp_path: 
     reader = AgentMemory("agent", tmp_path, config=NO_INDEX, observers=[recorder])
     assert [r.id for r in reader.records()] == [first, third]
     assert [reader.get(i).content for i in (first, third)] == ["first", "third"]
-    assert len(recorder.events) == 1  # reported once, not by every reader
+    assert len(recorder.notices) == 1  # reported once, not by every reader
 
 
 def test_failed_clear_keeps_every_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

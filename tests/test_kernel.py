@@ -18,7 +18,7 @@ from agent_memory.kernel.budget import ModelLimits, Pressure
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.observers import Compacted, EventRecorder, Truncated
+from agent_memory.observers import Compacted, NoticeRecorder, Truncated
 from agent_memory.store.traces import FileTraceStore
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
 
@@ -106,7 +106,7 @@ def test_16_2_tool_call_and_result(tmp_path: Path, server: FakeLLMServer) -> Non
 
 
 def test_16_3_compaction_boundary_changes_the_next_prompt(tmp_path: Path, server: FakeLLMServer) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = make_manager(tmp_path, context=9_000, output=1_000, observers=[recorder])
     assembler = LLMRequestAssembler(manager, toolkit=MemoryToolkit(manager.memory, manager=manager))
     for i in range(8):
@@ -206,7 +206,7 @@ class VerboseSummarizer:
 
 
 def test_truncation_when_even_compaction_cannot_fit(tmp_path: Path) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = make_manager(tmp_path, context=5_000, output=1_000, observers=[recorder], tail_turns=20,
                            summarizer=VerboseSummarizer(words=280))
     for i in range(30):  # many small turns: the tail is sized in tokens, not by its count
@@ -288,7 +288,7 @@ def test_a_retried_compaction_adds_no_second_summary(tmp_path: Path) -> None:
 
 
 def test_a_long_conversation_compacts_a_bounded_number_of_times(tmp_path: Path) -> None:
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     store = FileTraceStore(tmp_path / "agents" / "kernel", fsync=False)  # durability is tested elsewhere
     manager = make_manager(tmp_path, context=8_000, output=1_000, observers=[recorder], store=store)
     largest = 0
@@ -310,7 +310,7 @@ def test_a_long_conversation_compacts_a_bounded_number_of_times(tmp_path: Path) 
 
 def test_a_long_single_turn_compacts_its_finished_steps(tmp_path: Path) -> None:
     """A coding agent's one request and forty tool steps: the turn itself must shrink."""
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     manager = make_manager(tmp_path, context=4_000, output=1_000, observers=[recorder])
     turn = manager.ingest_user_message("Fix the failing test in tests/test_parser.py.")
     largest = 0

@@ -20,7 +20,7 @@ FLOORS: list[set[str]] = [
     {"models"},
     {"prompt_tokens", "transforms", "results", "plugins", "llm"},
     {"store", "index", "storage"},
-    {"memory", "boundary", "fork", "ingest", "exports"},
+    {"memory", "boundary", "fork", "ingest", "exports", "stats"},
     {"presentation"},
     {"kernel"},
     {"agent"},

@@ -25,7 +25,7 @@ from agent_memory import AgentConfig, MemoryAgent, MemoryConfig, Message, PriceM
 from agent_memory.agent.tools import tool
 from agent_memory.llm.chat import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel, Usage
 from agent_memory.llm.renderers import MAX_CACHE_BREAKPOINTS, AnthropicRenderer
-from agent_memory.observers import EventRecorder, LLMCalled
+from agent_memory.observers import NoticeRecorder, LLMCalled
 from agent_memory.presentation.offer import ToolOffer
 from agent_memory.pricing import BilledTokens
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
@@ -314,8 +314,8 @@ def call(name: str, **arguments: object) -> ScriptedReply:
 
 
 def anthropic_agent(server: FakeLLMServer, tmp_path: Path, *, model: str = "claude-sonnet-4-6",
-                    **options: Any) -> tuple[MemoryAgent, EventRecorder]:
-    recorder = EventRecorder()
+                    **options: Any) -> tuple[MemoryAgent, NoticeRecorder]:
+    recorder = NoticeRecorder()
     price_model = options.pop("price_model", None)
     chat = AnthropicChatModel(model, base_url=server.anthropic_base_url, api_key="x", max_retries=0, **options)
     agent = MemoryAgent(chat, tools=[lookup], system_prompt=LONG_SYSTEM, memory_dir=tmp_path,
@@ -366,7 +366,7 @@ def test_an_anthropic_agent_is_cached_and_its_usage_report_prices_reads_and_writ
     assert run.cost is not None
     assert run.cost.total_usd == sum((s.cost.total_usd for s in run.steps if s.cost is not None), Decimal(0))
 
-    heard = [e for e in recorder.events if isinstance(e, LLMCalled)]
+    heard = [e for e in recorder.notices if isinstance(e, LLMCalled)]
     assert [(e.step, e.cache_read_tokens, e.cache_write_tokens, e.cost_usd) for e in heard] == [
         (s.index, s.cached_tokens, s.cache_write_tokens, s.cost.total_usd if s.cost else None) for s in run.steps]
     assert {e.price_model for e in heard} == {"claude-sonnet-4-6"} and {e.model for e in heard} == {"claude-sonnet-4-6"}
@@ -388,7 +388,7 @@ def test_an_unknown_model_is_not_priced_and_says_why(server: FakeLLMServer, tmp_
     assert agent.price_model is None and run.cost is None
     assert all(s.cost is None and "no price for model 'claude-test'" in (s.unpriced_reason or "") for s in run.steps)
     assert run.steps[1].cached_tokens == run.steps[0].prompt_tokens  # cached all the same
-    heard = [e for e in recorder.events if isinstance(e, LLMCalled)]
+    heard = [e for e in recorder.notices if isinstance(e, LLMCalled)]
     assert len(heard) == 3 and all(e.cost_usd is None and e.unpriced_reason for e in heard)
 
 

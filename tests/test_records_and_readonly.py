@@ -28,7 +28,7 @@ from actions import MemoryToolkit
 from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig, MemoryCriteria, MemorySnapshot
 from agent_memory.errors import UnsupportedRecordError
 from agent_memory.models.items import ItemRecord
-from agent_memory.observers import EventRecorder, RecordQuarantined, RecordUnsupported
+from agent_memory.observers import NoticeRecorder, RecordQuarantined, RecordUnsupported
 from agent_memory.results import result_store_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def test_a_record_of_a_newer_version_is_kept_in_place_and_refused_loudly(
     memory, ids = stored
     line = _edit_record(memory, ids["soup"], edit)
     before = _items_path(memory).read_bytes()
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
 
     # every other item reads, lists and is found; the newer one is refused by name
@@ -149,7 +149,7 @@ def test_garbage_is_still_quarantined_beside_a_kept_newer_record(stored: tuple[A
     newer = _edit_record(memory, ids["soup"], NEWER["unknown-type"])
     garbage = b'{"id": "not-a-memory-id", "schema_version": 7}'
     _edit_record(memory, ids["apollo"], lambda r: json.loads(garbage))
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
 
     assert [r.id for r in reader.records()] == [ids["violin"]]
@@ -179,11 +179,11 @@ READER = r"""
 import json, os, sys
 import agent_memory
 from agent_memory import AgentMemory, StoreError
-from agent_memory.observers import EventRecorder
+from agent_memory.observers import NoticeRecorder
 import agent_memory.observers
 IndexReadOnly = getattr(agent_memory.observers, "IndexReadOnly", None)  # so that an older version fails on reads
 memory_dir, expected = sys.argv[1], json.loads(sys.argv[2])
-recorder = EventRecorder()
+recorder = NoticeRecorder()
 out = {}
 with AgentMemory("agent", memory_dir, observers=[recorder]) as memory:
     out["read_only"] = getattr(memory, "read_only", None)

@@ -1,5 +1,5 @@
 """Serial, durable processing of memory events (seed 003: persistent queue, execution modes,
-stepping, step lock, observers).
+stepping, step lock; observers hear notices).
 
 An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
 every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
@@ -32,13 +32,14 @@ missed events another live manager applied refuses to apply more
 (:class:`~agent_memory.errors.ConfigurationError`): open a new manager and processor.
 
 **Observers** of the manager hear every ingest, compaction, truncation and retrieval (as before)
-and, from the processor, :class:`~agent_memory.observers.EventApplied` for each event applied or
+and, from the processor, the notice :class:`~agent_memory.observers.EventApplied` for each event applied or
 refused.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -49,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.agent.payloads import check_payload, normalised
+from agent_memory.agent.payloads import checked_payload
 from agent_memory.agent.step_lock import DEFAULT_STEP_LOCK_TIMEOUT_S, StepLock
 from agent_memory.errors import (
     ConfigurationError,
@@ -65,7 +66,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem
 from agent_memory.observers import EventApplied, MemoryObserver, logger
-from agent_memory.storage.journal import EventJournal, EventKind, QueuedEvent
+from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent, checked_kind
 
 __all__ = [
     "DEFAULT_KEEP_APPLIED_EVENTS",
@@ -274,23 +275,16 @@ class EventProcessor:
             ConfigurationError: if another live manager applied this memory's events since this
                 processor's manager was built (see the module docstring).
         """
-        try:
-            kind = EventKind(kind)
-        except ValueError:
-            raise InvalidArgumentError(f"unknown event kind {kind!r}") from None
-        if payload is not None and not isinstance(payload, dict):
-            raise InvalidArgumentError(f"an event payload is a dict, not {type(payload).__name__}")
-        payload = dict(payload or {})
-        check_payload(kind, payload)
+        kind = checked_kind(kind, {} if payload is None else payload)
         with map_exceptions("EventProcessor.dispatch"):
-            journaled = normalised(kind, payload)
-        event = self.queue.push(kind, journaled)
+            checked = checked_payload(kind, dict(payload or {}))
+        event = self.queue.push(kind, checked)  # the one write of the payload; it is not read back
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
             return event
         own: QueuedEvent | None = None
         own_error: BaseException | None = None
         with self._stepping(timeout_s):
-            while (applied := self._apply_next()) is not None:
+            while (applied := self._apply_next(held=event)) is not None:
                 if applied[0].id == event.id:
                     own, own_error = applied
             try:
@@ -446,9 +440,19 @@ class EventProcessor:
                 "process apply events (others dispatch in stepping mode)."
             )
 
-    def _apply_next(self) -> tuple[QueuedEvent, BaseException | None] | None:
-        """Apply the oldest open event (under the step lock); ``None`` if there is none."""
-        event = self.queue.next_open()
+    def _apply_next(self, held: QueuedEvent | None = None) -> tuple[QueuedEvent, BaseException | None] | None:
+        """Apply the oldest open event (under the step lock); ``None`` if there is none.
+
+        ``held``: an event this processor just journaled, with its payload in hand: when it is the
+        oldest open one and still ``queued``, it is applied from that payload, and the journal is
+        asked only for its id and status (the payload, perhaps megabytes, is not read back)."""
+        head = self.queue.peek_open() if held is not None else None
+        if held is not None and head == (held.id, "queued"):
+            event: QueuedEvent | None = held
+        elif held is not None and head is None:
+            return None
+        else:
+            event = self.queue.next_open()
         if event is None:
             return None
         recovered, result = False, None
@@ -461,16 +465,23 @@ class EventProcessor:
                 result = self._apply(event)
             except REFUSALS as exc:
                 error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-                failed = self.queue.mark_failed(event.id, error, applied_by=self._token)
+                failed = self._close(event, "failed", error=error)
                 self._closed(failed, recovered=False)
                 return failed, exc
-        applied = self.queue.mark_applied(event.id, result, applied_by=self._token)
+        applied = self._close(event, "applied", result=result)
         self._closed(applied, recovered=recovered)
         return applied, None
 
+    def _close(self, event: QueuedEvent, status: EventStatus, *, result: Any = None,
+               error: str | None = None) -> QueuedEvent:
+        """Mark ``event`` applied or failed (as :meth:`EventJournal.mark_applied` does, not
+        durable at once) and return it as now stored, without reading it back."""
+        self.queue.set_status(event.id, status, result=result, error=error, applied_by=self._token, durable=False)
+        return event.model_copy(update={"status": status, "result": result, "error": error, "applied_at": time.time()})
+
     def _closed(self, event: QueuedEvent, *, recovered: bool) -> None:
         self._known_seq = max(self._known_seq, event.seq)
-        self.manager.observers.emit(EventApplied(
+        self.manager.observers.notify(EventApplied(
             agent_id=self.manager.agent_id, event_id=event.id, event_kind=event.kind.value, seq=event.seq,
             status="failed" if event.status == "failed" else "applied", recovered=recovered, error=event.error,
         ))

@@ -44,7 +44,7 @@ from agent_memory.llm.chat import ChatModel, Usage
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import ToolCall
-from agent_memory.observers import Compacted, LLMCalled, MemoryEvent, MemoryObserver, Truncated
+from agent_memory.observers import Compacted, LLMCalled, MemoryNotice, MemoryObserver, Truncated
 from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
 from agent_memory.storage import Backend
@@ -152,10 +152,10 @@ class MemoryAgent:
         conversation_id: the agent id the conversation (traces, working context, event journal,
             locks) is kept under in the memory's backend; ``None``: the memory's agent id.
             Sub-agents sharing a memory get their own.
-        observers: hear ingest, compaction, truncation, retrieval and applied events, and one
+        observers: hear notices of ingest, compaction, truncation, retrieval and applied events, and one
             :class:`~agent_memory.observers.LLMCalled` per LLM call (tokens, cache reads and
             writes, cost).
-        name: the agent's name in results and events; ``None``: ``conversation_id``, else the
+        name: the agent's name in results and notices; ``None``: ``conversation_id``, else the
             memory's agent id.
         price_model: prices each call's reported usage (:attr:`AgentStep.cost`); ``None``:
             ``PriceModel.lookup`` of the chat model's name (``model.model``, in the table of its
@@ -235,9 +235,9 @@ class MemoryAgent:
     def __repr__(self) -> str:
         return f"MemoryAgent(agent_id={self.agent_id!r}, model={self.model!r}, tools={list(self.tools)})"
 
-    def _heard(self, event: MemoryEvent) -> None:
-        if isinstance(event, Compacted | Truncated):
-            self._compacted.extend(t for t in event.turn_ids if t not in self._compacted)
+    def _heard(self, notice: MemoryNotice) -> None:
+        if isinstance(notice, Compacted | Truncated):
+            self._compacted.extend(t for t in notice.turn_ids if t not in self._compacted)
 
     def _summarizer(self) -> Summarizer | None:
         if not self.config.use_compaction_llm:
@@ -288,7 +288,7 @@ class MemoryAgent:
                 tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
                 cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
             ))
-            self.manager.observers.emit(LLMCalled(
+            self.manager.observers.notify(LLMCalled(
                 agent_id=self.agent_id, turn_id=turn, step=index, model=result.model,
                 prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                 cache_read_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,

@@ -1,16 +1,16 @@
-"""What each kind of memory event carries: the payload keys of every :class:`EventKind`, checked and
-normalised (messages and tool calls as their JSON data) before an event is journaled."""
+"""What each kind of memory event carries: the payload keys of every :class:`EventKind`, checked
+once before an event is journaled."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from agent_memory.storage.journal import EventKind
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.models.messages import Message, ToolCall
+from agent_memory.storage.journal import EventKind
 
-__all__ = ["check_payload", "normalised"]
+__all__ = ["checked_payload"]
 
 _FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
     EventKind.USER_MESSAGE: (frozenset({"content"}), frozenset({"images", "source_event"})),
@@ -31,12 +31,17 @@ _STORE_ARGUMENTS = frozenset({"type", "media_type", "source", "title", "inline"}
 """What a tool result's ``store_arguments`` may say (the rest of ``ingest_tool_result``'s keywords
 are the processor's)."""
 
-def check_payload(kind: EventKind, payload: dict[str, Any]) -> None:
-    """Refuse a payload that lacks a key its kind requires, has one it does not know, or is
-    inconsistent.
+
+def checked_payload(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload of an event of ``kind``, checked once before it is journaled: every key its
+    kind requires and none it does not know, consistent, with a message as an assistant
+    :class:`~agent_memory.models.messages.Message` and tool calls as a list of
+    :class:`~agent_memory.models.messages.ToolCall` (text and dicts are validated into them). The
+    journal writes those models as their JSON data; the processor applies this very payload when
+    it applies the event at once, so nothing is validated twice.
 
     Raises:
-        InvalidArgumentError: saying what is wrong.
+        InvalidArgumentError: saying what is wrong (nothing is journaled).
     """
     required, optional = _FIELDS[kind]
     missing = required - payload.keys()
@@ -51,10 +56,6 @@ def check_payload(kind: EventKind, payload: dict[str, Any]) -> None:
     extra = payload.get("store_arguments") or {}
     if not isinstance(extra, dict) or set(extra) - _STORE_ARGUMENTS:
         raise InvalidArgumentError(f"a tool_result event's store_arguments take only {sorted(_STORE_ARGUMENTS)}")
-
-
-def normalised(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload as journaled: messages and tool calls as their JSON data (validated now)."""
     payload = dict(payload)
     if kind is EventKind.ASSISTANT_RESPONSE:
         message = payload["message"]
@@ -64,11 +65,10 @@ def normalised(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
             message = Message.model_validate(message)
         if not isinstance(message, Message) or message.role != "assistant":
             raise InvalidArgumentError("an assistant_response event's message is an assistant Message, a dict or text")
-        payload["message"] = message.model_dump(mode="json", exclude_defaults=True)
+        payload["message"] = message
     elif kind is EventKind.TOOL_INTENT:
         calls = payload["calls"]
         if isinstance(calls, ToolCall | dict | str) or not isinstance(calls, Iterable):
             raise InvalidArgumentError("a tool_intent event's calls are a list of ToolCalls (or dicts)")
-        payload["calls"] = [(call if isinstance(call, ToolCall) else ToolCall.model_validate(call))
-                            .model_dump(mode="json", exclude_defaults=True) for call in calls]
+        payload["calls"] = [call if isinstance(call, ToolCall) else ToolCall.model_validate(call) for call in calls]
     return payload

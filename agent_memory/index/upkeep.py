@@ -46,7 +46,7 @@ from agent_memory.index.text import chunk_header, indexable_text
 from agent_memory.index.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import ItemRecord
-from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryEvent
+from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryNotice
 from agent_memory.storage.contracts import Backend
 from agent_memory.store.items import ItemStore
 from agent_memory.tokens import TokenCounter
@@ -80,7 +80,7 @@ class IndexUpkeep:
         store: the item store the indexes derive from.
         index: a vector index to use (not closed by :meth:`close`); ``None``: the backend's,
             opened on first use and closed by :meth:`close`.
-        emit: reports an event (never raises).
+        notify: reports a notice (never raises).
     """
 
     def __init__(
@@ -92,7 +92,7 @@ class IndexUpkeep:
         tokens: TokenCounter,
         store: ItemStore,
         index: VectorIndex | None,
-        emit: Callable[[MemoryEvent], None],
+        notify: Callable[[MemoryNotice], None],
     ) -> None:
         self.agent_id = agent_id
         self.backend = backend
@@ -100,7 +100,7 @@ class IndexUpkeep:
         self.config = config
         self.tokens = tokens
         self.store = store
-        self.emit = emit
+        self.notify = notify
         self._index = index
         self._owns_index = index is None
         self._lexical: KeywordIndex | None = None
@@ -141,7 +141,7 @@ class IndexUpkeep:
                 if read_only and copy is not None:
                     detail = (f"vector index read from a private copy in {copy} (chromadb cannot open a database "
                               "without writing to it), deleted on close")
-                    self.emit(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
+                    self.notify(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
                 self._index = index
             return self._index
 
@@ -176,7 +176,7 @@ class IndexUpkeep:
             detail = "there is no keyword index to read: dense search only"
         else:
             detail = "keyword index opened read-only"
-        self.emit(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
+        self.notify(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
         return self._lexical
 
     def repairing(self, call: Callable[[], T]) -> T:
@@ -203,7 +203,7 @@ class IndexUpkeep:
             fresh = self.backend.keyword_index(self.agent_id, self.config, recreate=True)
             assert fresh is not None  # not read-only
             where = str(getattr(fresh, "path", self.where))  # the file, for the file backend
-            self.emit(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
+            self.notify(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
             if refill:
                 records = self.store.records()
                 for start in range(0, len(records), INDEX_BATCH_ITEMS):
@@ -277,7 +277,7 @@ class IndexUpkeep:
             try:
                 self.add(batch)
             except Exception as exc:  # noqa: BLE001 - the items are stored; indexing is retried
-                self.emit(
+                self.notify(
                     IndexFailed(
                         agent_id=self.agent_id,
                         item_ids=tuple(record.id for record, _ in batch),
@@ -316,7 +316,7 @@ class IndexUpkeep:
             self._indexed |= present
         todo = [r for r in missing if r.id not in present]
         if todo and self.read_only:
-            self.emit(
+            self.notify(
                 IndexReadOnly(
                     agent_id=self.agent_id, path=self.where,
                     detail=f"{len(todo):,} stored items are not in the index and cannot be indexed in a read-only "
@@ -347,7 +347,7 @@ class IndexUpkeep:
             except StoreError as exc:
                 with self._mutex:
                     self._refused.add(record.id)
-                self.emit(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
+                self.notify(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
                 continue
             try:
                 ready.append((record, content, self.chunks_for(record, content)))
@@ -402,7 +402,7 @@ class IndexUpkeep:
         """Skip an item until :meth:`rebuild` and report it (``IndexFailed``, not pending)."""
         with self._mutex:
             self._refused.add(item_id)
-        self.emit(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,), error=error, pending=False))
+        self.notify(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,), error=error, pending=False))
 
     @property
     def refused(self) -> frozenset[str]:

@@ -61,7 +61,7 @@ from agent_memory.models.traces import (
 from agent_memory.observers import (
     Compacted,
     CompactionRequested,
-    MemoryEvent,
+    MemoryNotice,
     MemoryObserver,
     ObserverList,
     TraceIngested,
@@ -133,7 +133,7 @@ class MemoryManager(MemoryMarks):
             citations are then made when they pay with its prompt caching (see
             :class:`~agent_memory.presentation.context.ContextBuilder`); ``None``: tokens decide.
         tail_turns: raw turns kept by a compaction.
-        observers: hear ingest, compaction, truncation (and the memory's own events).
+        observers: hear notices of ingest, compaction, truncation (and the memory's own).
         agent_id: the agent whose conversation this is: the backend keeps its traces, working
             context and event journal under this id, and it scopes the memory ids of its compacted
             turns, episodes and facts (:func:`~agent_memory.ids.turn_memory_id`); ``None``: the
@@ -224,8 +224,8 @@ class MemoryManager(MemoryMarks):
     def __repr__(self) -> str:
         return f"MemoryManager(agent_id={self.agent_id!r}, epoch={self.context.epoch_id}, {self.budget!r})"
 
-    def _emit(self, event: MemoryEvent) -> None:
-        self.observers.emit(event)
+    def _notify(self, notice: MemoryNotice) -> None:
+        self.observers.notify(notice)
 
     # -- ingest (seed 000 §18) -----------------------------------------------------------------
     def start_turn(self) -> str:
@@ -242,7 +242,7 @@ class MemoryManager(MemoryMarks):
         """Write the traces of one event in one synced append (after a crash: all or none)."""
         self.store.add_raw(items)
         for item in items:
-            self._emit(TraceIngested(agent_id=self.agent_id, turn_id=item.turn_id, trace_id=item.id,
+            self._notify(TraceIngested(agent_id=self.agent_id, turn_id=item.turn_id, trace_id=item.id,
                                      trace_type=item.trace_type, tool_result_ref=item.tool_result_ref))
         return items
 
@@ -477,7 +477,7 @@ class MemoryManager(MemoryMarks):
             self.context.update(last_prompt_tokens=tokens, last_estimate_tokens=estimate)
             if check.pressure >= Pressure.HARD and not self.context.state.compaction_requested:
                 self.context.update(compaction_requested=True)
-                self._emit(CompactionRequested(agent_id=self.agent_id, prompt_tokens=tokens, reported=reported,
+                self._notify(CompactionRequested(agent_id=self.agent_id, prompt_tokens=tokens, reported=reported,
                                                reason="over" if check.pressure == Pressure.OVER else "hard"))
         return check
 
@@ -491,7 +491,7 @@ class MemoryManager(MemoryMarks):
         with self._lock:
             if not self.context.state.compaction_requested:
                 self.context.update(compaction_requested=True)
-                self._emit(CompactionRequested(agent_id=self.agent_id, prompt_tokens=None, reported=False,
+                self._notify(CompactionRequested(agent_id=self.agent_id, prompt_tokens=None, reported=False,
                                                reason="requested"))
 
     def clear_compaction_request(self) -> None:
@@ -529,10 +529,10 @@ class MemoryManager(MemoryMarks):
                     after = self.planner.reset(tail, later, tools)
                     outcome = merge_records(outcome, steps)
             if truncated:
-                self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+                self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
                                      tokens_after=after))
             self.context.update(compaction_requested=False, last_prompt_tokens=None, last_estimate_tokens=None)
-            self._emit(Compacted(
+            self._notify(Compacted(
                 agent_id=self.agent_id, turn_ids=outcome.turn_ids, tail_turn_ids=tuple(tail), tokens_before=before,
                 tokens_after=after, epoch_id=self.context.epoch_id, summarizer=outcome.summarizer,
                 fallback_reason=outcome.fallback_reason,
@@ -572,17 +572,17 @@ class MemoryManager(MemoryMarks):
             before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
             truncated, after = self.planner.truncate_to_target(older, later, tools, max(before, self.budget.target_tokens + 1))
             self.context.update(last_prompt_tokens=None, last_estimate_tokens=None)
-            self._emit(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+            self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
                                  tokens_after=after))
             return tuple(truncated)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def on(self, callback: Callable[[MemoryEvent], None]) -> None:
-        """Call ``callback`` with every event (a function as observer)."""
+    def on(self, callback: Callable[[MemoryNotice], None]) -> None:
+        """Call ``callback`` with every notice (a function as observer)."""
 
         class _Callback:
-            def on_event(self, event: MemoryEvent) -> None:
-                callback(event)
+            def on_notice(self, notice: MemoryNotice) -> None:
+                callback(notice)
 
         observer = _Callback()
         self.observers.add(observer)

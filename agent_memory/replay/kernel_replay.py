@@ -29,7 +29,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.observers import Compacted, EventRecorder, Truncated
+from agent_memory.observers import Compacted, NoticeRecorder, Truncated
 from agent_memory.presentation.offer import load_toolkit, with_memory_prompt
 from agent_memory.replay.loaders import ReplayRun
 from agent_memory.tokens import TokenCounter
@@ -88,7 +88,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     messages = list(run.messages)
     system = messages[0].content if messages and messages[0].role == "system" else None
     memory = AgentMemory("kernel", workdir / "memory", config=MemoryConfig(index_on_store=False), token_counter=counter)
-    recorder = EventRecorder()
+    recorder = NoticeRecorder()
     probe = MemoryManager(memory, system_prompt=None)
     task = next((m for m in messages if m.role == "user"), None)
     every_tool = [*run.tools, *load_toolkit(memory, manager=probe).openai_tools()]

@@ -97,7 +97,9 @@ class QueuedEvent(BaseModel):
     """Position in the queue: 1 for the first event ever queued, increasing, never reused."""
     kind: EventKind
     payload: dict[str, Any]
-    """The event's arguments, decoded (``bytes`` and ``datetime`` restored; tuples are lists)."""
+    """The event's arguments. Read from the journal: decoded (``bytes`` and ``datetime``
+    restored; tuples are lists; a model, such as a message, is its JSON data). As returned by
+    :meth:`EventJournal.push`: the payload as given, not read back."""
     queued_at: float
     """When it was journaled, in seconds since the Unix epoch."""
     status: EventStatus
@@ -112,6 +114,8 @@ class QueuedEvent(BaseModel):
 
 # -- payload codec -------------------------------------------------------------------------------
 def _encode(value: Any) -> Any:
+    if isinstance(value, BaseModel):  # a checked Message or ToolCall: its JSON data
+        return _encode(value.model_dump(mode="json", exclude_defaults=True))
     if isinstance(value, bytes | bytearray | memoryview):
         return {BYTES_TAG: base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, datetime):
@@ -143,8 +147,9 @@ def _decode(value: Any) -> Any:
 
 
 def encode_payload(value: Any) -> str:
-    """JSON text of a payload: JSON data, with ``bytes`` as ``{"$bytes": <base64>}`` and
-    ``datetime`` as ``{"$datetime": <ISO 8601>}`` (an object of one key that is one of these tags
+    """JSON text of a payload: JSON data, with ``bytes`` as ``{"$bytes": <base64>}``,
+    ``datetime`` as ``{"$datetime": <ISO 8601>}`` and a pydantic model as its JSON data (read back
+    as that data, a dict) (an object of one key that is one of these tags
     is wrapped in ``{"$object": ...}`` so it is not misread). Tuples become lists.
 
     Raises:
@@ -209,8 +214,9 @@ class EventJournal(ABC):
     @abstractmethod
     def push(self, kind: EventKind | str, payload: dict[str, Any]) -> QueuedEvent:
         """Journal an event (durable before this returns) and return it, ``queued``, with the next
-        ``seq`` (increasing, never reused). Check the arguments with :func:`checked_kind` and
-        encode the payload with :func:`encode_payload` first.
+        ``seq`` (increasing, never reused) and the payload as given (it is written, not read
+        back). Check the arguments with :func:`checked_kind` and encode the payload with
+        :func:`encode_payload` first.
 
         Raises:
             InvalidArgumentError: for an unknown kind or a payload JSON cannot carry.
@@ -226,6 +232,14 @@ class EventJournal(ABC):
     def next_open(self) -> QueuedEvent | None:
         """The open event with the lowest ``seq`` (``queued``, or ``applying`` after an
         interruption); ``None`` when none is open."""
+
+    def peek_open(self) -> tuple[str, EventStatus] | None:
+        """``(id, status)`` of the event :meth:`next_open` would return, without its payload (which
+        can be megabytes); ``None`` when none is open. The processor asks this to apply an event it
+        journaled itself from the payload it holds. Backends should override this with a query
+        that reads no payload; this default reads the whole event."""
+        event = self.next_open()
+        return (event.id, event.status) if event is not None else None
 
     @abstractmethod
     def set_status(self, event_id: str, status: EventStatus, *, result: Any = None, error: str | None = None,

@@ -161,7 +161,7 @@ class EventQueue(EventJournal):
                                 (event_id, checked.value, text, queued_at))
             seq = cursor.lastrowid
         assert seq is not None
-        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=decode_payload(text), queued_at=queued_at,
+        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
                            status="queued")
 
     def set_status(self, event_id: str, status: EventStatus, *, result: Any = None, error: str | None = None,
@@ -190,6 +190,12 @@ class EventQueue(EventJournal):
         if row is None:
             raise ItemNotFoundError(f"no queued event {event_id!r}", item_id=str(event_id))
         return _row_event(row)
+
+    def peek_open(self) -> tuple[str, EventStatus] | None:
+        with self._db() as db:
+            row = db.execute("SELECT id, status FROM events WHERE status IN ('queued', 'applying') "
+                             "ORDER BY seq LIMIT 1").fetchone()
+        return (row[0], row[1]) if row is not None else None
 
     def next_open(self) -> QueuedEvent | None:
         with self._db() as db:

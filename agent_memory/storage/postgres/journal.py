@@ -72,7 +72,7 @@ class PostgresJournal(EventJournal):
             seq = int(row[0])
             conn.execute("INSERT INTO am_events (agent_id, seq, id, kind, payload, queued_at) VALUES (%s, %s, %s, %s, %s, %s)",
                          (self.agent_id, seq, event_id, checked.value, text, queued_at))
-        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=decode_payload(text), queued_at=queued_at,
+        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
                            status="queued")
 
     def get(self, event_id: str) -> QueuedEvent:
@@ -82,6 +82,12 @@ class PostgresJournal(EventJournal):
         if row is None:
             raise ItemNotFoundError(f"no queued event {event_id!r}", item_id=str(event_id))
         return _event(row)
+
+    def peek_open(self) -> tuple[str, EventStatus] | None:
+        with self.database.connection() as conn:
+            row = conn.execute("SELECT id, status FROM am_events WHERE agent_id = %s AND status IN ('queued', 'applying') "
+                               "ORDER BY seq LIMIT 1", (self.agent_id,)).fetchone()
+        return (row[0], row[1]) if row is not None else None
 
     def next_open(self) -> QueuedEvent | None:
         with self.database.transaction() as conn:
