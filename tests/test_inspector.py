@@ -35,7 +35,8 @@ from agent_memory.inspector import (
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.pricing import PriceModel
 from agent_memory.replay.engine import RunResult, StrategyCurve
-from agent_memory.replay.report import summarize, write_report
+from agent_memory.replay.report import summarize
+from agent_memory.replay.report_plots import write_report
 from agent_memory.replay.strategies import MASKING, NAIVE
 from agent_memory.storage import open_backend
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall

@@ -28,7 +28,7 @@ from agent_memory.replay import (
 from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
 from agent_memory.replay.pages import find_react_log
-from agent_memory.replay.report import figure
+from agent_memory.replay.report_plots import figure
 from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
 from agent_memory.tokens import default_token_counter
 

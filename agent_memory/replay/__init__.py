@@ -4,9 +4,11 @@
 logs) and the agent's own tool definitions, :mod:`~agent_memory.replay.pages` builds a research
 session from real web pages, :mod:`~agent_memory.replay.strategies` names what is compared,
 :mod:`~agent_memory.replay.engine` replays and counts (gross and net of tool definitions),
-:mod:`~agent_memory.replay.react_check` checks retrievability on ReAct runs and
-:mod:`~agent_memory.replay.report` writes the report. Nothing here is imported by
-``agent_memory`` itself.
+:mod:`~agent_memory.replay.react_check` checks retrievability on ReAct runs,
+:mod:`~agent_memory.replay.report` sums and prices what was counted,
+:mod:`~agent_memory.replay.report_text` renders it as text and
+:mod:`~agent_memory.replay.report_plots` plots it and writes the report. Nothing here is imported
+by ``agent_memory`` itself.
 """
 
 from agent_memory.replay.engine import RunResult, StrategyCurve, replay_many, replay_run
@@ -21,7 +23,8 @@ from agent_memory.replay.loaders import (
 )
 from agent_memory.replay.pages import load_page_session
 from agent_memory.replay.react_check import ReactCheck, react_query_check
-from agent_memory.replay.report import ReplayReport, summarize, write_report
+from agent_memory.replay.report import ReplayReport, summarize
+from agent_memory.replay.report_plots import write_report
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
     MASKING,

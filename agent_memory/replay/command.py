@@ -114,7 +114,7 @@ def replay(
     definition sent (and gross, messages only): naive full history, observation masking (3 newest
     results), agent memory per strategy and the peers (LangChain's, the OpenAI Agents SDK's and
     Anthropic's tool-result clearing); price every call with prompt caching; write a report."""
-    from agent_memory.replay import engine, report
+    from agent_memory.replay import engine, report, report_plots, report_text
     from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
     from agent_memory.replay.pages import find_react_log, load_page_session
     from agent_memory.replay.peers import DEFAULT_PEERS, installed_peers, parse_peer
@@ -177,9 +177,9 @@ def replay(
             summary.kernel = report.summarize_kernel(kernel_results)
             summary.kernel_budget = budget
             summary.seconds = time.monotonic() - started
-        paths = report.write_report(summary, out)
-        Console(highlight=False, width=max(_stdout().width, 200)).print(report.rich_table(summary))
-        line = report.tools_line(summary)
+        paths = report_plots.write_report(summary, out)
+        Console(highlight=False, width=max(_stdout().width, 200)).print(report_text.rich_table(summary))
+        line = report_text.tools_line(summary)
         if line:
             typer.echo(line)
         for row in summary.kernel:

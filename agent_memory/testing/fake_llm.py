@@ -1,0 +1,506 @@
+"""The one fake of :mod:`agent_memory.testing`: a scripted stand-in for a remote LLM service.
+
+What it fakes: the model behind OpenAI Chat Completions, the OpenAI Responses API and Anthropic's
+Messages API. :class:`FakeLLMServer` answers each request with the next scripted reply
+(:class:`ScriptedReply`, with its :class:`ScriptedToolCall` and :class:`ScriptedUsage`) in that
+API's JSON shape, and records what it received (:class:`RecordedRequest`). What is real: the HTTP
+on 127.0.0.1, so the ``openai`` and ``anthropic`` SDKs run their whole stacks unchanged.
+
+Why it is the only fake: a test of code that talks to a model must say what the model answers
+(this tool call, these token counts, an error status, a timeout) and see what it was sent; no real
+model answers to order, and the remote services are paid and need credentials and the network.
+Everything else the tests need runs for real (:mod:`~agent_memory.testing.servers`: Chroma,
+Postgres, and a real local model behind llama-cpp-python's server where any answer will do), and
+nothing fakes agent-memory itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from agent_memory.testing.servers import free_port
+
+__all__ = [
+    "ANTHROPIC_CACHE_LOOKBACK_BLOCKS",
+    "FAKE_MODEL",
+    "FakeLLMServer",
+    "FakeOpenAIServer",
+    "RecordedRequest",
+    "ScriptedReply",
+    "ScriptedToolCall",
+    "ScriptedUsage",
+]
+
+FAKE_MODEL = "fake-model"
+"""The model name :class:`FakeLLMServer` reports when a request names none."""
+
+ANTHROPIC_CACHE_LOOKBACK_BLOCKS = 20
+"""Blocks before a ``cache_control`` breakpoint where Anthropic (and :class:`FakeLLMServer`) still
+looks for an earlier cache entry."""
+
+DEFAULT_FAKE_CACHE_MIN_TOKENS = 1024
+"""Shortest prefix :class:`FakeLLMServer` caches for Anthropic requests, in its usage units (words):
+the minimum Anthropic documents for its Sonnet models, in tokens."""
+
+
+@dataclass(frozen=True)
+class ScriptedToolCall:
+    """One tool call in a :class:`ScriptedReply`.
+
+    Attributes:
+        name: the tool's name.
+        arguments: the arguments as the raw JSON string the server sends; malformed JSON is sent
+            as is (Anthropic's ``tool_use.input`` must be an object: text that is not a JSON object
+            is sent there as a JSON string, as a broken server would).
+        id: the call id, sent as given (``""``: a broken server's empty id); ``None``:
+            ``call_<n>_<i>`` (``toolu_<n>_<i>`` for Anthropic), ``n`` the request number and ``i``
+            the call's position.
+    """
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ScriptedUsage:
+    """Token counts a :class:`ScriptedReply` reports, in each API's own fields.
+
+    Attributes:
+        prompt_tokens: the whole prompt, cached part included (chat ``prompt_tokens``, Responses
+            ``input_tokens``; for Anthropic split into ``input_tokens`` = this minus the two
+            cache counts, ``cache_read_input_tokens``, ``cache_creation_input_tokens``).
+        completion_tokens: the answer (``completion_tokens`` / ``output_tokens``).
+        cached_tokens: the prompt tokens read from the provider's cache (chat
+            ``prompt_tokens_details.cached_tokens``, Responses ``input_tokens_details.cached_tokens``,
+            Anthropic ``cache_read_input_tokens``); ``None``: the field is not sent.
+        cache_write_tokens: Anthropic's ``cache_creation_input_tokens``; ``None``: not sent.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One scripted answer of :class:`FakeLLMServer`, rendered in the shape of the API asked.
+
+    Attributes:
+        content: the assistant's text (a 200 answer), or the error message when ``status`` is not
+            200. With tool calls, ``""`` means no text (``content: null`` in a chat completion).
+        status: HTTP status; anything but 200 sends the API's error body with ``content`` as its
+            message.
+        delay_s: seconds to wait before answering (longer than a client's timeout: a timeout).
+        headers: extra response headers (``{"retry-after": "0"}``).
+        tool_calls: calls the model makes, in order (parallel calls when several).
+        reasoning: reasoning text (chat ``message.reasoning_content``, as vLLM and DeepSeek send
+            it; a Responses ``reasoning`` item's summary; an Anthropic ``thinking`` block);
+            ``None``: none.
+        usage: the token counts to report; ``None``: whitespace-separated words of the prompt's
+            texts and of ``content`` (not tokens), plus a quarter of the characters of the tool
+            definitions' JSON (a server that shows the tools counts them); for Anthropic, split
+            into cache reads, cache writes and uncached input by the server's prompt cache (see
+            :class:`FakeLLMServer`).
+        report_usage: ``False`` leaves ``usage`` out of the answer entirely.
+        finish_reason: the provider's own value, verbatim (chat ``finish_reason``, Anthropic
+            ``stop_reason``; for Responses the ``incomplete_details.reason`` of an ``incomplete``
+            response); ``None``: what a normal end with or without tool calls reports.
+        body: a JSON body to send verbatim instead of building one (for answers no well-behaved
+            server sends).
+    """
+
+    content: str = ""
+    status: int = 200
+    delay_s: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    reasoning: str | None = None
+    usage: ScriptedUsage | None = None
+    report_usage: bool = True
+    finish_reason: str | None = None
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request :class:`FakeLLMServer` received."""
+
+    path: str
+    """URL path, e.g. ``/v1/messages``."""
+    headers: dict[str, str]
+    """Request headers, names lower-cased."""
+    body: dict[str, Any]
+    """The JSON body, as it arrived."""
+
+
+def _words(value: Any) -> int:
+    """Whitespace-separated words in every string of JSON-like data."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, dict):
+        return sum(_words(v) for k, v in value.items() if k not in ("type", "role", "id", "call_id", "tool_use_id"))
+    if isinstance(value, list):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+def _tool_tokens(body: dict[str, Any]) -> int:
+    """Tokens the tool definitions of a request add to its default prompt size, about one per 4
+    characters of their JSON: a real server counts them (one that does not is scripted with a
+    small ``ScriptedUsage``)."""
+    tools = body.get("tools")
+    return len(json.dumps(tools)) // 4 if tools else 0
+
+
+def _usage(reply: ScriptedReply, prompt_words: int) -> ScriptedUsage:
+    return reply.usage or ScriptedUsage(prompt_tokens=prompt_words, completion_tokens=len(reply.content.split()))
+
+
+def _uncached(value: Any) -> Any:
+    """``value`` without its ``cache_control`` markers (they are not part of what is cached)."""
+    if isinstance(value, dict):
+        return {k: _uncached(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_uncached(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One cacheable block of an Anthropic request, in prefix order."""
+
+    digest: str
+    """Hash of the request's model and every block up to this one, markers left out."""
+    end_tokens: int
+    """Usage units (words; tools: characters / 4) from the start of the prompt to this block's end."""
+    marked: bool
+    """The block carries ``cache_control``."""
+
+
+def _anthropic_blocks(body: dict[str, Any]) -> list[_Block]:
+    """The request's blocks in Anthropic's prefix order: each tool, each system block, each content
+    block of each message (a string content is one block)."""
+    raw: list[tuple[Any, Any, int]] = []  # (what is hashed, the block, its usage units)
+    tools = body.get("tools") or []
+    before = 0
+    for i, tool in enumerate(tools):  # a quarter of the JSON's characters, as _tool_tokens counts
+        upto = len(json.dumps(_uncached(tools[: i + 1]))) // 4
+        raw.append((tool, tool, upto - before))
+        before = upto
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        raw.append((block, block, _words(_uncached(block))))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            raw.append(({"role": message.get("role"), "block": block}, block, _words(_uncached(block))))
+    chain = hashlib.sha256(str(body.get("model")).encode("utf-8"))
+    blocks: list[_Block] = []
+    total = 0
+    for hashed, block, tokens in raw:
+        chain.update(json.dumps(_uncached(hashed), sort_keys=True).encode("utf-8"))
+        total += tokens
+        blocks.append(_Block(chain.copy().hexdigest(), total, isinstance(block, dict) and "cache_control" in block))
+    if body.get("cache_control") and blocks:  # request-level (automatic) caching marks the last block
+        blocks[-1] = _Block(blocks[-1].digest, blocks[-1].end_tokens, True)
+    return blocks
+
+
+def _chat_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or (None if reply.tool_calls else "")}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}" if c.id is None else c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(reply.tool_calls)
+        ]
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+    answer: dict[str, Any] = {
+        "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", FAKE_MODEL),
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")}],
+    }
+    if reply.report_usage:
+        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        usage = _usage(reply, prompt_words + _tool_tokens(body))
+        answer["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                           "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+        if usage.cached_tokens is not None:
+            answer["usage"]["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return answer
+
+
+def _responses_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        output.append({"type": "reasoning", "id": f"rs_fake_{n}",
+                       "summary": [{"type": "summary_text", "text": reply.reasoning}]})
+    if reply.content or not reply.tool_calls:
+        output.append({"type": "message", "id": f"msg_fake_{n}", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
+    output += [{"type": "function_call", "id": f"fc_fake_{n}_{i}", "call_id": f"call_{n}_{i}" if c.id is None else c.id,
+                "name": c.name, "arguments": c.arguments, "status": "completed"}
+               for i, c in enumerate(reply.tool_calls)]
+    answer: dict[str, Any] = {
+        "id": f"resp_fake_{n}", "object": "response", "created_at": int(time.time()),
+        "model": body.get("model", FAKE_MODEL), "status": "incomplete" if reply.finish_reason else "completed",
+        "incomplete_details": {"reason": reply.finish_reason} if reply.finish_reason else None,
+        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None,
+    }
+    if reply.report_usage:
+        usage = _usage(reply, _words([body.get("instructions"), body.get("input")]) + _tool_tokens(body))
+        answer["usage"] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+                           "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                           "output_tokens_details": {"reasoning_tokens": 0}}
+        if usage.cached_tokens is not None:
+            answer["usage"]["input_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return answer
+
+
+def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: FakeLLMServer) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake-signature"})
+    if reply.content:
+        content.append({"type": "text", "text": reply.content})
+    for i, call in enumerate(reply.tool_calls):
+        try:
+            arguments: Any = json.loads(call.arguments)
+        except ValueError:
+            arguments = call.arguments
+        content.append({"type": "tool_use", "id": f"toolu_{n}_{i}" if call.id is None else call.id,
+                        "name": call.name, "input": arguments if isinstance(arguments, dict) else call.arguments})
+    answer: dict[str, Any] = {
+        "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": body.get("model", FAKE_MODEL),
+        "content": content, "stop_reason": reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+    }
+    if reply.report_usage:
+        usage = reply.usage or fake._anthropic_usage(body, completion_tokens=len(reply.content.split()))
+        cached, written = usage.cached_tokens, usage.cache_write_tokens
+        answer["usage"] = {"input_tokens": usage.prompt_tokens - (cached or 0) - (written or 0),
+                           "output_tokens": usage.completion_tokens}
+        if cached is not None:
+            answer["usage"]["cache_read_input_tokens"] = cached
+        if written is not None:
+            answer["usage"]["cache_creation_input_tokens"] = written
+    return answer
+
+
+def _openai_error(reply: ScriptedReply) -> dict[str, Any]:
+    return {"error": {"message": reply.content, "type": "fake_error", "code": reply.status}}
+
+
+def _anthropic_error(reply: ScriptedReply) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "api_error", "message": reply.content}}
+
+
+_ROUTES = {
+    "/v1/chat/completions": (_chat_answer, _openai_error),
+    "/v1/responses": (_responses_answer, _openai_error),
+    "/v1/messages": (_anthropic_answer, _anthropic_error),
+}
+
+
+class FakeLLMServer:
+    """A scripted stand-in for a remote LLM service, on 127.0.0.1 in a thread: OpenAI Chat
+    Completions, the OpenAI Responses API and Anthropic's Messages API on one port.
+
+    What is real: HTTP over loopback (a stdlib ``ThreadingHTTPServer``), so the ``openai`` and
+    ``anthropic`` SDKs' whole stacks (request building and serialisation, timeouts, status errors,
+    response parsing) run unchanged. What is fake: there is no model. ``POST /v1/chat/completions``,
+    ``POST /v1/responses`` and ``POST /v1/messages`` each answer with the next
+    :class:`ScriptedReply` queued by :meth:`enqueue` (one queue, in order), rendered in that API's
+    JSON shape (``chat.completion``, ``response``, Anthropic ``message``), tool calls, reasoning
+    and usage included. Unless scripted, ``usage`` counts whitespace-separated words, not tokens.
+    With the queue empty it answers HTTP 500 ``"no scripted reply left"``. No streaming; request
+    fields (``max_tokens``, ``tools``, ``response_format``, ...) are recorded, not honoured.
+    ``GET /v1/models`` lists :data:`FAKE_MODEL`.
+
+    Anthropic's prompt cache is modelled from the requests, as Anthropic documents it, whenever the
+    usage is not scripted: the prompt is a sequence of blocks (each tool, each ``system`` block,
+    each content block of each message, in that order); a block marked ``cache_control`` (or the
+    last block, for a request-level ``cache_control``) is a breakpoint, where a successful request
+    stores the prefix that ends there if it is at least ``cache_min_tokens`` long. A request reads
+    the longest stored prefix (same model, same blocks, markers left out) that ends at one of its
+    breakpoints or up to :data:`ANTHROPIC_CACHE_LOOKBACK_BLOCKS` blocks before one
+    (``cache_read_input_tokens``); what follows it up to the last cacheable breakpoint is written
+    (``cache_creation_input_tokens``); the rest is ``input_tokens``. Both cache fields are always
+    sent (0 when nothing was read or written), as Anthropic does. Not modelled: expiry (entries
+    live as long as the server; Anthropic's last 5 minutes), per-model minimums (one
+    ``cache_min_tokens``), the limit of four breakpoints (not enforced), the 1-hour cache. The
+    OpenAI routes report no cache hits unless scripted.
+
+    Args:
+        port: TCP port; ``None``: a free one.
+        cache_min_tokens: shortest prefix the Anthropic cache stores, in the usage's units
+            (words; :data:`DEFAULT_FAKE_CACHE_MIN_TOKENS`).
+
+    Use :meth:`start` / :meth:`stop` or ``with FakeLLMServer() as server:``; point an OpenAI
+    client at :attr:`base_url` and an Anthropic client at :attr:`anthropic_base_url`.
+    """
+
+    def __init__(self, *, port: int | None = None, cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS) -> None:
+        self.port = port or free_port()
+        self.cache_min_tokens = cache_min_tokens
+        self._anthropic_cache: set[str] = set()
+        self.requests: list[dict[str, Any]] = []
+        """JSON bodies of every request to an answering route, oldest first."""
+        self.received: list[RecordedRequest] = []
+        """The same requests with their paths and headers, oldest first."""
+        self._replies: deque[ScriptedReply | Callable[[dict[str, Any]], ScriptedReply]] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The API root to give an OpenAI client, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """The root to give an Anthropic client, ``http://127.0.0.1:PORT`` (it adds ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def enqueue(self, *replies: ScriptedReply | str | Callable[[dict[str, Any]], ScriptedReply]) -> FakeLLMServer:
+        """Queue answers, in order; a ``str`` is a 200 answer with that text; a function is called
+        with the request's JSON body and returns the answer (a script that reads the prompt, e.g.
+        to call ``retrieve_memory`` with the id a citation shows: still a script, not a model)."""
+        with self._lock:
+            self._replies.extend(ScriptedReply(content=r) if isinstance(r, str) else r for r in replies)
+        return self
+
+    @property
+    def calls(self) -> int:
+        """Requests received so far on the answering routes."""
+        with self._lock:
+            return len(self.requests)
+
+    def _anthropic_usage(self, body: dict[str, Any], *, completion_tokens: int) -> ScriptedUsage:
+        """The default usage of an Anthropic request, split by the modelled prompt cache (class
+        docstring); stores the request's cacheable prefixes."""
+        blocks = _anthropic_blocks(body)
+        marks = [n for n, block in enumerate(blocks) if block.marked]
+        with self._lock:
+            read = 0
+            for mark in marks:
+                for n in range(mark, max(-1, mark - ANTHROPIC_CACHE_LOOKBACK_BLOCKS - 1), -1):
+                    if blocks[n].digest in self._anthropic_cache:
+                        read = max(read, blocks[n].end_tokens)
+                        break
+            stored = [n for n in marks if blocks[n].end_tokens >= self.cache_min_tokens]
+            self._anthropic_cache.update(blocks[n].digest for n in stored)
+        written = blocks[stored[-1]].end_tokens - read if stored else 0
+        prompt = blocks[-1].end_tokens if blocks else 0
+        return ScriptedUsage(prompt_tokens=prompt, completion_tokens=completion_tokens, cached_tokens=read,
+                             cache_write_tokens=max(0, written))
+
+    def assert_complete(self) -> None:
+        """Raise ``AssertionError`` if queued replies were never asked for."""
+        with self._lock:
+            left = len(self._replies)
+        assert left == 0, f"{left} scripted repl{'y' if left == 1 else 'ies'} never requested"
+
+    def _next(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[ScriptedReply, int]:
+        with self._lock:
+            self.requests.append(body)
+            self.received.append(RecordedRequest(path=path, headers=headers, body=body))
+            n = len(self.requests)
+            if self._replies:
+                reply = self._replies.popleft()
+                return (reply(body) if callable(reply) else reply), n
+        return ScriptedReply(content="no scripted reply left", status=500), n
+
+    def start(self) -> FakeLLMServer:
+        """Listen on 127.0.0.1 and serve in a daemon thread."""
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()) -> None:
+                data = json.dumps(payload).encode("utf-8")
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers:
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (its timeout) and closed the socket
+                    self.close_connection = True
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": FAKE_MODEL, "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path not in _ROUTES:
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                try:
+                    body = json.loads(raw.decode("utf-8"))
+                except ValueError:
+                    self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
+                    return
+                answer, error = _ROUTES[path]
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                reply, n = fake._next(path, headers, body)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                if reply.body is not None:
+                    self._send(reply.status, reply.body, reply.headers)
+                elif reply.status != 200:
+                    self._send(reply.status, error(reply), reply.headers)
+                else:
+                    self._send(200, answer(reply, body, n, fake), reply.headers)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (handlers still sleeping are daemon threads)."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+FakeOpenAIServer = FakeLLMServer
+"""The earlier name of :class:`FakeLLMServer` (it first served chat completions only)."""
