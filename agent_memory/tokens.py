@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent_memory.errors import ConfigurationError
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 
 if TYPE_CHECKING:
     import tiktoken
@@ -103,7 +104,8 @@ def _ensure_offline_cache(name: str) -> None:
 @lru_cache(maxsize=4)
 def _load_encoding(name: str) -> tiktoken.Encoding:
     _ensure_offline_cache(name)
-    import tiktoken
+    with HEAVY_IMPORTS:
+        import tiktoken
 
     return tiktoken.get_encoding(name)
 

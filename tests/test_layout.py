@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
-    {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "observers", "tokens"},
+    {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
+     "tokens"},
     {"models"},
     {"prompt_tokens", "transforms", "results", "plugins", "llm"},
     {"store", "index", "storage"},

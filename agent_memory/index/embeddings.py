@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent_memory.errors import ConfigurationError, EmbeddingError
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -64,10 +65,11 @@ def _load_model(path: str) -> SentenceTransformer:
     if not Path(path, "config.json").exists() and not Path(path, "modules.json").exists():
         raise ConfigurationError(f"no sentence-transformers model at {path}")
     try:
-        from sentence_transformers import SentenceTransformer
+        with HEAVY_IMPORTS:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
     except ModuleNotFoundError as exc:
         raise ConfigurationError("pip install sentence-transformers torch==2.13.0") from exc
-    from transformers.utils import logging as transformers_logging
 
     # Loading prints a "Loading weights" progress bar on stderr: a library call (an MCP server, an
     # agent in a web service) must not. Progress bars belong to the CLI's long work.
@@ -97,7 +99,8 @@ def torch_threads(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
-    import torch
+    with HEAVY_IMPORTS:
+        import torch
 
     with _threads_lock:
         if _threads_users == 0:

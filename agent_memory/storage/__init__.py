@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_memory.errors import ConfigurationError
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage.files import FileBackend
 from agent_memory.storage.urls import is_database_url, redacted_url
@@ -71,7 +72,8 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
 
 def _postgres(url: str) -> Backend:
     try:
-        from agent_memory.storage.postgres import PostgresBackend
+        with HEAVY_IMPORTS:  # psycopg and pgvector (numpy)
+            from agent_memory.storage.postgres import PostgresBackend
     except ImportError as exc:
         raise ConfigurationError(
             f"a postgresql:// store needs the postgres extra: pip install 'agent-memory[postgres]' ({exc})"

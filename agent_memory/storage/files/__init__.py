@@ -19,16 +19,17 @@ from pathlib import Path
 
 from agent_memory.config import MemoryConfig, resolve_memory_dir
 from agent_memory.errors import StoreError
+from agent_memory.fileio import writable_dir
 from agent_memory.ids import validate_agent_id
 from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.lexical import LexicalIndex
 from agent_memory.index.vector import VectorIndex
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.contracts import QuarantineHook
 from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.files.journal import EventQueue
 from agent_memory.storage.files.locks import FileLocks
-from agent_memory.fileio import writable_dir
 from agent_memory.store.traces import FileTraceStore
 from agent_memory.tokens import TokenCounter
 
@@ -88,7 +89,8 @@ class FileBackend:
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        from agent_memory.index.chroma import ChromaVectorIndex  # chromadb and torch: heavy, loaded on first use
+        with HEAVY_IMPORTS:  # chromadb and torch: heavy, loaded on first use
+            from agent_memory.index.chroma import ChromaVectorIndex
 
         agent_dir = self.agent_dir(agent_id)
         if not read_only:

@@ -23,13 +23,14 @@ from agent_memory.config import MemoryConfig
 from agent_memory.ids import validate_agent_id
 from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.vector import VectorIndex
+from agent_memory.lazy_imports import HEAVY_IMPORTS
+from agent_memory.storage.contracts import QuarantineHook
 from agent_memory.storage.postgres.database import Database
 from agent_memory.storage.postgres.documents import PostgresDocumentSlot
 from agent_memory.storage.postgres.items import PostgresItemLog
 from agent_memory.storage.postgres.journal import PostgresJournal
 from agent_memory.storage.postgres.locks import PostgresLocks
 from agent_memory.storage.postgres.traces import PostgresTraceStore
-from agent_memory.storage.contracts import QuarantineHook
 from agent_memory.storage.urls import redacted_url
 from agent_memory.tokens import TokenCounter
 
@@ -72,7 +73,8 @@ class PostgresBackend:
 
     def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
                       recreate: bool = False) -> KeywordIndex | None:
-        from agent_memory.storage.postgres.search import PostgresKeywordIndex
+        with HEAVY_IMPORTS:  # its module imports numpy
+            from agent_memory.storage.postgres.search import PostgresKeywordIndex
 
         index = PostgresKeywordIndex(self.database, validate_agent_id(agent_id))
         if recreate:
@@ -81,7 +83,8 @@ class PostgresBackend:
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        from agent_memory.storage.postgres.search import PostgresVectorIndex  # numpy and the embedder: on first use
+        with HEAVY_IMPORTS:  # numpy and the embedder: on first use
+            from agent_memory.storage.postgres.search import PostgresVectorIndex
 
         return PostgresVectorIndex(self.database, validate_agent_id(agent_id), config)
 
