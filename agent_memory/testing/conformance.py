@@ -261,13 +261,16 @@ class BackendConformance:
         assert (first.seq, second.seq) == (first.seq, first.seq + 1) and first.status == "queued"
         assert journal.get(first.id).payload == {"content": "hi", "raw": b"\x00\xff", "at": when, "$bytes": "kept"}
         assert journal.next_open() == journal.get(first.id) and journal.open_count() == 2
+        assert journal.peek_open() == (first.id, "queued")  # the head without its payload
         journal.mark_applying(first.id)
         assert journal.next_open().status == "applying"  # type: ignore[union-attr]
+        assert journal.peek_open() == (first.id, "applying")
         done = journal.mark_applied(first.id, {"turn_id": "turn_0001"}, applied_by="m1")
         assert done.status == "applied" and done.result == {"turn_id": "turn_0001"}
         assert journal.last_closed() == (first.seq, "m1")
         assert journal.mark_failed(second.id, "InvalidArgumentError: no such call").status == "failed"
-        assert journal.next_open() is None and journal.pending() == [] and journal.count() == 2
+        assert journal.next_open() is None and journal.peek_open() is None
+        assert journal.pending() == [] and journal.count() == 2
         third = journal.push("usage_report", {"prompt_tokens": 10})
         assert third.seq > second.seq and journal.count(status="open") == 1
         assert journal.prune(keep=1) == 1 and [e.id for e in journal.events()] == [second.id, third.id]
