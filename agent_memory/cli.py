@@ -28,7 +28,7 @@ apply) print one line on stderr and exit with code 1; usage mistakes exit with c
 ``store``, ``query``, ``rebuild-index``, ``import`` and ``replay`` (its ReAct check) load the
 embedding model (``serve-mcp`` on its first store or query). ``forget``, ``pin`` and ``unpin`` go
 through the agent's :class:`~agent_memory.kernel.manager.MemoryManager`, under the kernel lock MCP
-servers take (:func:`agent_memory.mcp_server.kernel_lock`), as the ``forget_memory`` and
+servers take (:func:`agent_memory.kernel.lock.kernel_lock`), as the ``forget_memory`` and
 ``pin_memory`` tools do. ``replay`` lives in :mod:`agent_memory.replay.command`, the MCP server in
 :mod:`agent_memory.mcp_server`.
 """
@@ -195,8 +195,8 @@ def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMem
 def _kernel(memory: AgentMemory) -> Iterator[MemoryManager]:
     """The agent's conversation kernel, read from disk under the kernel lock (as an MCP server's
     forget and pin tools run), for the ``with`` block."""
-    from agent_memory.kernel.manager import MemoryManager  # the kernel and the MCP SDK: only when needed
-    from agent_memory.mcp_server import kernel_lock
+    from agent_memory.kernel.lock import kernel_lock  # the kernel: only when needed
+    from agent_memory.kernel.manager import MemoryManager
 
     with kernel_lock(memory):
         yield MemoryManager(memory)

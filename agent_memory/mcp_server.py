@@ -52,7 +52,6 @@ import sys
 import threading
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from contextlib import AbstractContextManager
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +74,7 @@ from pydantic import ValidationError
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError, ConfigurationError
+from agent_memory.kernel.lock import kernel_lock
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
@@ -87,13 +87,10 @@ if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
-    "KERNEL_LOCK",
-    "KERNEL_LOCK_TIMEOUT_S",
     "SERVER_NAME",
     "MemoryMCPServer",
     "build_server",
     "jsonrpc_refusal",
-    "kernel_lock",
     "serve_mcp",
 ]
 
@@ -101,13 +98,6 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "agent-memory"
 """The server's name in the MCP handshake (``serverInfo.name``)."""
-
-KERNEL_LOCK = "kernel"
-"""The agent's lock held while a tool changes the conversation kernel's state (the file backend's
-``kernel.lock``)."""
-
-KERNEL_LOCK_TIMEOUT_S = 60.0
-"""Longest wait for :data:`KERNEL_LOCK`, in seconds, before the call fails as a tool error."""
 
 MAX_FAULT_CHARS = 300
 """Characters of a machine fault's message shown to the model."""
@@ -131,18 +121,6 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
                            open_world_hint=False),
 }
 """Behaviour hints per capability (clients use them to decide what needs the user's approval)."""
-
-
-def kernel_lock(memory: AgentMemory) -> AbstractContextManager[None]:
-    """Hold the agent's :data:`KERNEL_LOCK` for the ``with`` block: a process holds it while it
-    changes the agent's conversation kernel (compact, forget, pin). MCP servers and the
-    ``agent-memory forget / pin / unpin`` commands take it, so each works on state read from the
-    store after the previous one wrote.
-
-    Raises:
-        LockTimeoutError: if another process held it more than :data:`KERNEL_LOCK_TIMEOUT_S` seconds.
-    """
-    return memory.backend.locks(memory.agent_id).hold(KERNEL_LOCK, timeout_s=KERNEL_LOCK_TIMEOUT_S)
 
 
 class MemoryMCPServer(MCPServer):
@@ -240,15 +218,15 @@ class MemoryMCPServer(MCPServer):
         """Run the tool call ``name(arguments)`` through the toolkit (blocking).
 
         A tool that changes the conversation kernel's state (its action holds a manager, or the
-        toolkit cannot say) runs under :data:`KERNEL_LOCK` on a manager read from the store just
+        toolkit cannot say) runs under the kernel lock (:func:`~agent_memory.kernel.lock.kernel_lock`) on a manager read from the store just
         before; every other tool runs on the shared memory at once.
 
         Returns:
             The toolkit's result (``ok``, ``content``; ``data`` and ``error`` for the built-in one).
 
         Raises:
-            LockTimeoutError: if another process held :data:`KERNEL_LOCK` more than
-                :data:`KERNEL_LOCK_TIMEOUT_S` seconds.
+            LockTimeoutError: if another process held the kernel lock more than
+                :data:`~agent_memory.kernel.lock.KERNEL_LOCK_TIMEOUT_S` seconds.
             AgentMemoryError: faults of the store or the index (``StoreError``, ``VectorIndexError``).
         """
         action = self._action(name)

@@ -41,7 +41,8 @@ class MemoryStats(BaseModel):
     path: str | None
     """The agent's directory; ``None`` on a database backend."""
     store: str
-    """The backend's URL (a directory's ``file://`` URL, or the database's without a password)."""
+    """Where the memory lives: the memory directory's path, or the database URL without its
+    password."""
     items: int
     size_bytes: int
     """Every item's content, in bytes."""

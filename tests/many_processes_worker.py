@@ -19,8 +19,8 @@ import sys
 
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.kernel.budget import ModelLimits
+from agent_memory.kernel.lock import kernel_lock
 from agent_memory.kernel.manager import MemoryManager
-from agent_memory.mcp_server import kernel_lock
 
 LIMITS = ModelLimits(max_context_tokens=200_000, max_output_tokens=1_000, safety_margin_tokens=0)
 

@@ -1,7 +1,8 @@
 """Every Python block of README.md runs as written (issue 20, finding 8).
 
 Each block runs on its own, in a fresh process whose working directory and home are a new
-temporary directory (so ``AgentMemory("researcher")`` writes ``./memory`` there and
+temporary directory (two blocks at a time: each is a fresh interpreter importing torch and loading
+the embedding model, CPU-bound, and the machine has 2 cores) (so ``AgentMemory("researcher")`` writes ``./memory`` there and
 ``~/agent-memory`` lands there too), with the project's venv first on ``PATH`` (the MCP block
 starts ``agent-memory``). A block that calls a model reads ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``
 as the ``openai`` SDK does; here they name :class:`~agent_memory.testing.FakeLLMServer` on loopback,
@@ -16,6 +17,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,15 +114,28 @@ def test_the_readme_has_the_blocks_the_scripts_know() -> None:
         assert any(code.startswith(start) for code in codes), f"no README block starts with {start!r}"
 
 
-@pytest.mark.parametrize("index", range(len(blocks())), ids=lambda i: f"block{i + 1}")
-def test_readme_python_block_runs_as_written(index: int, tmp_path: Path) -> None:
-    code = blocks()[index]
-    script = script_for(code)
+@dataclass(frozen=True)
+class BlockRun:
+    """What one block's process did, and what its scripted model saw."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    sent: str
+    """The JSON of every request the scripted model received."""
+    unanswered: str | None
+    """Why the script was not used up (``None``: every scripted reply was asked for)."""
+
+
+def run_block(index: int, workdir: Path) -> BlockRun:
+    """Run README block ``index`` in a fresh interpreter in ``workdir`` (also its home), against its
+    own scripted model on loopback."""
+    script = script_for(blocks()[index])
     with FakeLLMServer() as server:
         server.enqueue(*script.replies)
         env = {
             **os.environ,
-            "HOME": str(tmp_path),
+            "HOME": str(workdir),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "sk-readme",
@@ -131,12 +147,33 @@ def test_readme_python_block_runs_as_written(index: int, tmp_path: Path) -> None
             "PYTHONPATH": str(ROOT),
         }
         env.pop("AGENT_MEMORY_DIR", None)
-        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-c", blocks()[index]], cwd=workdir, env=env, capture_output=True,
                               text=True, timeout=BLOCK_TIMEOUT_S)
-        assert done.returncode == 0, f"README block {index + 1} failed:\n{code}\n--- stderr:\n{done.stderr[-4000:]}"
-        for expected in script.prints:
-            assert expected in done.stdout, f"block {index + 1} printed:\n{done.stdout[-2000:]}"
-        sent = json.dumps(server.requests, ensure_ascii=False)
-        for expected in script.requests:
-            assert expected in sent, f"block {index + 1}: no request held {expected!r}"
-        server.assert_complete()
+        try:
+            server.assert_complete()
+            unanswered = None
+        except AssertionError as exc:
+            unanswered = str(exc)
+        return BlockRun(done.returncode, done.stdout, done.stderr, json.dumps(server.requests, ensure_ascii=False),
+                        unanswered)
+
+
+@pytest.fixture(scope="module")
+def block_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Future[BlockRun]]]:
+    """Every block, started as the module's tests begin, two at a time."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {index: pool.submit(run_block, index, tmp_path_factory.mktemp(f"block{index + 1}"))
+               for index in range(len(blocks()))}
+
+
+@pytest.mark.parametrize("index", range(len(blocks())), ids=lambda i: f"block{i + 1}")
+def test_readme_python_block_runs_as_written(index: int, block_runs: dict[int, Future[BlockRun]]) -> None:
+    code = blocks()[index]
+    script = script_for(code)
+    run = block_runs[index].result()
+    assert run.returncode == 0, f"README block {index + 1} failed:\n{code}\n--- stderr:\n{run.stderr[-4000:]}"
+    for expected in script.prints:
+        assert expected in run.stdout, f"block {index + 1} printed:\n{run.stdout[-2000:]}"
+    for expected in script.requests:
+        assert expected in run.sent, f"block {index + 1}: no request held {expected!r}"
+    assert run.unanswered is None, f"block {index + 1}: {run.unanswered}"
