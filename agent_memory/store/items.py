@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
