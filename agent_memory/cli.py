@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich import box
@@ -71,6 +71,7 @@ from agent_memory.ingest import Source, plan_sources
 from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
 from agent_memory.models.items import (
+    MEMORY_TYPES,
     ItemRecord,
     MemoryCriteria,
     MemoryItem,
@@ -99,9 +100,6 @@ EXCERPT_CHARS = 160
 
 TRANSFORMS = ("full", "excerpt", "first_n", "last_n", "filtered", "summary")
 """Transform names ``retrieve --transform`` accepts."""
-
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
-"""Values ``--type`` accepts."""
 
 MemoryDirOption = Annotated[Path | None, typer.Option(
     "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory.")]
@@ -189,6 +187,29 @@ def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMem
     if options.store is not None and options.memory_dir is not None:
         _fail("give --store or --memory-dir, not both")
     return AgentMemory(options.agent_id, options.memory_dir, store=options.store, config=config)
+
+
+MAX_LISTED_AGENTS = 20
+"""Agent ids named at most when a command's agent has stored nothing."""
+
+
+def _open_stored(ctx: typer.Context) -> AgentMemory:
+    """The agent's memory for a command that reads it (``query``, ``list``, ``export``): when the
+    agent has stored nothing there, the command fails naming the agents that have, instead of
+    answering "No items." for a mistyped ``--agent-id``."""
+    memory = _open(ctx)
+    agents = memory.backend.agent_ids()
+    if memory.agent_id in agents:
+        return memory
+    memory.close()
+    where = redacted_url(memory.backend.url)
+    if not agents:
+        _fail(f"nothing is stored in {where} yet (agent {memory.agent_id!r} has no items); store something first: "
+              "agent-memory store FILE")
+    shown = ", ".join(agents[:MAX_LISTED_AGENTS]) + (f" and {len(agents) - MAX_LISTED_AGENTS:,} more"
+                                                      if len(agents) > MAX_LISTED_AGENTS else "")
+    _fail(f"agent {memory.agent_id!r} has stored nothing in {where}; agents there: {shown} "
+          "(choose one with --agent-id)")
 
 
 @contextmanager
@@ -531,14 +552,15 @@ def query(
     _use(ctx, memory_dir, agent_id, agent, store)
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():
+        if text is not None and not text.strip():
+            _fail("the query text is empty; give words to look for, or leave TEXT out to list items newest first")
+        if type_ is not None and type_ not in MEMORY_TYPES:
+            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
         criteria = MemoryCriteria(text=text, type=cast("MemoryType | None", type_), source=source, tags=tuple(tags),
                                   since=since_dt, until=until_dt, limit=limit)
-        memory = _open(ctx)
-        if not holds_anything(memory):
-            hits: list[QueryHit] = []
-        else:
-            with _stderr().status("Searching…"):
-                hits = memory.query(criteria)
+        memory = _open_stored(ctx)
+        with _stderr().status("Searching…"):
+            hits: list[QueryHit] = memory.query(criteria)
         if as_json:
             _print_json([hit.model_dump(mode="json") for hit in hits])
         elif not hits:
@@ -567,7 +589,7 @@ def list_items(
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
         wanted_tags = {tag.strip().lower() for tag in tags if tag.strip()}
         records = [
-            record for record in _open(ctx).records()
+            record for record in _open_stored(ctx).records()
             if (type_ is None or record.type == type_)
             and (source is None or record.metadata.source == source)
             and wanted_tags <= set(record.metadata.tags)
@@ -754,7 +776,7 @@ def export(
     atomically (complete or not at all)."""
     _use(ctx, memory_dir, agent_id, agent, store)
     with _reported_errors():
-        memory = _open(ctx)
+        memory = _open_stored(ctx)
         count = len(memory.records())
         if out == "-":
             stream = typer.get_binary_stream("stdout")
@@ -906,8 +928,9 @@ def inspect_memory(
 ) -> None:
     """Serve a read-only web page over a memory: items (Query Memory, filters, one item's citation
     and content), each conversation's LLM calls (what each result looked like to the model, tokens,
-    cost, epochs, compactions), sub-agents and their scopes, and a replay report's plots. Nothing is
-    written to the memory. Stop it with Ctrl-C."""
+    cost, epochs, compactions), sub-agents and their scopes, and a replay report's plots. Pages show
+    the --agent-id agent, else the one with the most items. Nothing is written to the memory. Stop
+    it with Ctrl-C."""
     from agent_memory.inspector import Inspector, InspectorServer, check_bind_host
     from agent_memory.pricing import PriceModel
     from agent_memory.storage import is_database_url
@@ -923,9 +946,16 @@ def inspect_memory(
         if chosen is not None and not is_database_url(chosen) and not Path(chosen.removeprefix("file://")).is_dir():
             _fail(f"no memory directory at {chosen}")
         prices = None if price_model.strip().lower() == "none" else PriceModel.lookup(price_model)
-        inspector = Inspector(chosen, report_dir=report, price_model=prices)
-        agents = inspector.agents()
-        inspector.default_agent = options.agent_id if options.agent_id in agents else (agents[0] if agents else None)
+        # --agent-id (here or before the command) names the agent a page shows when it names none;
+        # without it, the agent with the most items of its own (Inspector.busiest_agent).
+        parent = ctx.parent.params if ctx.parent is not None else {}
+        named = next((value for value in (agent_id, agent, parent.get("agent_id"), parent.get("agent"))
+                      if value is not None), None)
+        inspector = Inspector(chosen, agent_id=options.agent_id if named is not None else None, report_dir=report,
+                              price_model=prices)
+        if named is not None and options.agent_id not in inspector.agents():
+            typer.echo(f"warning: no agent {options.agent_id!r} in this store (yet): its pages say so; the "
+                       "agents page lists those there are", err=True)
         server = InspectorServer(inspector, host=host, port=port, allow_remote=allow_remote)
         typer.echo(f"Inspecting {inspector.backend.url} (read-only) at {server.url} (Ctrl-C stops it)", err=True)
         server.serve()

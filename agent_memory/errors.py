@@ -22,6 +22,8 @@ with ``raise ... from exc`` so callers catch one root::
     │   ├── UnsupportedRecordError  an item record this version cannot read (a newer schema
     │   │                           version, an unknown field or type); kept as it is, refused
     │   ├── LockTimeoutError (TimeoutError)  another process held a file lock too long
+    │   ├── BackendUnavailableError  the storage server (Postgres) cannot be reached: down,
+    │   │                           restarting or cut off (which server, since when)
     │   └── ConflictError           a write that depended on a read found the state changed (retry)
     ├── VectorIndexError            the vector index (chromadb, embeddings) failed
     │   ├── EmbeddingError          the embedding model could not be loaded or run
@@ -64,6 +66,7 @@ from agent_memory.limits import shorten
 
 __all__ = [
     "AgentMemoryError",
+    "BackendUnavailableError",
     "ConfigurationError",
     "ConflictError",
     "ContextOverflowError",
@@ -88,6 +91,7 @@ __all__ = [
     "UnsupportedRecordError",
     "VectorIndexError",
     "map_exceptions",
+    "outage_behind",
     "quoted",
     "validation_summary",
 ]
@@ -254,6 +258,30 @@ class LockTimeoutError(StoreError, TimeoutError):
     than the wait allowed; nothing was changed by the call that gave up."""
 
 
+class BackendUnavailableError(StoreError):
+    """The server the memory is kept on (the Postgres backend's database server) cannot be
+    reached: it is down, restarting, refusing connections, or cut off by the network. Raised at
+    once while the outage lasts (a call does not wait for a connection that cannot come); the
+    first call a second after the last try tries the server again (``RETRY_INTERVAL_S`` of
+    :mod:`agent_memory.storage.postgres.database`), and calls work again as soon as it answers.
+    A call that raised it before reaching the server wrote nothing; one cut off in the middle (the
+    server went away during it) ran in a transaction, which the server either committed whole or
+    not at all. Nothing written before the outage is lost: it is in the database.
+
+    Args:
+        message: what happened, naming the server and since when.
+        host: where the server was looked for: ``host:port``, or the directory of its Unix socket,
+            keyword-only.
+        since: when the outage was first seen, in seconds since the epoch (``time.time()``),
+            keyword-only; the same for every error of one outage.
+    """
+
+    def __init__(self, message: str, *, host: str, since: float) -> None:
+        super().__init__(message)
+        self.host = host
+        self.since = since
+
+
 class ConflictError(StoreError):
     """A write that depended on what was read found the stored state changed since (another
     process wrote in between): nothing was written; read again and retry. Raised by a backend's
@@ -358,6 +386,19 @@ class LLMOutputError(LLMError, ValueError):
         self.text = text
 
 
+def outage_behind(exc: BaseException) -> BackendUnavailableError | None:
+    """The :class:`BackendUnavailableError` ``exc`` is or was raised from (its chain of
+    ``__cause__``, the ``raise ... from`` links), else ``None``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BackendUnavailableError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
+
+
 @contextmanager
 def map_exceptions(what: str) -> Iterator[None]:
     """Convert dependency and builtin errors raised inside the block into :class:`AgentMemoryError`
@@ -368,10 +409,20 @@ def map_exceptions(what: str) -> Iterator[None]:
     :class:`StoreError`; pydantic ``ValidationError`` → :class:`InvalidArgumentError` with its
     error list; ``RecursionError`` (input nested too deeply), ``UnicodeError``, ``ValueError``,
     ``TypeError`` → :class:`InvalidArgumentError`. Anything else (a bug) propagates unchanged.
+    A library error caused by an outage of the backend's server (:func:`outage_behind`: the index's
+    ``VectorIndexError`` or an item's ``StoreError`` raised from a
+    :class:`BackendUnavailableError`) is raised as a :class:`BackendUnavailableError` with the
+    outage's message, ``host`` and ``since``: the caller learns that the server is down, not that
+    the index failed.
     """
     try:
         yield
-    except AgentMemoryError:
+    except BackendUnavailableError:
+        raise
+    except AgentMemoryError as exc:
+        outage = outage_behind(exc)
+        if outage is not None:
+            raise BackendUnavailableError(str(outage), host=outage.host, since=outage.since) from exc
         raise
     except TimeoutError as exc:
         raise LockTimeoutError(f"{what}: timed out waiting for a lock ({shorten(str(exc), MAX_MESSAGE_CHARS)})") from exc

@@ -26,9 +26,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent_memory.boundary import check_memory_dir as _check_memory_dir
 from agent_memory.boundary import int_arg as _int_arg
@@ -63,15 +64,32 @@ from agent_memory.observers import (
 )
 from agent_memory.plugins import PluginRegistry
 from agent_memory.storage import Backend, FileBackend, open_backend
-from agent_memory.store.items import ItemStore, UnreadableRecord
+from agent_memory.store.items import ItemStore, UnreadableRecord, decode_record
 from agent_memory.store.prepare import prepare_item, snapshot_pairs, str_list
 from agent_memory.tokens import TiktokenCounter, TokenCounter
 from agent_memory.transforms import MIN_MAX_TOKENS, apply_transform, extractive_summary, parse_transform
 
-__all__ = ["AgentMemory"]
+__all__ = ["AgentMemory", "ItemChanges"]
 
 DEFAULT_AGENT_ID = "default"
 """Agent id used when none is given."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemChanges:
+    """What changed among a memory's own items between two reads (:meth:`AgentMemory.changes`)."""
+
+    records: list[ItemRecord]
+    """The records put since (new items, and items rewritten in place), oldest first; with
+    ``reset``, every record."""
+    deleted: tuple[str, ...]
+    """Ids whose items left since (forgotten, or replaced by a record of a newer version this
+    version cannot read); ``()`` with ``reset``. Apply them before ``records``: an id deleted and
+    stored again since is in both."""
+    reset: bool
+    """``True``: ``records`` is every item (drop what you held)."""
+    token: str
+    """Pass it to the next :meth:`AgentMemory.changes` call."""
 
 class AgentMemory:
     """The memory of one agent: its items, their indexes, and (for the kernel above it) its
@@ -425,6 +443,42 @@ class AgentMemory:
         return len(self.records())
 
     @_public
+    def changes(self, since: str | None = None) -> ItemChanges:
+        """What changed among this memory's own items since an earlier call, read from the item
+        log: for a reader that keeps its own view of the items in step with every process's
+        writes (the LangGraph store's index of its documents by namespace and key,
+        :mod:`agent_memory.integrations.langgraph_store`) at the cost of the changes, not of the
+        memory's size. The log answers everything again (``reset``) only when it started over
+        (``restore``, ``clear``, a compaction of the file log); see
+        :class:`~agent_memory.storage.contracts.ItemLog`.
+
+        Args:
+            since: the ``token`` of the previous answer; ``None``: every item (``reset``).
+
+        Returns:
+            :class:`ItemChanges`. Records of a newer version (unreadable here) are left out, and
+            reported as deleted when they replaced a record. A fork's parent items are not
+            included (:meth:`records` has them).
+
+        Raises:
+            InvalidArgumentError: if ``since`` is not a string.
+            StoreError: if the item log cannot be read.
+        """
+        if since is not None and not isinstance(since, str):
+            raise InvalidArgumentError(f"since must be the token of an earlier answer (a str), not {type(since).__name__}")
+        found = self._store.log.read(since)
+        records: list[ItemRecord] = []
+        unreadable: list[str] = []
+        for _, data in found.records:
+            record = decode_record(data)
+            if isinstance(record, ItemRecord):
+                records.append(record)
+            elif record.id and not found.reset:
+                unreadable.append(record.id)
+        return ItemChanges(records=records, deleted=(*found.deleted, *unreadable), reset=found.reset,
+                           token=found.token)
+
+    @_public
     def records(self) -> list[ItemRecord]:
         """Every item record (no content), oldest first (a fork: the parent's snapshot, then its own).
         Records of a newer version this version cannot read are left out (and reported)."""
@@ -440,13 +494,35 @@ class AgentMemory:
         max_tokens: int | None = None,
         page: int = 1,
         raw: bool = False,
+        around: str | None = None,
+        context_chars: int | None = None,
+        max_matches: int | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        start_char: int | None = None,
+        end_char: int | None = None,
+        n: int | None = None,
+        unit: Literal["lines", "tokens"] | None = None,
+        pattern: str | None = None,
+        keywords: Sequence[str] | None = None,
+        context_lines: int | None = None,
+        json_path: str | None = None,
+        column: str | None = None,
     ) -> RetrieveResult:
-        """Content of an item shaped by ``transform``, capped at ``max_tokens``, one page at a time.
+        """Content of an item shaped by ``transform``, capped at ``max_tokens``, one page at a time:
+        ``memory.retrieve(id, "excerpt", around="ACLU")``, ``memory.retrieve(id, around="ACLU")``,
+        ``memory.retrieve(id, "first_n", n=20)``, ``memory.retrieve(id, pattern="^Total")``.
 
         Args:
             item_id: the memory id.
             transform: a transform model, a dict like ``{"type": "first_n", "n": 20}``, a type
-                name like ``"summary"``, or ``None`` for ``full``.
+                name like ``"summary"``, or ``None`` for ``full`` (or, with ``transform_fields``,
+                the one transform they are fields of).
+            around, context_chars, max_matches, start_line, end_line, start_char, end_char, n,
+                unit, pattern, keywords, context_lines, json_path, column: the transform's
+                fields as keywords (:class:`~agent_memory.models.items.ExcerptTransform` and its
+                siblings), after a type name or alone when they name one transform; ``None``:
+                not given (the transform's default). A filter's ``value`` goes in a dict.
             max_tokens: cap of this answer in tokens, ``transforms.MIN_MAX_TOKENS`` (120) to
                 ``MAX_RETRIEVE_MAX_TOKENS``; ``None``: ``config.retrieve_max_tokens``.
             page: which page (1-based) of a transformed text longer than ``max_tokens``.
@@ -462,7 +538,11 @@ class AgentMemory:
             StoreError: if the item's content blob is missing or damaged.
         """
         item_id = validate_memory_id(item_id)
-        spec = parse_transform(transform)
+        given = {"around": around, "context_chars": context_chars, "max_matches": max_matches,
+                 "start_line": start_line, "end_line": end_line, "start_char": start_char, "end_char": end_char,
+                 "n": n, "unit": unit, "pattern": pattern, "keywords": keywords, "context_lines": context_lines,
+                 "json_path": json_path, "column": column}
+        spec = parse_transform(transform, **{key: value for key, value in given.items() if value is not None})
         cap = (
             self.config.retrieve_max_tokens
             if max_tokens is None
@@ -563,7 +643,9 @@ class AgentMemory:
         if criteria is None:
             wanted = MemoryCriteria(**filters)
         elif not isinstance(criteria, MemoryCriteria):
-            raise InvalidArgumentError(f"criteria must be a MemoryCriteria, not {criteria.__class__.__name__}")
+            raise InvalidArgumentError(
+                f"criteria must be the text to look for (a str: memory.query('heron')) or a MemoryCriteria, not "
+                f"{criteria.__class__.__name__}")
         else:
             wanted = MemoryCriteria(**{**dict(criteria), **filters}) if filters else criteria
 
@@ -614,11 +696,13 @@ class AgentMemory:
     # -- lifecycle -------------------------------------------------------------------------------
     @_public
     def forget(self, item_id: str) -> bool:
-        """Remove one item for good (seed 003 ``MEMORY_FORGET``): its record leaves ``items.jsonl``
-        (an atomic rewrite), its chunks leave both indexes, and its content blob is deleted unless
-        another item shares it (identical content). Idempotent.
+        """Remove one item for good (seed 003 ``MEMORY_FORGET``): its record leaves the item log
+        (a delete appended to it, durably, before this returns: the same cost at any size of the
+        memory, see :class:`~agent_memory.storage.contracts.ItemLog`), its chunks leave both
+        indexes, and its content blob is deleted unless another item shares it (identical
+        content). Idempotent. To forget many items, :meth:`forget_many` does it in one batch.
 
-        The store is rewritten first: if the index then fails, the item is already unreachable
+        The store is changed first: if the index then fails, the item is already unreachable
         (a query skips hits whose item is gone) and ``rebuild_index`` drops its chunks; the
         failure is reported to observers (``IndexFailed``), not raised. A conversation that cited
         the item shows a "forgotten" note in its place (``MemoryManager.forget`` also removes it
@@ -629,22 +713,61 @@ class AgentMemory:
 
         Raises:
             InvalidIdError: if the id is malformed.
+            IsolationError: if the item belongs to the parent's memory of a fork.
             UnsupportedRecordError: if the item's record was written by a newer version (this
                 version does not know what else belongs to it; nothing is changed).
-            StoreError: if the rewrite fails (the item is then intact).
+            StoreError: if the write fails (the item is then intact).
         """
-        item_id = validate_memory_id(item_id)
+        return bool(self._forget([validate_memory_id(item_id)]))
+
+    @_public
+    def forget_many(self, item_ids: Iterable[str]) -> list[str]:
+        """Remove many items for good in one batch, as :meth:`forget` does one: one change of the
+        item log (every delete in one durable append), one delete from each index, and each
+        content blob deleted unless an item that stays shares it. All of the batch is removed, or
+        (when the write fails) none of it.
+
+        Args:
+            item_ids: memory ids; an id given twice counts once, an id no item has is skipped.
+
+        Returns:
+            The ids removed, in the order given (``[]``: none of them was stored).
+
+        Raises:
+            InvalidArgumentError: if ``item_ids`` is a single string or not iterable.
+            InvalidIdError: if an id is malformed (nothing is removed).
+            IsolationError: if an id belongs to the parent's memory of a fork (nothing is removed).
+            UnsupportedRecordError: if an item's record was written by a newer version (nothing
+                is removed).
+            StoreError: if the write fails (every item is then intact).
+        """
+        if isinstance(item_ids, str | bytes) or not isinstance(item_ids, Iterable):
+            raise InvalidArgumentError(f"item_ids must be a list of memory ids, not {type(item_ids).__name__}")
+        return self._forget(list(dict.fromkeys(validate_memory_id(item_id) for item_id in item_ids)))
+
+    def _forget(self, wanted: list[str]) -> list[str]:
+        """Remove the items ``wanted`` (validated, distinct) in one change; the ids removed."""
+        if not wanted:
+            return []
         with self._mutex:
-            if not self._store.remove([item_id]):
-                if self._base is not None and self._base.contains(item_id):
-                    raise IsolationError(f"{item_id} belongs to the parent's memory: a sub-agent cannot forget it")
-                return False
+            if self._base is not None:
+                parents = [item_id for item_id in wanted
+                           if not self._store.contains(item_id) and self._base.contains(item_id)]
+                if len(parents) == 1:
+                    raise IsolationError(f"{parents[0]} belongs to the parent's memory: a sub-agent cannot forget it")
+                if parents:
+                    shown = ", ".join(parents[:5]) + (f" and {len(parents) - 5:,} more" if len(parents) > 5 else "")
+                    raise IsolationError(f"{shown} belong to the parent's memory: a sub-agent cannot forget them")
+            gone = {record.id for record in self._store.remove(wanted)}
+            removed = [item_id for item_id in wanted if item_id in gone]
+            if not removed:
+                return []
             try:
-                self._upkeep.delete([item_id])
-            except Exception as exc:  # noqa: BLE001 - the item is gone; its stale chunks are skipped
-                self._observers.notify(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,),
+                self._upkeep.delete(removed)
+            except Exception as exc:  # noqa: BLE001 - the items are gone; their stale chunks are skipped
+                self._observers.notify(IndexFailed(agent_id=self.agent_id, item_ids=tuple(removed),
                                                  error=f"forget: {type(exc).__name__}: {exc}"[:300], pending=False))
-            return True
+            return removed
 
     @_public
     def rewrite(self, item_id: str, content: Any) -> None:

@@ -94,8 +94,13 @@ class IndexFailed(MemoryNotice):
     """What the index said (short)."""
     pending: bool
     """``True``: the items stay pending and are retried by the next ``flush_index`` or query.
-    ``False``: the index refused them while it works for other items, so this process skips
-    them until ``rebuild_index`` (another process retries them once)."""
+    ``False``: the index refused them while it works for other items: with ``label_only`` they are
+    in the index by their label, else this process skips them until ``rebuild_index`` (another
+    process retries them once)."""
+    label_only: bool = False
+    """``True``: the index took the item's label (type, source, title, tags) but not its text:
+    filters and listings find it, a text query does not search its content; it is never retried
+    (``rebuild_index`` tries its text again)."""
 
 
 class RecordQuarantined(MemoryNotice):
@@ -226,8 +231,23 @@ class Truncated(MemoryNotice):
     kind: Literal["truncated"] = "truncated"
     log_level: ClassVar[int] = logging.WARNING
     turn_ids: tuple[str, ...]
+    """The turns archived without a summary, oldest first."""
     tokens_before: int
+    """The next prompt before these turns were dropped (after the compaction that ran first, if
+    one did: :class:`Compacted` tells the size that asked for it), in the kernel's count: its
+    messages and tools, counted by the memory's token counter, plus what the provider counted
+    beyond our count of the last prompt it reported
+    (:meth:`~agent_memory.kernel.manager.MemoryManager.count_tokens`). The same counter as
+    ``tokens_after``, never a provider's reported size."""
     tokens_after: int
+    """The next prompt after they were dropped, in the same count as ``tokens_before``."""
+
+    def describe(self) -> str:
+        """One line for the log: which turns, and the prompt before and after in one count."""
+        turns = ", ".join(self.turn_ids)
+        return (f"truncated in memory {self.agent_id!r}: {len(self.turn_ids)} turn(s) archived without a summary "
+                f"({turns}); the next prompt {self.tokens_before:,} -> {self.tokens_after:,} tokens "
+                "(the kernel's count, messages and tools)")
 
 
 class Retrieved(MemoryNotice):
@@ -330,9 +350,25 @@ class ObserverList:
 
     def __init__(self, observers: Iterable[MemoryObserver] = ()) -> None:
         self._observers: list[MemoryObserver] = []
+        self._levels: dict[type[MemoryNotice], int] = {}
         self._lock = threading.Lock()
         for observer in observers:
             self.add(observer)
+
+    def log_at(self, kind: type[MemoryNotice], level: int) -> None:
+        """Log the notices of class ``kind`` (and its subclasses) at ``level`` instead of their
+        own ``log_level``; observers still hear every one. A replay of recorded runs logs
+        :class:`Truncated` at ``logging.DEBUG``: it counts them in its report, where a live agent's
+        memory warns of each."""
+        with self._lock:
+            self._levels[kind] = level
+
+    def _level(self, notice: MemoryNotice) -> int:
+        with self._lock:
+            for kind, level in self._levels.items():
+                if isinstance(notice, kind):
+                    return level
+        return notice.log_level
 
     def add(self, observer: MemoryObserver) -> None:
         """Add an observer.
@@ -346,8 +382,9 @@ class ObserverList:
             self._observers.append(observer)
 
     def notify(self, notice: MemoryNotice) -> None:
-        """Log ``notice`` and hand it to every observer; never raises (``Exception`` subclasses)."""
-        logger.log(notice.log_level, notice.describe())
+        """Log ``notice`` (at its ``log_level``, or the one :meth:`log_at` set) and hand it to
+        every observer; never raises (``Exception`` subclasses)."""
+        logger.log(self._level(notice), notice.describe())
         with self._lock:
             observers = list(self._observers)
         for observer in observers:

@@ -31,7 +31,7 @@ from typing import Any, Literal, overload
 import regex
 from pydantic import BaseModel, ValidationError
 
-from agent_memory.errors import TransformError, quoted, validation_summary
+from agent_memory.errors import InvalidArgumentError, TransformError, quoted, validation_summary
 from agent_memory.html import extract_page, looks_like_html
 from agent_memory.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS, MAX_REPEAT, REGEX_TIMEOUT_S, json_depth, shorten
 from agent_memory.models.items import (
@@ -89,13 +89,19 @@ Summarizer = Callable[[MemoryItem, str, int], str]
 """``(item, readable_text, max_tokens) -> summary``: how the ``summary`` transform is made."""
 
 
-def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None) -> MemoryTransform:
+def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None, **params: Any) -> MemoryTransform:
     """A transform model from a model, a dict (``{"type": "first_n", "n": 20}``), a type name, or
-    ``None`` (``full``).
+    ``None`` (``full``); ``params`` are the transform's fields as keywords, with a type name
+    (``parse_transform("excerpt", around="ACLU")``) or without one, when they name one transform
+    only (``around`` an excerpt, ``pattern`` a filter: ``parse_transform(None, around="ACLU")``).
 
     Raises:
-        TransformError: if the value does not describe a valid transform.
+        TransformError: if the value does not describe a valid transform, the keywords fit several
+            transforms and no type name is given, or a dict or model is given with keywords too.
+        InvalidArgumentError: if a keyword is no field of any transform (a typo).
     """
+    if params:
+        transform = {"type": _type_of(transform, params), **params}
     if transform is None:
         return FullTransform()
     if isinstance(transform, str):
@@ -113,6 +119,30 @@ def parse_transform(transform: MemoryTransform | dict[str, Any] | str | None) ->
         f"invalid transform {quoted(transform)}: give a transform model, a dict like "
         '{"type": "first_n", "n": 20}, a type name like "summary", or None'
     )
+
+
+def _type_of(transform: object, params: dict[str, Any]) -> str:
+    """The transform type that keyword ``params`` belong to: ``transform`` when it is a type name,
+    else the one transform that has every one of them as a field."""
+    if isinstance(transform, str):
+        return transform
+    if transform is not None:
+        raise TransformError(
+            f"give the transform's fields in it or as keywords after a type name, not both: {quoted(transform)} "
+            f"and {', '.join(params)}")
+    fields = {model.model_fields["type"].default: set(model.model_fields) - {"type"} for model in _TRANSFORM_TYPES}
+    unknown = sorted(set(params) - set().union(*fields.values()))
+    if unknown:
+        raise InvalidArgumentError(
+            f"no transform has {', '.join(map(repr, unknown))}; the fields are: "
+            + "; ".join(f"{name}: {', '.join(sorted(names))}" for name, names in fields.items() if names))
+    fitting = [name for name, names in fields.items() if set(params) <= names]
+    if len(fitting) != 1:
+        raise TransformError(
+            f"{', '.join(map(repr, params))} fit{'s' if len(params) == 1 else ''} "
+            f"{' and '.join(fitting) if fitting else 'no single transform'}: name the transform, e.g. "
+            f"retrieve(id, {fitting[0] if fitting else 'excerpt'!r}, {next(iter(params))}=...)")
+    return fitting[0]
 
 
 JsonFormat = Literal["indented", "compact", "lines"]

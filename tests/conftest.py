@@ -5,7 +5,8 @@
 - ``memory``: an :class:`AgentMemory` in a fresh temporary directory, with the real embedding
   model, parametrized over the embedded Chroma index and a real ``chroma run`` server (started on
   127.0.0.1 once per session and stopped by PID).
-- ``postgres_server``: a real Postgres with pgvector (pgserver's), once per session.
+- ``postgres_server``: a real Postgres with pgvector (pgserver's), once per session, with its data
+  outside pytest's temporary tree (so a second test session on the machine cannot take it away).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
 from agent_memory.testing import ChromaServer, PostgresServer  # noqa: E402
+from agent_memory import storage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,16 +58,29 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+def postgres_server() -> Iterator[PostgresServer]:
     """A real Postgres with pgvector for the whole session: ``pgserver``'s, on a Unix socket in a
-    temporary directory, or the server ``AGENT_MEMORY_TEST_POSTGRES_URL`` names. Each test asks it
-    for a database of its own (:meth:`PostgresServer.new_database`)."""
-    server = PostgresServer(tmp_path_factory.mktemp("postgres"))
+    private temporary directory removed at the end (outside pytest's temporary tree, which another
+    pytest session on the machine makes private and prunes: see :class:`PostgresServer`), or the
+    server ``AGENT_MEMORY_TEST_POSTGRES_URL`` names. Each test asks it for a database of its own
+    (:meth:`PostgresServer.new_database`)."""
+    server = PostgresServer()
     server.start()
     try:
         yield server
     finally:
-        server.stop()
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_databases_opened_by_the_test() -> Iterator[None]:
+    """Close the database backends a test opened (one connection pool per database URL, kept by
+    the process): the suite makes hundreds of databases, and a session's Postgres takes 100 clients."""
+    before = set(storage._OPEN)
+    yield
+    for url, backend in list(storage._OPEN.items()):
+        if url not in before and not getattr(backend, "closed", True):
+            backend.close()
 
 
 @pytest.fixture(params=["embedded", "server"])

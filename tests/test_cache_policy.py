@@ -49,6 +49,13 @@ def builder(memory: AgentMemory, prices: PriceModel | None, *, fixed_tokens: int
                           citations=CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens))
 
 
+def sent(b: ContextBuilder, history: list[Message]) -> list[Message]:
+    """One LLM call of a loop: the messages built for ``history``, committed as answered."""
+    built = b.build(history)
+    b.commit(built)
+    return built.messages
+
+
 def rows(name: str, n: int) -> str:
     """A tool result of about ``12 * n`` tokens."""
     return "\n".join(f"{name} row {j}: value {j * 7} status ok region eu" for j in range(n))
@@ -145,9 +152,9 @@ def test_a_swap_that_does_not_pay_is_not_made_and_one_that_pays_is(memory: Agent
     history, old, new = two_results_around_a_long_note(memory)
     aware, tokens = builder(memory, prices, start="first_call"), builder(memory, None, start="first_call")
     for b in (aware, tokens):
-        b.build(history)  # both results fresh: in full
+        sent(b, history)  # both results fresh: in full
     history += [Message(role="assistant", content="Checking."), Message(role="user", content="next")]
-    priced, counted = aware.build(history), tokens.build(history)
+    priced, counted = sent(aware, history), sent(tokens, history)
     # the old result's swap would rewrite the long note: it waits; the fresh one's pays at once
     assert shown(priced, old, history) == memory.get(old).content
     assert f'retrieve_memory(id="{new}")' in shown(priced, new, history)
@@ -165,9 +172,9 @@ def test_a_prompt_under_the_cache_minimum_swaps_whenever_it_saves_tokens(memory:
     first = call_and_result(memory, history, "status", rows("status", 25))
     history.append(Message(role="assistant", content="Noted. " * 60))  # a swap before it rewrites it
     b = builder(memory, prices, start="first_call")
-    b.build(history)
+    sent(b, history)
     history.append(Message(role="user", content="next"))
-    built = b.build(history)
+    built = sent(b, history)
     assert sum(message_tokens(m, memory.tokens.count) for m in built) < 1_024  # never cached
     assert b.state.swapped == {first} and f'retrieve_memory(id="{first}")' in shown(built, first, history)
 
@@ -180,14 +187,14 @@ def test_starting_to_cite_a_long_prompt_with_few_calls_to_come_is_deferred(memor
     history = [Message(role="user", content="go")]
     everyone = (("lindy", lindy), ("long_run", long_run), ("tokens", tokens))
     for _, b in everyone:
-        b.build(history)  # a first prompt under the cache minimum: no offer made yet
+        sent(b, history)  # a first prompt under the cache minimum: no offer made yet
         assert not b.citing
     history.append(Message(role="user", content=LONG_NOTE))  # then ~20,000 tokens arrive and are cached
     started: dict[str, int | None] = {"lindy": None, "long_run": None, "tokens": None}
     for call in range(2, 8):
         call_and_result(memory, history, f"lookup{call}", rows(f"lookup{call}", 80))
         for name, b in everyone:
-            built = b.build(history)
+            built = sent(b, history)
             if b.citing and started[name] is None:
                 started[name] = call
             if not b.citing:  # the naive prompt, exactly
@@ -217,19 +224,19 @@ def test_a_cached_first_prompt_gets_the_tools_and_the_result_just_shown_is_swapp
     own_tools, offer = 2_400, 310  # tau-bench's airline tools, retrieve_memory and its prompt section
     b = builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer)
     history = [Message(role="system", content="You are an airline agent."), Message(role="user", content="help")]
-    b.build(history)
+    sent(b, history)
     assert b.citing and b.state.citing_since == 1  # offered before any result: nothing cached to rewrite
     first = call_and_result(memory, history, "get_reservation", rows("reservation", 40))
-    assert memory.get(first).content in shown(b.build(history), first, history)  # shown in full once
+    assert memory.get(first).content in shown(sent(b, history), first, history)  # shown in full once
     history.append(Message(role="assistant", content="Let me check the flight."))
     second = call_and_result(memory, history, "get_flight", rows("flight", 40))
-    built = b.build(history)
+    built = sent(b, history)
     # swapping the result at the end of the prompt rewrites only what follows it: it pays at once
     assert b.state.swapped == {first} and f'retrieve_memory(id="{first}")' in shown(built, first, history)
     assert memory.get(second).content in shown(built, second, history)
     # the same agent on a prompt too short to cache gets no offer until citing saves tokens
     small = builder(memory, prices, offer_cost_tokens=offer)
-    small.build([Message(role="user", content="help")])
+    sent(small, [Message(role="user", content="help")])
     assert not small.citing
 
 
@@ -237,7 +244,7 @@ def test_always_cite_never_shows_a_result_in_full_whatever_the_price(memory: Age
     history = [Message(role="user", content="go"), Message(role="assistant", content=LONG_NOTE)]
     ref = call_and_result(memory, history, "search", rows("search", 200))
     b = builder(memory, ANTHROPIC, kind="always_cite")
-    assert memory.get(ref).content not in shown(b.build(history), ref, history)
+    assert memory.get(ref).content not in shown(sent(b, history), ref, history)
 
 
 # -- the compaction epoch ------------------------------------------------------------------------------
@@ -245,7 +252,7 @@ def test_always_cite_never_shows_a_result_in_full_whatever_the_price(memory: Age
 def test_a_rewrite_of_the_history_makes_every_due_swap(memory: AgentMemory, prices: PriceModel) -> None:
     history, old, new = two_results_around_a_long_note(memory)
     b = builder(memory, prices, start="first_call")
-    b.build(history)
+    sent(b, history)
     history += [Message(role="assistant", content="Checking."), Message(role="user", content="next")]
     assert b.prepare(history).state.swapped == {new}  # the old swap does not pay on its own
     assert b.prepare(history, rewrite_from=0).state.swapped == {old, new}  # a rewrite makes it free
@@ -300,10 +307,10 @@ def test_net_tokens_never_above_naive(memory: AgentMemory, prices: PriceModel | 
         naive_tokens = own_tools + sum(message_tokens(m, count) for m in naive)
         naive_total += naive_tokens
         for name, b in builders.items():
-            built = b.build(history)
-            sent = own_tools + sum(message_tokens(m, count) for m in built) + (offer if b.citing else 0)
-            assert sent <= naive_tokens + (offer if prices is not None else 0)
-            totals[name] += sent
+            built = sent(b, history)
+            tokens = own_tools + sum(message_tokens(m, count) for m in built) + (offer if b.citing else 0)
+            assert tokens <= naive_tokens + (offer if prices is not None else 0)
+            totals[name] += tokens
     assert all(total <= naive_total for total in totals.values()), (totals, naive_total)
     assert builders["known"].citing  # 40 calls known to come: citing paid at some point
 

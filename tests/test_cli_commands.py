@@ -202,7 +202,8 @@ def test_the_memory_options_work_before_and_after_the_command(mem: list[str], tm
     after = run("list", "--json", "--agent-id", "bot", *mem).stdout
     assert before == after and [record["id"] for record in json.loads(after)] == [item_id]
     assert run(*mem, "--agent-id", "nobody", "list", "--json", "--agent-id", "bot").stdout == after  # after wins
-    assert json.loads(run("list", "--json", *mem).stdout) == []  # the default agent has nothing
+    nobody = run("list", "--json", *mem, code=1)  # the default agent has nothing: a typo, say so
+    assert nobody.stdout == "" and "agents there: bot" in nobody.stderr
 
     old = run(*mem, "--agent", "bot", "get", item_id)  # the deprecated spelling still works, and says so
     assert old.stdout == "Kept by bot." and "--agent is deprecated; use --agent-id" in old.stderr

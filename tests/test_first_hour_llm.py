@@ -260,7 +260,7 @@ def test_readme_loop_cites_a_result_by_its_tool_call_not_as_agent(data_dir: Path
     for call, result in ((search, hits), (fetch, page)):
         history.append(Message(role="tool", tool_call_id=call.id, name=call.name, tool_result_ref=memory.store(result)))
 
-    messages = builder.build(history)
+    messages = builder.build(history).messages
 
     cited_search, cited_page = (m.content for m in messages if m.role == "tool")
     assert cited_search.startswith('[search({"query": "Jonny Craig bands"}) · ')
@@ -278,5 +278,5 @@ def test_a_result_stored_with_a_source_keeps_it(tmp_path: Path) -> None:
     ref = memory.store("row\n" * 400, source="db.orders")
     call = ToolCall(id="c", name="sql", arguments='{"q": "select"}')
     messages = builder.build([Message(role="assistant", tool_calls=(call,)),
-                              Message(role="tool", tool_call_id="c", name="sql", tool_result_ref=ref)])
+                              Message(role="tool", tool_call_id="c", name="sql", tool_result_ref=ref)]).messages
     assert messages[-1].content.startswith("[db.orders · ")

@@ -11,6 +11,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from agent_memory import AgentMemory
+from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.agent.config import AgentConfig
 from agent_memory.agent.loop import MemoryAgent
 from agent_memory.agent.tools import tool
@@ -297,6 +300,78 @@ def test_non_loopback_bind_is_refused_unless_asked(memory_root: Path) -> None:
     assert "not a loopback address" in result.output and "--allow-remote" in result.output
     missing = CliRunner().invoke(app, ["inspect", str(memory_root / "nowhere")])
     assert missing.exit_code == 1 and "no memory directory" in missing.output
+
+
+# -- which agent opens, and an item's sha256 (issue 27, item 8) ---------------------------------------
+def build_agents(root: Path) -> dict[str, list[str]]:
+    """Three agents: ``aardvark`` (its only item forgotten: none left; first by name), ``moth`` (one
+    item) and ``zulu`` (three). Returns each agent's item ids."""
+    config = MemoryConfig(index_on_store=False)
+    ids: dict[str, list[str]] = {}
+    for agent_id, notes in (("aardvark", 1), ("moth", 1), ("zulu", 3)):
+        with AgentMemory(agent_id, root, config=config) as memory:
+            ids[agent_id] = [memory.store(f"{agent_id} note {n}: the ferry leaves at {7 + n} am.", type="custom",
+                                          title=f"{agent_id} note {n}") for n in range(notes)]
+            if agent_id == "aardvark":
+                memory.forget(ids[agent_id].pop())
+    return ids
+
+
+def selected_agent(html: str) -> str | None:
+    chosen = re.search(r'<option value="([^"]+)" selected>', html)
+    return chosen.group(1) if chosen else None
+
+
+def test_without_an_agent_the_one_with_the_most_items_opens(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    ids = build_agents(root)
+    with InspectorServer(Inspector(root), port=0) as served:
+        for path in ("/", "/items", "/calls"):
+            page = get(served.url, path)
+            assert page.status_code == 200 and selected_agent(page.text) == "zulu", path
+        listing = get(served.url, "/").text
+        assert all(f"/items/{item_id}" in listing for item_id in ids["zulu"])
+        assert f"/items/{ids['moth'][0]}" not in listing
+        assert selected_agent(get(served.url, "/items", agent="moth").text) == "moth"  # a page that names one
+    with InspectorServer(Inspector(root, agent_id="moth"), port=0) as served:
+        assert selected_agent(get(served.url, "/").text) == "moth"  # the one the inspector was started for
+
+
+def test_item_page_shows_the_content_sha256(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    ids = build_agents(root)
+    with AgentMemory("zulu", root, config=MemoryConfig(index_on_store=False)) as memory:
+        digest = memory.get(ids["zulu"][1]).metadata.content_sha256
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    with InspectorServer(Inspector(root), port=0) as served:
+        html = get(served.url, f"/items/{ids['zulu'][1]}", agent="zulu").text
+    assert f"<tr><th>sha256</th><td><code>{digest}</code></td></tr>" in html
+
+
+def test_inspect_command_without_agent_id_opens_the_agent_with_most_items(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    build_agents(root)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("AGENT_MEMORY_URL", None)
+    command = subprocess.Popen([sys.executable, "-m", "agent_memory.cli", "inspect", str(root), "--port", "0",
+                                "--price-model", "none"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stderr is not None
+        line = command.stderr.readline()  # "Inspecting <store> (read-only) at http://127.0.0.1:PORT/ (Ctrl-C ...)"
+        found = re.search(r" at (http://127\.0\.0\.1:\d+/) ", line)
+        assert found is not None, line
+        page = None
+        for _ in range(600):  # the line is printed as the server starts: wait until it answers
+            try:
+                page = httpx.get(found.group(1), timeout=60)
+                break
+            except httpx.ConnectError:
+                assert command.poll() is None, "the inspect command ended"
+                threading.Event().wait(0.1)
+        assert page is not None and page.status_code == 200 and selected_agent(page.text) == "zulu"
+    finally:
+        command.terminate()
+        command.wait(timeout=30)
 
 
 # -- in a real browser -------------------------------------------------------------------------------

@@ -5,14 +5,18 @@ runner against the loopback scripted server."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from anthropic import Anthropic
 
-from agent_memory import AgentMemory
+from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.integrations.anthropic_memory import MEMORY_FILE_TAG, AgentMemoryTool
+from agent_memory.storage import FileBackend
+from agent_memory.storage.contracts import LogChange
+from agent_memory.storage.files.items import FileItemLog
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
 
 
@@ -66,7 +70,7 @@ def test_edits_that_cannot_apply_are_tool_errors(tool: AgentMemoryTool) -> None:
         ({"command": "delete", "path": "/memories"}, "Cannot delete"),
         ({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/a.md"}, "already exists"),
         ({"command": "view", "path": "/memories/a.md", "view_range": [3, 1]}, "Invalid view_range"),
-        ({"command": "insert", "path": "/memories/a.md"}, "Invalid memory command"),
+        ({"command": "insert", "path": "/memories/a.md"}, "insert_text must be a string"),
     ]
     for command, message in cases:
         answer = _use(tool, **command)
@@ -121,3 +125,174 @@ def _view(path: str) -> Any:
     from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
 
     return BetaMemoryTool20250818ViewCommand(command="view", path=path)
+
+
+# -- answers are capped and paged; paths mean one thing on every command; arguments are checked ----
+
+NO_INDEX = MemoryConfig(index_on_store=False)
+_NEXT_RANGE = re.compile(r'"view_range": \[(\d+), (-?\d+)\]')
+
+
+@pytest.fixture
+def quick(tmp_path: Path) -> AgentMemoryTool:
+    """A tool on a memory that does not embed on store (tests that write hundreds of files)."""
+    return AgentMemoryTool(AgentMemory("assistant", tmp_path, config=NO_INDEX))
+
+
+def _fits(tool: AgentMemoryTool, answer: dict[str, Any]) -> str:
+    """The answer's text, after checking it is within the memory's answer cap (retrieve_max_tokens)."""
+    text = answer["content"]
+    assert tool.memory.tokens.count(text) <= tool.memory.config.retrieve_max_tokens, len(text)
+    return text
+
+
+def _shown_lines(text: str) -> list[tuple[int, str]]:
+    """The numbered lines of a file view: (line number, text)."""
+    found = []
+    for line in text.split("\n")[1:]:
+        number, tab, rest = line.partition("\t")
+        if tab and number.strip().isdigit():
+            found.append((int(number), rest))
+    return found
+
+
+def test_a_large_file_is_viewed_a_page_at_a_time_and_every_line_is_reachable(quick: AgentMemoryTool) -> None:
+    lines = [f"entry {n:05d}: the lighthouse keeper logged the weather and the passing ships" for n in range(1, 12_001)]
+    assert _use(quick, command="create", path="/memories/log.txt", file_text="\n".join(lines)).get("is_error") is None
+    seen: list[tuple[int, str]] = []
+    answer = _use(quick, command="view", path="/memories/log.txt")
+    pages = 0
+    while True:
+        text = _fits(quick, answer)
+        pages += 1
+        seen += _shown_lines(text)
+        follow = _NEXT_RANGE.search(text.split("\n")[-1])
+        if follow is None:
+            break
+        assert "view_range" in text.split("\n")[-1] and int(follow.group(1)) == seen[-1][0] + 1
+        answer = _use(quick, command="view", path="/memories/log.txt",
+                      view_range=[int(follow.group(1)), int(follow.group(2))])
+    assert pages > 5 and seen == list(enumerate(lines, 1))  # every line once, in order
+
+
+def test_a_file_of_one_huge_line_is_cut_and_says_so(quick: AgentMemoryTool) -> None:
+    _use(quick, command="create", path="/memories/blob.txt", file_text="word " * 190_000 + "\nsecond line")
+    for command in ({"command": "view", "path": "/memories/blob.txt"},
+                    {"command": "view", "path": "/memories/blob.txt", "view_range": [1, 1]}):
+        text = _fits(quick, _use(quick, **command))
+        assert "950,000 characters" in text and "word word" in text
+    assert '"view_range": [2, -1]' in _use(quick, command="view", path="/memories/blob.txt")["content"]
+
+
+def test_a_large_directory_is_listed_a_page_at_a_time(quick: AgentMemoryTool) -> None:
+    names = [f"/memories/notes/note_{n:04d}.md" for n in range(700)]
+    for name in names:
+        _use(quick, command="create", path=name, file_text="a short note")
+    listed: list[str] = []
+    answer = _use(quick, command="view", path="/memories/notes")
+    while True:
+        text = _fits(quick, answer)
+        listed += [line.split("\t", 1)[1] for line in text.split("\n")[2:] if line.count("\t") == 1]
+        follow = _NEXT_RANGE.search(text.split("\n")[-1])
+        if follow is None:
+            break
+        answer = _use(quick, command="view", path="/memories/notes",
+                      view_range=[int(follow.group(1)), int(follow.group(2))])
+    assert listed == names  # every entry once, in order
+
+
+def test_str_replace_answers_are_capped(quick: AgentMemoryTool) -> None:
+    _use(quick, command="create", path="/memories/many.txt", file_text="\n".join(f"x {n}" for n in range(60_000)))
+    many = _use(quick, command="str_replace", path="/memories/many.txt", old_str="x", new_str="y")
+    text = _fits(quick, many)
+    assert many["is_error"] and "Multiple occurrences" in text and "60,000 lines" in text and "1, 2, 3" in text
+    absent = _use(quick, command="str_replace", path="/memories/many.txt", old_str="q" * 300_000, new_str="y")
+    assert absent["is_error"] and "did not appear verbatim" in _fits(quick, absent)
+    _use(quick, command="create", path="/memories/one.txt", file_text="top\nMARK\nbottom")
+    grown = _use(quick, command="str_replace", path="/memories/one.txt", old_str="MARK",
+                 new_str="\n".join(f"inserted {n}" for n in range(40_000)))
+    text = _fits(quick, grown)
+    assert text.startswith("The memory file has been edited.") and "view_range" in text.split("\n")[-1]
+    item_id = quick.files()["/memories/one.txt"]
+    assert quick.memory.get(item_id).content.count("\n") == 40_001  # the edit itself was made whole
+
+
+def test_a_path_means_one_thing_on_every_command(quick: AgentMemoryTool) -> None:
+    # A percent escape is refused at once, by every command, instead of being stored under a
+    # name that no later command accepts.
+    for path in ("/memories/%252e%252e/secret.txt", "/memories/my%20notes.txt"):
+        answer = _use(quick, command="create", path=path, file_text="x")
+        assert answer.get("is_error") is True and "percent" in answer["content"], answer
+    assert quick.files() == {}
+    # Whatever is created is found by every command under the name the listing shows.
+    for path in ("/memories/100%.txt", "/memories/a b/c.d.md", "/memories/ünï/ok"):
+        assert _use(quick, command="create", path=path, file_text="one\ntwo").get("is_error") is None, path
+    listing = _use(quick, command="view", path="/memories")["content"]
+    for name in quick.files():
+        assert f"\t{name}" in listing
+        assert _use(quick, command="view", path=name).get("is_error") is None, name
+        assert _use(quick, command="insert", path=name, insert_line=0, insert_text="zero").get("is_error") is None
+        assert _use(quick, command="str_replace", path=name, old_str="zero", new_str="nil").get("is_error") is None
+        assert _use(quick, command="rename", old_path=name, new_path=name + ".bak").get("is_error") is None
+        assert _use(quick, command="delete", path=name + ".bak").get("is_error") is None
+    assert quick.files() == {}
+
+
+def test_a_file_cannot_also_be_a_directory(quick: AgentMemoryTool) -> None:
+    _use(quick, command="create", path="/memories/a.txt", file_text="a file")
+    _use(quick, command="create", path="/memories/other.txt", file_text="another file")
+    for command in ({"command": "create", "path": "/memories/a.txt/b.txt", "file_text": "under a file"},
+                    {"command": "create", "path": "/memories/a.txt/deeper/c.txt", "file_text": "under a file"},
+                    {"command": "rename", "old_path": "/memories/other.txt", "new_path": "/memories/a.txt/x.txt"}):
+        answer = _use(quick, **command)
+        assert answer.get("is_error") is True and "/memories/a.txt is a file" in answer["content"], (command, answer)
+    assert set(quick.files()) == {"/memories/a.txt", "/memories/other.txt"}
+
+
+@pytest.mark.parametrize(("command", "name"), [
+    ({"command": "create", "path": "/memories/l.txt", "file_text": ["a", "b"]}, "file_text"),
+    ({"command": "create", "path": "/memories/d.txt", "file_text": {"a": 1}}, "file_text"),
+    ({"command": "create", "path": "/memories/n.txt", "file_text": 12}, "file_text"),
+    ({"command": "str_replace", "path": "/memories/f.txt", "old_str": ["text"], "new_str": "x"}, "old_str"),
+    ({"command": "str_replace", "path": "/memories/f.txt", "old_str": "text", "new_str": {"x": 1}}, "new_str"),
+    ({"command": "insert", "path": "/memories/f.txt", "insert_line": 0, "insert_text": ["x"]}, "insert_text"),
+    ({"command": "insert", "path": "/memories/f.txt", "insert_line": "one", "insert_text": "x"}, "insert_line"),
+    ({"command": "view", "path": "/memories/f.txt", "view_range": ["a", 2]}, "view_range"),
+])
+def test_arguments_of_the_wrong_type_are_tool_errors(quick: AgentMemoryTool, command: dict[str, Any], name: str) -> None:
+    _use(quick, command="create", path="/memories/f.txt", file_text="some text\n")
+    answer = _use(quick, **command)
+    assert answer.get("is_error") is True and f"{name} must be" in answer["content"], answer
+    assert set(quick.files()) == {"/memories/f.txt"}
+    assert quick.memory.get(quick.files()["/memories/f.txt"]).content == "some text\n"  # nothing changed
+
+
+class _CountingLog(FileItemLog):
+    """The real file item log, counting its writes."""
+
+    writes = 0
+
+    def write(self, change: LogChange, *, expect: str | None = None) -> str:
+        type(self).writes += 1
+        return super().write(change, expect=expect)
+
+
+class _CountingBackend(FileBackend):
+    def items(self, agent_id: str, *, on_quarantine: Any = None) -> FileItemLog:
+        log = super().items(agent_id, on_quarantine=on_quarantine)
+        log.__class__ = _CountingLog
+        return log
+
+
+def test_a_directory_delete_is_one_batch(tmp_path: Path) -> None:
+    memory = AgentMemory("assistant", store=_CountingBackend(tmp_path), config=NO_INDEX)
+    tool = AgentMemoryTool(memory)
+    for n in range(40):
+        _use(tool, command="create", path=f"/memories/project/file_{n:02d}.md", file_text=f"note {n}")
+    _use(tool, command="create", path="/memories/keep.md", file_text="kept")
+    before = _CountingLog.writes
+    assert _use(tool, command="delete", path="/memories/project")["content"] == "Successfully deleted /memories/project"
+    assert _CountingLog.writes - before == 1  # one change of the item log for the 40 files
+    assert list(tool.files()) == ["/memories/keep.md"]
+    reopened = AgentMemoryTool(AgentMemory("assistant", tmp_path, config=NO_INDEX))  # as after a restart
+    assert list(reopened.files()) == ["/memories/keep.md"] and len(reopened.memory) == 1

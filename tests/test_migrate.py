@@ -15,6 +15,7 @@ from agent_memory.cli import app
 from agent_memory.fork import MemoryFork
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.storage import open_backend
+from agent_memory.storage.files.items import FileItemLog
 from agent_memory.testing import PostgresServer
 
 FAST = MemoryConfig(index_on_store=False)
@@ -28,9 +29,11 @@ def run(*args: str, code: int = 0) -> Result:
     return result
 
 
-def _files(agent_dir: Path) -> dict[str, bytes]:
-    """What must come back byte for byte: the item records and every content blob."""
-    found = {"items.jsonl": (agent_dir / "items.jsonl").read_bytes()}
+def _files(agent_dir: Path) -> dict[str, object]:
+    """What must come back byte for byte: the item records (each record's bytes, in order: the file
+    of the source also holds the tombstone of a forget and the record it deletes, until it is
+    compacted) and every content blob."""
+    found: dict[str, object] = {"items.jsonl": FileItemLog(agent_dir).read().records}
     found |= {f"content/{p.name}": p.read_bytes() for p in sorted((agent_dir / "content").iterdir())}
     return found
 
@@ -49,7 +52,7 @@ def test_a_memory_directory_goes_into_postgres_and_back_byte_for_byte(tmp_path: 
     lead = AgentMemory("lead", source, config=FAST)
     kept = [lead.store("naïve café – Zürich 東京 🚀\r\n"), lead.store(bytes(range(256)), type="file"),
             lead.store({"b": 1, "a": [1, 2.5, None]}, type="database_result", tags=["rows"])]
-    lead.forget(lead.store("forgotten before the copy"))  # a rewritten items.jsonl
+    lead.forget(lead.store("forgotten before the copy"))  # a tombstone in items.jsonl
     manager = MemoryManager(lead, system_prompt="You research.")
     manager.ingest_user_message("Find the bridge's opening hour.")
     manager.ingest_assistant_response("It opens at nine.")

@@ -47,7 +47,7 @@ SCRIPTS: dict[str, Script] = {
     # "Use it": a page stored, then the model's retrieve call handed to the toolkit.
     "from agent_memory import AgentMemory, OfferState": Script(prints=("True", "The Team plan costs $12")),
     # "Results shown once, then cited": the result is named by its call, never as `agent`.
-    "from agent_memory import (AgentMemory, CitationBuilder, ContextBuilder": Script(
+    "from agent_memory import AgentMemory, ContextBuilder": Script(
         prints=('[search({"query": "Jonny Craig bands"})', 'retrieve_memory(id="mem_'),
     ),
     # The kernel around one call: the model asks for a search.

@@ -14,8 +14,13 @@ from scratch, and containing failures:
   version or by hand) never reaches the index: one such upsert broke chromadb's log so that every
   later write failed. It stays stored and readable by id, is skipped by this process until
   ``rebuild_index`` and reported (``IndexFailed``, ``pending=False``); so is an item whose content
-  cannot be chunked or that the index refuses while it takes the others. An index that is down,
-  or refuses every item of a batch, raises ``VectorIndexError``.
+  cannot be chunked.
+- An item whose text the index refuses (a character a backend cannot keep, a rule of a third-party
+  index) while it takes others is indexed by its label only (type, source, title, tags: filters
+  and listings still find it) and reported once (``IndexFailed``, ``label_only=True``); one whose
+  label is refused too is skipped as above. The index is taken as down (``VectorIndexError``) only
+  when it fails a read, or refuses every item of a batch and a probe chunk of the library's own:
+  no item, and no number of items, can stop the index for the others.
 - An item whose content blob is missing or damaged is skipped and reported
   (:class:`~agent_memory.observers.ContentMissing`).
 - A keyword index that SQLite calls "not a database" or "malformed" is dropped and built again
@@ -38,7 +43,14 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import AgentMemoryError, KeywordIndexError, LockTimeoutError, StoreError, VectorIndexError
+from agent_memory.errors import (
+    AgentMemoryError,
+    KeywordIndexError,
+    LockTimeoutError,
+    StoreError,
+    VectorIndexError,
+    outage_behind,
+)
 from agent_memory.index.chunking import chunk_text
 from agent_memory.index.keyword import KeywordIndex
 from agent_memory.index.lexical import is_corruption
@@ -51,7 +63,7 @@ from agent_memory.storage.contracts import Backend
 from agent_memory.store.items import ItemStore
 from agent_memory.tokens import TokenCounter
 
-__all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "IndexUpkeep", "unindexable"]
+__all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexUpkeep", "unindexable"]
 
 INDEX_BATCH_ITEMS = 256
 """Items embedded per index write in bulk operations (``store_many``, ``flush_index``)."""
@@ -65,6 +77,11 @@ MAX_ERROR_CHARS = 300
 
 MAX_REPORTED_IDS = 100
 """Item ids listed at most in one :class:`IndexReadOnly` event."""
+
+PROBE_ITEM_ID = "mem_index_probe"
+"""The item id of the chunk written to tell an index that is down from items it refuses: never a
+memory id (those are ``mem_`` and 12 hex digits), so it cannot touch an item; a query skips it (no
+item has it), and ``rebuild_index`` drops one a crash left behind."""
 
 T = TypeVar("T")
 
@@ -247,7 +264,7 @@ class IndexUpkeep:
 
     # -- indexing ------------------------------------------------------------------------------
     def add(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
-        """Index items (record, content) in both indexes and mark them indexed.
+        """Index items (record, content) in both indexes and mark them indexed, all or nothing.
 
         Raises:
             VectorIndexError, LockTimeoutError, ConfigurationError, or any error of chunking.
@@ -271,7 +288,8 @@ class IndexUpkeep:
 
     def add_stored(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
         """Index items that were just stored; never raises (``Exception``). On failure the items
-        stay pending (retried by :meth:`flush`) and :class:`IndexFailed` is reported."""
+        stay pending (retried by :meth:`flush`, which contains an item the index still refuses
+        then) and :class:`IndexFailed` is reported with ``pending=True``."""
         for start in range(0, len(pairs), INDEX_BATCH_ITEMS):
             batch = pairs[start : start + INDEX_BATCH_ITEMS]
             try:
@@ -345,6 +363,8 @@ class IndexUpkeep:
             try:
                 content = self.store.load_content(record)
             except StoreError as exc:
+                if outage_behind(exc) is not None:
+                    raise  # the server is down, not the item's content missing: indexed when it is back
                 with self._mutex:
                     self._refused.add(record.id)
                 self.notify(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
@@ -356,6 +376,15 @@ class IndexUpkeep:
         return ready
 
     def _index_records(self, records: list[ItemRecord]) -> int:
+        """Index stored records in one batch; if the batch fails and the index still answers, item
+        by item (:meth:`_contain`). Returns how many items are in the index now (fully or by
+        their label).
+
+        Raises:
+            VectorIndexError (or the library error the index raised): if the index fails as a
+                whole: a read fails, or it refuses every item and a probe chunk too.
+            LockTimeoutError: if another process holds ``index.lock`` too long.
+        """
         ready = self._prepare(records)
         if not ready:
             return 0
@@ -366,25 +395,88 @@ class IndexUpkeep:
             raise
         except Exception as exc:  # noqa: BLE001 - find out whether the items or the index fail
             self._raise_if_down(exc)
-            if len(ready) == 1:
-                self._refuse(ready[0][0].id, _describe(exc))
-                return 0
-            first = exc
-        failures: list[tuple[str, Exception]] = []
+            return self._contain(ready, exc)
+
+    def _contain(self, ready: list[tuple[ItemRecord, Any, list[IndexChunk]]], first: Exception) -> int:
+        """After a batch write failed while the index answers reads: each item on its own (a
+        second try for a batch of one: a passing failure is not taken for the item's). An item the
+        index refuses is indexed by its label only (:meth:`label_chunk`: its type, source,
+        title and tags, so filters and listings still find it; its text is not searchable) and
+        reported once, :class:`IndexFailed` with ``label_only=True``: being in the index, it is
+        never retried. An item whose label is refused too is skipped by this process until
+        ``rebuild_index`` (``label_only=False``). Only when every item and a probe chunk of the
+        library's own (:data:`PROBE_ITEM_ID`) are refused is the index taken as down
+        (``VectorIndexError``): one item, or any number, can never stop it for the others."""
+        done = 0
+        skipped: list[tuple[str, Exception]] = []
         for record, content, chunks in ready:
             try:
                 self._write(chunks, [(record, content)])
+                done += 1
+                continue
             except LockTimeoutError:
                 raise
             except Exception as exc:  # noqa: BLE001 - this item only, or every item
-                failures.append((record.id, exc))
-        if len(failures) == len(ready):
-            raise VectorIndexError(
-                f"the index refuses every item ({_describe(first)}); AgentMemory.rebuild_index() recreates it"
-            ) from first
-        for item_id, failure in failures:
+                error = exc
+            try:
+                self._write_label(record, content)
+            except LockTimeoutError:
+                raise
+            except Exception:  # noqa: BLE001 - not even its label: skipped, or the index is down
+                skipped.append((record.id, error))
+                continue
+            done += 1
+            self.notify(IndexFailed(
+                agent_id=self.agent_id, item_ids=(record.id,), pending=False, label_only=True,
+                error=shorten(f"{_describe(error)}; the item is indexed by its label only (type, source, title, "
+                              "tags): filters and listings find it, its text is not searched", MAX_ERROR_CHARS)))
+        if skipped and not done:
+            probe_error = self._probe_write()
+            if probe_error is not None:
+                raise VectorIndexError(
+                    f"the index refuses every item and a probe chunk ({probe_error}); AgentMemory.rebuild_index() "
+                    "recreates it") from first
+        for item_id, failure in skipped:
             self._refuse(item_id, _describe(failure))
-        return len(ready) - len(failures)
+        return done
+
+    def label_chunk(self, record: ItemRecord) -> IndexChunk:
+        """The one chunk that stands for an item whose text the index cannot take: its type,
+        source, title and tags as text (no content), carrying the item's filter facts."""
+        meta = record.metadata
+        label = f"{record.type} from {meta.source}" + (f": {meta.title}" if meta.title else "")
+        if meta.tags:
+            label += f" [{', '.join(meta.tags)}]"
+        label += "\n"
+        return IndexChunk(item_id=record.id, chunk_index=0, text=label, header_chars=len(label), start_char=0,
+                          type=record.type, source=meta.source, timestamp_s=meta.timestamp.timestamp(), tags=meta.tags)
+
+    def _write_label(self, record: ItemRecord, content: Any) -> None:
+        """Index ``record`` by its label only, after taking out what a failed write left of it."""
+        with self._locked():
+            self.index.delete_items([record.id])
+            if self.lexical is not None:
+                self.lexical.delete_items([record.id])
+        self._write([self.label_chunk(record)], [(record, content)])
+
+    def _probe_write(self) -> str | None:
+        """Write a chunk of the library's own and take it out again: ``None`` if the index took
+        it (it works; the items are at fault), else what it said."""
+        probe = IndexChunk(item_id=PROBE_ITEM_ID, chunk_index=0, text="index probe\n", header_chars=0, start_char=0,
+                           type="custom", source="agent", timestamp_s=0.0, tags=())
+        try:
+            with self._locked():
+                self.index.add([probe])
+                if self.lexical is not None:
+                    self.lexical.add([probe])
+                self.index.delete_items([PROBE_ITEM_ID])
+                if self.lexical is not None:
+                    self.lexical.delete_items([PROBE_ITEM_ID])
+        except LockTimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the answer is the error
+            return _describe(exc)
+        return None
 
     def _raise_if_down(self, exc: Exception) -> None:
         """Re-raise ``exc`` (a library error: ``VectorIndexError``, ``ConfigurationError``) when

@@ -11,7 +11,10 @@ Pages (every route is ``GET``; there is no route that changes anything):
 - ``/agents``: every agent of the store, with its parent and memory scope;
 - ``/report`` and ``/report/{name}.png``: the replay report's tables and plots (``--report``).
 
-Every page picks its agent with ``?agent=`` (default: the one the inspector was started for).
+Every page picks its agent with ``?agent=``; a page that names none shows the one the inspector
+was started for (``--agent-id``), else the agent with the most items of its own
+(:meth:`Inspector.busiest_agent`): a store's agents include sub-agents and conversations that
+hold no item, and the first by name is often one of them.
 
 **Safety.** The memory is opened through :class:`~agent_memory.inspector.readonly.ReadOnlyBackend`
 (nothing written: no journal, no index catch-up, no lock). Every stored string reaches the page
@@ -133,7 +136,8 @@ class Inspector:
         store: a memory directory, a ``postgresql://`` URL, or a
             :class:`~agent_memory.storage.contracts.Backend`; ``None``: ``AGENT_MEMORY_URL``, else
             ``AGENT_MEMORY_DIR``, else ``./memory`` (as every command).
-        agent_id: the agent shown when a page names none; ``None``: the first agent of the store.
+        agent_id: the agent shown when a page names none; ``None``: the agent with the most items
+            of its own (:meth:`busiest_agent`), looked up when such a page is served.
         report_dir: a replay report directory (``report.json``, PNG plots); ``None``: no report page.
         price_model: prices the rebuilt calls; ``None``: tokens only.
         allowed_hosts: ``Host`` header values answered; ``None``: loopback names only.
@@ -157,6 +161,16 @@ class Inspector:
     def agents(self) -> list[str]:
         """The store's agents, sorted."""
         return self.backend.agent_ids()
+
+    def busiest_agent(self) -> str | None:
+        """The agent with the most items of its own (``own_records``: a shared sub-agent's results
+        are its parent's, a fork's parent snapshot is not counted), the first by name among equals;
+        ``None``: the store holds no agent. An agent whose items cannot be read counts as empty."""
+        def own_items(agent_id: str) -> int:
+            return len(self.memory(agent_id).own_records())
+
+        counts = {agent_id: _safe(functools.partial(own_items, agent_id), 0) for agent_id in self.agents()}
+        return min(counts, key=lambda agent_id: (-counts[agent_id], agent_id)) if counts else None
 
     def memory(self, agent_id: str) -> AgentMemory:
         """The agent's memory, read only (opened once, shared by every request: thread-safe)."""
@@ -200,7 +214,7 @@ class Inspector:
 
         def chosen_agent(request: Request) -> str:
             agents = self.agents()
-            wanted = request.query_params.get("agent") or self.default_agent or (agents[0] if agents else None)
+            wanted = request.query_params.get("agent") or self.default_agent or self.busiest_agent()
             if wanted is None or wanted not in agents:
                 raise _NotFound(f"no agent {wanted!r} in this store" if wanted else "this store holds no agent yet")
             return wanted

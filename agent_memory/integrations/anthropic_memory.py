@@ -14,8 +14,24 @@ It is the Anthropic SDK's own ``BetaAbstractMemoryTool``: pass it in ``tools`` t
 runner (``client.beta.messages.tool_runner(..., tools=[AgentMemoryTool(memory)])``), or answer
 ``tool_use`` blocks by hand with :meth:`AgentMemoryTool.tool_result`. Answers and error texts follow
 the SDK's reference implementation (``BetaLocalFilesystemMemoryTool``), which follows Anthropic's
-documentation. A path outside ``/memories`` (``..``, a percent-encoded ``..``, a backslash, a NUL)
-is refused with a ``ToolError``: the model gets an error result, nothing is read or written.
+documentation, except where they would break the rules below.
+
+Every answer is capped at the memory's ``retrieve_max_tokens`` (4,000 tokens by default), as a
+``retrieve_memory`` answer is: ``view`` of a long file shows whole lines up to the cap and ends
+with the ``view_range`` that shows the next ones (a line longer than the cap alone shows its start
+and says how long it is); ``view`` of a large directory pages its entries the same way
+(``view_range`` counts the listing's entries there); an edit's snippet and an error that lists
+line numbers are cut the same way, and a model's argument quoted back is shortened.
+
+A path is taken as written, on every command: a path outside ``/memories`` (``..``, a
+backslash, a NUL or another control character) is refused with a ``ToolError``, and so is a
+percent escape (``%2e``, ``%20``), which is not decoded (decoded once, ``%252e`` made a name no
+later command could name; the characters themselves are welcome); a file cannot lie under a file (``/memories/a.txt/b.txt`` while
+``/memories/a.txt`` is a file). An argument of the wrong type (a list as ``file_text``) is a
+``ToolError`` too, never stored. Refused commands read and write nothing.
+
+A directory ``delete`` forgets all its files in one batch (:meth:`AgentMemory.forget_many
+<agent_memory.memory.AgentMemory.forget_many>`), so it costs about what one forget costs.
 
 Three lines::
 
@@ -27,9 +43,9 @@ Three lines::
 from __future__ import annotations
 
 import posixpath
+import re
 import threading
-import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
@@ -42,8 +58,10 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
+from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemRecord, MemoryCriteria
+from agent_memory.transforms import PAGE_NOTICE_TOKENS
 
 __all__ = ["MEMORY_FILE_TAG", "MEMORY_ROOT", "AgentMemoryTool"]
 
@@ -58,6 +76,26 @@ LINE_NUMBER_WIDTH = 6
 
 MAX_FILE_CHARS = 1_000_000
 """Largest memory file, in characters (a create or edit beyond it is refused)."""
+
+MAX_PATH_CHARS = MAX_SOURCE_CHARS
+"""Longest path, in characters: the path is the item's ``source``."""
+
+MAX_QUOTE_CHARS = 200
+"""Most characters of a model's argument (``old_str``, a path) quoted back in an answer."""
+
+MAX_QUOTE_TOKENS = 60
+"""Most tokens of such a quote (a short text of rare characters can be many tokens)."""
+
+MAX_LISTED_LINES = 20
+"""Most line numbers an error about several occurrences of ``old_str`` lists (it gives the count)."""
+
+CHARS_PER_TOKEN_BOUND = 32
+"""A line longer than this many characters per token of the room left cannot fit in it whole: it is
+cut by characters before its tokens are counted (o200k averages about 4 characters per token of
+text), so a line of a megabyte is never tokenized whole to be shown in part."""
+
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _size(size_bytes: int) -> str:
@@ -74,15 +112,61 @@ def _is_dir(path: str, files: Mapping[str, object]) -> bool:
     return path == MEMORY_ROOT or any(name.startswith(path + "/") for name in files)
 
 
-def _numbered(lines: list[str], start: int) -> str:
-    return "\n".join(f"{str(n + start).rjust(LINE_NUMBER_WIDTH)}\t{line}" for n, line in enumerate(lines))
+def _file_above(path: str, files: Mapping[str, object]) -> str | None:
+    """The file ``path`` would lie under (``/memories/a.txt`` for ``/memories/a.txt/b.txt``), or ``None``."""
+    parent = posixpath.dirname(path)
+    while parent.startswith(MEMORY_ROOT + "/"):
+        if parent in files:
+            return parent
+        parent = posixpath.dirname(parent)
+    return None
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in the model's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _text_arg(name: str, value: object, what: str) -> str:
+    """``value`` if it is a string, else a :class:`ToolError` naming the argument."""
+    if not isinstance(value, str):
+        raise ToolError(f"{name} must be a string ({what}), not {_kind(value)}")
+    return value
+
+
+def _occurrences(text: str, old: str, keep: int) -> tuple[list[int], int]:
+    """The first ``keep`` numbers of the lines where ``old`` starts in ``text``, and how many such
+    lines there are (one pass: the newlines between two matches are counted once)."""
+    shown: list[int] = []
+    total, line, last, previous = 0, 1, 0, 0
+    position = text.find(old)
+    while position != -1:
+        line += text.count("\n", previous, position)
+        previous = position
+        if line != last:
+            total, last = total + 1, line
+            if len(shown) < keep:
+                shown.append(line)
+        position = text.find(old, position + 1)
+    return shown, total
 
 
 class AgentMemoryTool(BetaAbstractMemoryTool):
     """The ``memory_20250818`` tool on an :class:`AgentMemory` (module docstring).
 
     Args:
-        memory: where the memory files are kept.
+        memory: where the memory files are kept; its ``config.retrieve_max_tokens`` caps every
+            answer, counted with its token counter.
         cache_control: the tool definition's ``cache_control`` (the SDK's argument); ``None``: none.
 
     Every command answers text or raises the SDK's ``ToolError`` (a tool error result for the
@@ -100,24 +184,41 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
 
     # -- paths and files ------------------------------------------------------------------------
     @staticmethod
-    def _path(path: str) -> str:
-        """``path`` normalised, if it names ``/memories`` or something under it.
+    def _path(path: object) -> str:
+        """``path`` normalised, if it names ``/memories`` or something under it. No command
+        decodes anything: the name a command is given is the name it stores, lists and finds.
 
         Raises:
-            ToolError: for anything else (traversal, encoded traversal, backslashes, NUL).
+            ToolError: for anything else (traversal, a backslash, a control character, a percent
+                escape, a path over :data:`MAX_PATH_CHARS`).
         """
         if not isinstance(path, str) or not path:
             raise ToolError("A path is required, starting with /memories")
-        decoded = urllib.parse.unquote(path)
-        if "\x00" in decoded or "\\" in decoded:
-            raise ToolError(f"Path {path} is not allowed: no backslashes or NUL characters")
-        if not (decoded == MEMORY_ROOT or decoded.startswith(MEMORY_ROOT + "/")):
-            raise ToolError(f"Path must start with {MEMORY_ROOT}, got: {path}")
-        normal = posixpath.normpath(decoded)
-        if any(part == ".." for part in decoded.split("/")) or not (
+        shown = shorten(path, MAX_QUOTE_CHARS, mark_length=True)
+        if "\\" in path or _CONTROL.search(path):
+            raise ToolError(f"Path {shown!r} is not allowed: no backslashes, NUL or other control characters")
+        if _ESCAPE.search(path):
+            raise ToolError(f"Path {shown} is not allowed: percent escapes such as %2e or %20 are not decoded in "
+                            "memory paths; write the characters themselves")
+        if not (path == MEMORY_ROOT or path.startswith(MEMORY_ROOT + "/")):
+            raise ToolError(f"Path must start with {MEMORY_ROOT}, got: {shown}")
+        normal = posixpath.normpath(path)
+        if any(part == ".." for part in path.split("/")) or not (
                 normal == MEMORY_ROOT or normal.startswith(MEMORY_ROOT + "/")):
-            raise ToolError(f"Path {path} would escape {MEMORY_ROOT} directory")
+            raise ToolError(f"Path {shown} would escape {MEMORY_ROOT} directory")
+        if len(path) > MAX_PATH_CHARS:  # as given: answers repeat it
+            raise ToolError(f"Path {shown} is too long: a memory path has at most {MAX_PATH_CHARS:,} characters")
         return normal
+
+    def _quote(self, text: str) -> str:
+        """A model's argument as an answer quotes it: at most :data:`MAX_QUOTE_CHARS` characters
+        and :data:`MAX_QUOTE_TOKENS` tokens."""
+        short = shorten(text, MAX_QUOTE_CHARS, mark_length=True)
+        counter = self.memory.tokens
+        if counter.count(short) <= MAX_QUOTE_TOKENS:
+            return short
+        mark = f"… [{len(text):,} chars]"
+        return shorten(text[:MAX_QUOTE_CHARS], MAX_QUOTE_TOKENS - counter.count(mark), counter=counter, marker="") + mark
 
     def files(self) -> dict[str, str]:
         """Every memory file: path → memory id (the newest item for a path, if a crash left two)."""
@@ -155,28 +256,111 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         if item_id is not None:
             self.memory.rewrite(item_id, text)
         else:
-            self.memory.store(text, type="custom", source=path, title=posixpath.basename(path), tags=[MEMORY_FILE_TAG],
-                              media_type="text/plain", allow_empty=True)
+            self.memory.store(text, type="custom", source=path, title=shorten(posixpath.basename(path), MAX_TITLE_CHARS),
+                              tags=[MEMORY_FILE_TAG], media_type="text/plain", allow_empty=True)
+
+    # -- answers within the cap -----------------------------------------------------------------
+    @property
+    def max_answer_tokens(self) -> int:
+        """The cap of every answer, in tokens: the memory's ``config.retrieve_max_tokens``."""
+        return self.memory.config.retrieve_max_tokens
+
+    def _fit(self, rows: Iterable[str], budget: int) -> tuple[list[str], bool]:
+        """The first ``rows`` whose lines fit in ``budget`` tokens together, and ``False``; when
+        not even the first fits, its start cut to the budget (marked ``…``), and ``True``."""
+        counter = self.memory.tokens
+        shown: list[str] = []
+        used = 0
+        for row in rows:
+            room = budget - used
+            cost = counter.count(row) + 1 if len(row) <= max(room, 0) * CHARS_PER_TOKEN_BOUND else room + 1
+            if cost <= room:
+                shown.append(row)
+                used += cost
+                continue
+            if not shown:
+                return [shorten(row[: max(budget, 0) * CHARS_PER_TOKEN_BOUND], budget, counter=counter, marker=" …")], True
+            break
+        return shown, False
+
+    def _answer(self, head: str, body: list[str], notice: Callable[[int], str]) -> str:
+        """``head``, the lines of ``body`` and, when some were left out, ``notice(shown)``: within
+        :attr:`max_answer_tokens` (lines are dropped from the end until it fits)."""
+        counter = self.memory.tokens
+        rows = list(body)
+        while True:
+            tail = notice(len(rows))
+            text = "\n".join([head, *rows, tail] if tail else [head, *rows])
+            if counter.count(text) <= self.max_answer_tokens or not rows:
+                return text
+            rows.pop()
+
+    def _numbered_page(self, head: str, lines: list[str], first: int, last: int, total: int, end_arg: int,
+                       what: str) -> str:
+        """``head`` and the numbered lines ``first``..``last`` (1-based, of ``lines`` = the whole
+        file) that fit the cap; when they do not all fit, a last line with the ``view_range``
+        that shows the next ones."""
+        counter = self.memory.tokens
+        budget = self.max_answer_tokens - counter.count(head) - PAGE_NOTICE_TOKENS
+        rows = (f"{str(n).rjust(LINE_NUMBER_WIDTH)}\t{lines[n - 1]}" for n in range(first, last + 1))
+        shown, cut = self._fit(rows, budget)
+
+        def notice(count: int) -> str:
+            end = first + count - 1
+            follow = f' Next: view with "view_range": [{end + 1}, {end_arg}].' if end < last else ""
+            if cut and count == 1:
+                return (f"(Line {first:,} has {len(lines[first - 1]):,} characters: only its start is shown; an answer "
+                        f"holds at most {self.max_answer_tokens:,} tokens and view cannot show the rest of one "
+                        f"line.{follow})")
+            if end < last:
+                return (f"({what}: lines {first:,}-{end:,} of {total:,}; an answer holds at most "
+                        f"{self.max_answer_tokens:,} tokens.{follow})")
+            return ""
+
+        return self._answer(head, shown, notice)
+
+    @staticmethod
+    def _range(value: object) -> tuple[int, int] | None:
+        """``view_range`` as ``(first, last)``; ``None`` when not given.
+
+        Raises:
+            ToolError: if it is not two whole numbers.
+        """
+        if value is None or (isinstance(value, list | tuple) and not value):
+            return None
+        if (not isinstance(value, list | tuple) or len(value) != 2
+                or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)):
+            raise ToolError("view_range must be [first_line, last_line]: two whole numbers, -1 for the end")
+        return value[0], value[1]
 
     # -- the commands -----------------------------------------------------------------------------
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         """A directory's files and folders up to 2 levels deep with their sizes, or a file's lines
-        numbered (``view_range``: ``[first, last]``, 1-based, ``-1`` for the end)."""
+        numbered (``view_range``: ``[first, last]``, 1-based, ``-1`` for the end; of a directory,
+        its entries). Capped at :attr:`max_answer_tokens`: a cut answer ends with the
+        ``view_range`` that shows the rest."""
         path = self._path(command.path)
+        view_range = self._range(command.view_range)
         records = self._records()
+        shown_path = self._quote(command.path)
         if path in records:
             lines = self._text(records[path].id).split("\n")
-            start, end = 1, len(lines)
-            if command.view_range:
-                if len(command.view_range) != 2:
-                    raise ToolError("view_range must be [first_line, last_line]")
-                start, end = command.view_range[0], command.view_range[1]
+            start, end, end_arg = 1, len(lines), -1
+            if view_range is not None:
+                start, end = view_range
+                end_arg = end
                 end = len(lines) if end == -1 else end
                 if start < 1 or start > len(lines) or end < start or end > len(lines):
-                    raise ToolError(f"Invalid view_range {command.view_range}: the file has {len(lines)} lines")
-            return f"Here's the content of {command.path} with line numbers:\n" + _numbered(lines[start - 1:end], start)
+                    raise ToolError(f"Invalid view_range {list(view_range)}: the file has {len(lines)} lines")
+            return self._numbered_page(f"Here's the content of {shown_path} with line numbers:", lines, start, end,
+                                       len(lines), end_arg, "Shown")
         if not _is_dir(path, records):
-            raise ToolError(f"The path {command.path} does not exist. Please provide a valid path.")
+            raise ToolError(f"The path {shown_path} does not exist. Please provide a valid path.")
+        return self._listing(shown_path, path, records, view_range)
+
+    def _listing(self, shown_path: str, path: str, records: dict[str, ItemRecord],
+                 view_range: tuple[int, int] | None) -> str:
+        """A directory's entries, paged like a file's lines (``view_range`` counts entries)."""
         sizes: dict[str, int] = {}
         for name, record in records.items():
             if not name.startswith(path + "/"):
@@ -188,62 +372,94 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
             for depth in range(1, min(len(parts), 2) + 1):
                 entry = "/".join(parts[:depth]) + ("/" if depth < len(parts) else "")
                 sizes[entry] = sizes.get(entry, 0) + chars
-        header = f"Here're the files and directories up to 2 levels deep in {command.path}, excluding hidden items:"
-        lines = [f"{_size(sum(v for k, v in sizes.items() if '/' not in k.rstrip('/')))}\t{command.path}"]
-        lines += [f"{_size(chars)}\t{path}/{entry}" for entry, chars in sorted(sizes.items())]
-        return header + "\n" + "\n".join(lines)
+        entries = [f"{_size(chars)}\t{path}/{entry}" for entry, chars in sorted(sizes.items())]
+        start, end, end_arg = 1, len(entries), -1
+        if view_range is not None:
+            start, end = view_range
+            end_arg = end
+            end = len(entries) if end == -1 else end
+            if start < 1 or start > len(entries) or end < start or end > len(entries):
+                raise ToolError(f"Invalid view_range {list(view_range)}: the directory lists {len(entries)} entries")
+        header = f"Here're the files and directories up to 2 levels deep in {shown_path}, excluding hidden items:"
+        head = header + "\n" + f"{_size(sum(v for k, v in sizes.items() if '/' not in k.rstrip('/')))}\t{path}"
+        budget = self.max_answer_tokens - self.memory.tokens.count(head) - PAGE_NOTICE_TOKENS
+        shown, _ = self._fit(entries[start - 1:end], budget)
+
+        def notice(count: int) -> str:
+            last = start + count - 1
+            if last >= end:
+                return ""
+            return (f"(Shown: entries {start:,}-{last:,} of {len(entries):,}; an answer holds at most "
+                    f"{self.max_answer_tokens:,} tokens. Next: view with \"view_range\": [{last + 1}, {end_arg}] "
+                    "(entries of the listing), or view a subdirectory.)")
+
+        return self._answer(head, shown, notice)
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
         """A new file (an existing file is not overwritten: edit it, or delete it first)."""
         path = self._path(command.path)
+        text = _text_arg("file_text", command.file_text, "the file's text")
         if path == MEMORY_ROOT:
             raise ToolError(f"{MEMORY_ROOT} is a directory")
         with self._lock:
             files = self.files()
             if path in files or _is_dir(path, files):
                 raise ToolError(f"File {command.path} already exists")
-            self._write(path, command.file_text)
+            above = _file_above(path, files)
+            if above is not None:
+                raise ToolError(f"Cannot create {command.path}: {above} is a file, not a directory")
+            self._write(path, text)
         return f"File created successfully at: {command.path}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        """Replace the one occurrence of ``old_str`` with ``new_str``."""
+        """Replace the one occurrence of ``old_str`` with ``new_str``; the answer shows the changed
+        lines (within the cap)."""
         path = self._path(command.path)
+        old = _text_arg("old_str", command.old_str, "the text to replace")
+        new_str = _text_arg("new_str", command.new_str, "the replacement text")
         with self._lock:
             item_id, text = self._file(path)
-            count = text.count(command.old_str) if command.old_str else 0
+            count = text.count(old) if old else 0
             if count == 0:
-                raise ToolError(f"No replacement was performed, old_str `{command.old_str}` did not appear verbatim "
+                raise ToolError(f"No replacement was performed, old_str `{self._quote(old)}` did not appear verbatim "
                                 f"in {command.path}.")
             if count > 1:
-                where = [n + 1 for n, line in enumerate(text.split("\n")) if command.old_str in line]
-                raise ToolError(f"No replacement was performed. Multiple occurrences of old_str `{command.old_str}` in "
-                                f"lines: {', '.join(map(str, where))}. Please ensure it is unique")
-            new = text.replace(command.old_str, command.new_str, 1)
+                where, lines_with = _occurrences(text, old, MAX_LISTED_LINES)
+                listed = ", ".join(map(str, where))
+                if lines_with > len(where):
+                    listed += f" and {lines_with - len(where):,} more"
+                raise ToolError(f"No replacement was performed. Multiple occurrences of old_str `{self._quote(old)}` in "
+                                f"lines: {listed} ({lines_with:,} lines). Please ensure it is unique")
+            new = text.replace(old, new_str, 1)
             self._write(path, new, item_id=item_id)
-        changed = text[: text.index(command.old_str)].count("\n")
+        changed = text[: text.index(old)].count("\n")
         lines = new.split("\n")
-        first, last = max(0, changed - 4), min(len(lines), changed + command.new_str.count("\n") + 5)
-        return ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
-                + _numbered(lines[first:last], first + 1))
+        first, last = max(0, changed - 4), min(len(lines), changed + new_str.count("\n") + 5)
+        return self._numbered_page(
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):",
+            lines, first + 1, last, len(lines), last, "Snippet shown")
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
         """Insert ``insert_text`` after line ``insert_line`` (0: at the top)."""
         path = self._path(command.path)
+        inserted = _text_arg("insert_text", command.insert_text, "the text to insert")
+        line = command.insert_line
+        if not isinstance(line, int) or isinstance(line, bool):
+            raise ToolError(f"insert_line must be a whole number (0: at the top), not {_kind(line)}")
         with self._lock:
             item_id, text = self._file(path)
             lines = text.split("\n")
-            if not 0 <= command.insert_line <= len(lines):
-                raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should be within the "
+            if not 0 <= line <= len(lines):
+                raise ToolError(f"Invalid `insert_line` parameter: {line}. It should be within the "
                                 f"range [0, {len(lines)}].")
-            new_lines = command.insert_text.split("\n")
-            if command.insert_text.endswith("\n"):
+            new_lines = inserted.split("\n")
+            if inserted.endswith("\n"):
                 new_lines = new_lines[:-1]
-            self._write(path, "\n".join(lines[: command.insert_line] + new_lines + lines[command.insert_line:]),
-                        item_id=item_id)
+            self._write(path, "\n".join(lines[:line] + new_lines + lines[line:]), item_id=item_id)
         return f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        """Delete a file, or a directory and everything under it (forgotten for good)."""
+        """Delete a file, or a directory and everything under it (forgotten for good, in one batch)."""
         path = self._path(command.path)
         if path == MEMORY_ROOT:
             raise ToolError(f"Cannot delete the {MEMORY_ROOT} directory itself")
@@ -251,13 +467,12 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
             doomed = [item_id for name, item_id in self.files().items() if name == path or name.startswith(path + "/")]
             if not doomed:
                 raise ToolError(f"The path {command.path} does not exist")
-            for item_id in doomed:
-                self.memory.forget(item_id)
+            self.memory.forget_many(doomed)
         return f"Successfully deleted {command.path}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        """Move a file or a directory. The new file is written before the old one is forgotten:
-        a crash between the two leaves both, never neither."""
+        """Move a file or a directory. The new files are written before the old ones are forgotten
+        (in one batch): a crash between the two leaves both, never neither."""
         old, new = self._path(command.old_path), self._path(command.new_path)
         if MEMORY_ROOT in (old, new):
             raise ToolError(f"Cannot rename the {MEMORY_ROOT} directory itself")
@@ -270,16 +485,18 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
                 raise ToolError(f"The path {command.old_path} does not exist")
             if new in files or _is_dir(new, files):
                 raise ToolError(f"The destination {command.new_path} already exists")
+            above = _file_above(new, files)
+            if above is not None:
+                raise ToolError(f"Cannot move to {command.new_path}: {above} is a file, not a directory")
             for name, item_id in moving.items():
                 self._write(new + name[len(old):], self._text(item_id))
-                self.memory.forget(item_id)
+            self.memory.forget_many(list(moving.values()))
         return f"Successfully renamed {command.old_path} to {command.new_path}"
 
     def clear_all_memory(self) -> str:
-        """Delete every memory file (other items of the memory stay)."""
+        """Delete every memory file (other items of the memory stay), in one batch."""
         with self._lock:
-            for item_id in self.files().values():
-                self.memory.forget(item_id)
+            self.memory.forget_many(list(self.files().values()))
         return "All memory cleared"
 
     # -- by hand --------------------------------------------------------------------------------
@@ -293,7 +510,7 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         except ToolError as exc:
             content, error = str(exc), True
         except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:  # a malformed command
-            content, error = f"Invalid memory command: {exc}", True
+            content, error = shorten(f"Invalid memory command: {exc}", MAX_QUOTE_CHARS * 5, mark_length=True), True
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": data.get("id"), "content": str(content)}
         if error:
             result["is_error"] = True

@@ -522,14 +522,15 @@ class MemoryManager(MemoryMarks):
             tail = self.planner.size_tail(older, later, tools)
             window = [t for t in older if t not in tail]
             outcome = self.compactor.compact(window) if window else CompactionRecord(turn_ids=())
-            truncated, after = self.planner.truncate_to_target(tail, later, tools, self.planner.reset(tail, later, tools))
+            compacted = self.planner.reset(tail, later, tools)  # the prompt after the compaction, our count
+            truncated, after = self.planner.truncate_to_target(tail, later, tools, compacted)
             if after > self.budget.target_tokens and not tail and current is not None:
                 steps = self.planner.compact_steps(current, tools)  # one turn too long: its finished steps
                 if steps is not None:
                     after = self.planner.reset(tail, later, tools)
                     outcome = merge_records(outcome, steps)
             if truncated:
-                self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+                self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=compacted,
                                      tokens_after=after))
             self.context.update(compaction_requested=False, last_prompt_tokens=None, last_estimate_tokens=None)
             self._notify(Compacted(
@@ -569,10 +570,11 @@ class MemoryManager(MemoryMarks):
             older, later = self.planner.finished_turns()
             if not older:
                 return ()
-            before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
+            counted = self.count_tokens(self.build_prompt().messages, tools)  # as ``after`` is counted
+            before = self.context.state.last_prompt_tokens or counted
             truncated, after = self.planner.truncate_to_target(older, later, tools, max(before, self.budget.target_tokens + 1))
             self.context.update(last_prompt_tokens=None, last_estimate_tokens=None)
-            self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=before,
+            self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=counted,
                                  tokens_after=after))
             return tuple(truncated)
 

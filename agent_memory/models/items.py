@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -54,6 +55,7 @@ from agent_memory.limits import (
     MAX_TITLE_CHARS,
     check_text,
     json_depth,
+    shorten,
 )
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "MemoryItem",
     "MemorySnapshot",
     "MemoryTransform",
+    "MEMORY_TYPES",
     "MemoryType",
     "QueryHit",
     "RetrieveResult",
@@ -89,6 +92,13 @@ MemoryType = Literal[
 """What kind of result an item holds; chooses its compaction plugin and is a query filter. The
 last three are the conversation's own memory, indexed when turns are compacted
 (:mod:`agent_memory.kernel`): a compacted turn verbatim, an episodic summary, a semantic fact."""
+
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+"""Every :data:`MemoryType`, in the order above."""
+
+REPR_CHARS = 80
+"""Characters of a title, source, chunk or content that ``repr`` and ``print`` show of a record,
+a hit or a retrieve answer."""
 
 ContentEncoding = Literal["text", "bytes", "json"]
 """How the content blob decodes: UTF-8 text, raw bytes, or UTF-8 JSON."""
@@ -348,6 +358,27 @@ class ItemRecord(_Model):
     metadata: ItemMetadata = Field(default_factory=ItemMetadata)
     """Source, time, sizes, tags, links, content hash."""
 
+    @property
+    def title(self) -> str | None:
+        """``metadata.title``: the item's human title, ``None`` when unknown."""
+        return self.metadata.title
+
+    @property
+    def source(self) -> str:
+        """``metadata.source``: where the content came from (a tool name, a URL)."""
+        return self.metadata.source
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        """What ``repr`` and ``print`` show: the id, type, title (else source) and size, not every
+        metadata field (``model_dump()`` gives them all)."""
+        yield "id", self.id
+        yield "type", self.type
+        if self.metadata.title:
+            yield "title", shorten(self.metadata.title, REPR_CHARS)
+        else:
+            yield "source", shorten(self.metadata.source, REPR_CHARS)
+        yield "tokens", self.metadata.tokens
+
 
 class MemoryItem(ItemRecord):
     """One stored piece of content: an :class:`ItemRecord` plus the content itself.
@@ -582,6 +613,14 @@ class QueryHit(_Model):
     chunk_start_char: int | None = None
     """Offset of the chunk in the item's indexed text, in characters."""
 
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        """What ``repr`` and ``print`` show: the item in short, the scores, the chunk's start."""
+        yield "item", self.item
+        yield "score", self.score
+        yield "similarity", self.similarity
+        if self.chunk is not None:
+            yield "chunk", shorten(self.chunk, REPR_CHARS)
+
 
 class RetrieveResult(_Model):
     """What retrieve gives back: the shaped content as text, capped, with paging facts."""
@@ -606,6 +645,15 @@ class RetrieveResult(_Model):
     """The cap that was applied, in tokens."""
     notes: tuple[str, ...] = ()
     """Facts about how the answer was made (no match found, binary shown as base64, ...)."""
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        """What ``repr`` and ``print`` show: the item in short, the transform, the page, the start
+        of the content (``.content`` holds all of it)."""
+        yield "item", self.item
+        yield "transform", self.transform.type
+        yield "page", f"{self.page}/{self.pages}"
+        yield "tokens", self.tokens
+        yield "content", shorten(self.content, REPR_CHARS)
 
     @property
     def truncated(self) -> bool:

@@ -159,10 +159,14 @@ class ContextBuilder:
 
     Args:
         memory: where the results are stored.
-        policy: when results are shown in full, and when citing starts.
+        policy: when results are shown in full, and when citing starts; ``None``:
+            ``PresentationPolicy()`` (``full_once``, citing when it pays).
         citations: makes the citations: a :class:`CitationBuilder` (compaction plugins), or an
             :class:`~agent_memory.presentation.llm_citations.LLMCitationWriter` (goal-aware citations
-            written by a model, the plugin's citation as fallback).
+            written by a model, the plugin's citation as fallback); ``None``: a
+            :class:`CitationBuilder` over the memory's compaction plugins (``memory.plugins``: the
+            built-in ones, registered through the ``agent_memory.compaction_plugins`` entry points,
+            unless the memory was given others) and its token counter.
         offer_cost_tokens: what citing adds to every call, in tokens: the definitions of the
             memory tools a citation needs (and any system-prompt text that teaches them), as the
             caller sends them. With ``policy.start == "when_it_pays"``, citing starts only once it
@@ -180,18 +184,27 @@ class ContextBuilder:
     Raises:
         ValueError: if ``offer_cost_tokens`` or ``fixed_tokens`` is negative.
 
-    One builder per conversation. :meth:`prepare` builds the next call's messages without
-    changing the builder; :meth:`commit` records what was shown once the provider answered;
-    :meth:`build` does both at once (for loops without retries). Consecutive prompts share the
-    longest possible prefix: a result, once cited, stays cited.
+    One builder per conversation. :meth:`build` (also named :meth:`prepare`) gives the next
+    call's messages and the state they imply, and changes nothing: it is a function of the
+    history, the committed :attr:`state` and the memory's items, so building twice gives the same;
+    :meth:`commit` records what was shown, once the provider answered (a retried call must show
+    the model the same prompt), and only then does the next build move on (a result shown in
+    full once is cited from the next call)::
+
+        builder = ContextBuilder(memory)
+        built = builder.build(history)          # built.messages: what to send
+        reply = llm(built.messages)             # a failed call: build again, the same prompt
+        builder.commit(built)                   # answered: what the model was shown is recorded
+
+    Consecutive prompts share the longest possible prefix: a result, once cited, stays cited.
     """
 
     def __init__(
         self,
         memory: AgentMemory,
         *,
-        policy: PresentationPolicy,
-        citations: CitationBuilder | LLMCitationWriter,
+        policy: PresentationPolicy | None = None,
+        citations: CitationBuilder | LLMCitationWriter | None = None,
         offer_cost_tokens: int = 0,
         state: PresentationState | None = None,
         prices: PriceModel | None = None,
@@ -200,8 +213,8 @@ class ContextBuilder:
         if offer_cost_tokens < 0 or fixed_tokens < 0:
             raise ValueError("offer_cost_tokens and fixed_tokens must be >= 0")
         self.memory = memory
-        self.policy = policy
-        self.citations = citations
+        self.policy = policy if policy is not None else PresentationPolicy()
+        self.citations = citations if citations is not None else CitationBuilder(memory.plugins, memory.tokens)
         self.offer_cost_tokens = offer_cost_tokens
         self.fixed_tokens = fixed_tokens
         self.prices = prices
@@ -281,16 +294,21 @@ class ContextBuilder:
         return item.model_copy(update={"metadata": meta.model_copy(update={"source": source,
                                                                            "title": derived["title"]})})
 
-    def _full(self, item: MemoryItem, raw: str, raw_tokens: int, cited: str, cited_tokens: int) -> tuple[str, int]:
+    def _full(self, item: MemoryItem, raw: str, raw_tokens: int, cited: str, cited_tokens: int, *,
+              cap: int | None = None) -> tuple[str, int]:
+        """The first showing of ``item``, at most ``cap`` tokens (``None``: the policy's cap, and
+        a cut one is counted in :attr:`stats`)."""
         counter = self.memory.tokens
         text, _ = readable_text(item)
         tokens = counter.count(text)
         if tokens >= raw_tokens:
             text, tokens = raw, raw_tokens
-        cap = self.policy.full_result_max_tokens
+        if cap is None:
+            cap = self.policy.full_result_max_tokens
+            if tokens > cap:
+                self.stats.capped_first_showings += 1  # once per result: its view is made once
         if tokens <= cap:
             return text, tokens  # the id reaches the model with the citation that replaces this showing
-        self.stats.capped_first_showings += 1
         room = cap - cited_tokens - HEAD_LABEL_TOKENS
         while True:  # token counts of joined pieces can differ by a few from their sum
             full = f"{cited}\nBeginning of the content:\n{shorten(text, room, counter=counter)}"
@@ -299,10 +317,13 @@ class ContextBuilder:
                 return full, tokens
             room -= tokens - cap
 
-    def prepare(self, history: Sequence[Message], *, full_cap: int | None = None,
-                rewrite_from: int | None = None) -> BuiltContext:
-        """The messages for the next LLM call, oldest first, and the state they imply; the
-        builder is unchanged until :meth:`commit`.
+    def build(self, history: Sequence[Message], *, full_cap: int | None = None,
+              rewrite_from: int | None = None) -> BuiltContext:
+        """The messages for the next LLM call, oldest first, and the state they imply
+        (``BuiltContext.messages``, ``BuiltContext.state``). Nothing is recorded: the same
+        ``history`` gives the same result until :meth:`commit` (or :meth:`rewritten`,
+        :meth:`reset`) changes the builder's :attr:`state`, or the memory's items change (a
+        forgotten result).
 
         Tool messages with ``tool_result_ref`` get their content from memory: as stored while
         not citing, else full or citation per policy; every other message is passed through
@@ -363,30 +384,25 @@ class ContextBuilder:
         return BuiltContext(messages=out, state=next_state, swapped_now=tuple(newly))
 
     def _capped(self, ref: str, cap: int) -> str:
-        """The full showing of ``ref`` cut to ``cap`` tokens (citation, then the head)."""
+        """The full showing of ``ref`` cut to ``cap`` tokens (citation, then the head); changes
+        nothing (not the policy, not the stats)."""
         item = self.memory.get(ref)
         view = self.view(ref)
-        saved = self.policy
-        self.policy = saved.model_copy(update={"full_result_max_tokens": max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1)})
-        try:
-            text, _ = self._full(item, view.raw, view.raw_tokens, view.cited, view.cited_tokens)
-        finally:
-            self.policy = saved
+        text, _ = self._full(item, view.raw, view.raw_tokens, view.cited, view.cited_tokens,
+                             cap=max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1))
         return text
 
+    prepare = build
+    """The same as :meth:`build` (the name the kernel and the integrations use)."""
+
     def commit(self, built: BuiltContext) -> None:
-        """Record that ``built`` was sent and answered: its state becomes the builder's."""
+        """Record that ``built`` (what :meth:`build` gave) was sent and answered: its state
+        becomes the builder's, and the next :meth:`build` continues from it. Commit only once the
+        provider answered: a call that failed is built again and shows the model the same."""
         self.state = built.state
         self.stats.builds = built.state.calls
         self.stats.swaps += len(built.swapped_now)
         self.stats.citing_since = built.state.citing_since
-
-    def build(self, history: Sequence[Message]) -> list[Message]:
-        """:meth:`prepare` and :meth:`commit` at once: the messages of the next call. Check
-        :attr:`citing` after each build to know whether the memory tools go with this call."""
-        built = self.prepare(history)
-        self.commit(built)
-        return built.messages
 
     def reset(self, state: PresentationState | None = None) -> None:
         """Forget what was shown (``clear()`` of the memory, a new conversation), or restore a

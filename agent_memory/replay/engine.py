@@ -377,7 +377,9 @@ def _agent_prompt(builder: ContextBuilder, toolkit: MemoryTools, history: Sequen
                   own_tools: list[dict[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
     """The messages (committed) and tools an agent-memory strategy sends with the next call: the
     memory tools it offers, and the memory prompt in the system prompt when it offers one."""
-    built = builder.build(history)
+    prepared = builder.build(history)
+    builder.commit(prepared)  # a replayed call is always answered: the run's next message
+    built = prepared.messages
     offered = toolkit.openai_tools(OfferState(citing=builder.citing))
     if offered:
         built = with_memory_prompt(built, MEMORY_PROMPT)

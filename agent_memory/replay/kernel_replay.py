@@ -16,6 +16,7 @@ accounted for (active or archived, none lost); every tool call answered right af
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.observers import Compacted, NoticeRecorder, Truncated
+from agent_memory.observers import Compacted, MemoryObserver, NoticeRecorder, Truncated
 from agent_memory.presentation.offer import load_toolkit, with_memory_prompt
 from agent_memory.replay.loaders import ReplayRun
 from agent_memory.tokens import TokenCounter
@@ -75,7 +76,8 @@ def _pairs_intact(messages: Sequence[Message]) -> bool:
     return True
 
 
-def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: TokenCounter | None = None) -> KernelRunResult:
+def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: TokenCounter | None = None,
+                      observers: Sequence[MemoryObserver] = ()) -> KernelRunResult:
     """Replay one run through the kernel with ``budget`` tokens for its conversation.
 
     The model's input budget is the run's fixed parts (the system prompt, the agent's tool
@@ -84,7 +86,12 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     conversation beyond the fixed parts: the soft one at 60% of ``budget``, compaction at 80%, a
     compaction brings it back to 50% (the kernel's default ratios, set per agent through
     :class:`~agent_memory.kernel.budget.ModelLimits`). So one ``budget`` forces compaction in
-    sources whose fixed parts differ tenfold (tau-bench's tools alone are 2.4k tokens)."""
+    sources whose fixed parts differ tenfold (tau-bench's tools alone are 2.4k tokens).
+
+    ``observers`` hear the kernel's notices (compactions, truncations...). A replay is a
+    measurement: its truncations are counted in the result (:attr:`KernelRunResult.truncations`,
+    a figure of the report), so they are logged at DEBUG, not as the WARNING a live agent's
+    memory logs (observers still hear every one)."""
     messages = list(run.messages)
     system = messages[0].content if messages and messages[0].role == "system" else None
     memory = AgentMemory("kernel", workdir / "memory", config=MemoryConfig(index_on_store=False), token_counter=counter)
@@ -101,7 +108,8 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
         target_ratio=(fixed + 0.5 * budget) / total, soft_ratio=(fixed + 0.6 * budget) / total,
         compaction_ratio=(fixed + 0.8 * budget) / total,
     )
-    manager = MemoryManager(memory, system_prompt=system, limits=limits, observers=[recorder])
+    manager = MemoryManager(memory, system_prompt=system, limits=limits, observers=[recorder, *observers])
+    manager.observers.log_at(Truncated, logging.DEBUG)  # a figure of the report, not a warning per run
     toolkit = load_toolkit(memory, manager=manager)
     assembler = LLMRequestAssembler(manager, toolkit=toolkit, tools=run.tools, memory_prompt=MEMORY_PROMPT)
     calls = set(run.calls)

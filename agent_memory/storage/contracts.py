@@ -71,15 +71,25 @@ hold damage call it (a file edited by hand or by a disk error)."""
 
 @dataclass(frozen=True, slots=True)
 class LogRead:
-    """What :meth:`ItemLog.read` found."""
+    """What :meth:`ItemLog.read` found.
+
+    A reader applies it to what it holds (a dict by id, in insertion order) in this order: with
+    ``reset``, drop everything; remove the ids of ``deleted``; then set each of ``records`` by id
+    (a held id keeps its place, a new one goes last)."""
 
     records: list[tuple[str, bytes]]
-    """``(memory id, record)`` in log order; a record is one JSON object (UTF-8, no newline)."""
+    """``(memory id, record)``, one per id, in log order; a record is one JSON object (UTF-8, no
+    newline). With ``reset``, every record the log holds; else each id put since ``since`` with
+    its latest record (an id replaced in place keeps its place; a new one, or one deleted and put
+    again since, is ordered by when it was put last)."""
     token: ChangeToken
     """The log's state after these records: pass it to the next ``read`` or as ``expect``."""
     reset: bool
-    """``True``: ``records`` is the whole log (drop what you held); ``False``: the records written
+    """``True``: ``records`` is the whole log (drop what you held); ``False``: the changes made
     after the ``since`` token (none when nothing changed)."""
+    deleted: Sequence[str] = ()
+    """Ids deleted since ``since`` (``()`` with ``reset``): remove them *before* applying
+    ``records`` (an id deleted and put again since is in both)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +113,7 @@ class LogChange:
     """Records to add after the others; a record whose id the log holds replaces that record in
     its place. Blobs are written before the records that name them."""
     delete: Sequence[str] = ()
-    """Ids whose records leave the log (unknown ids are ignored)."""
+    """Ids whose records leave the log (unknown ids are ignored); applied before ``put``."""
     replace_all: bool = False
     """The log holds exactly ``put`` afterwards (``delete`` is then ignored)."""
     release: Sequence[str] = field(default=())
@@ -114,18 +124,26 @@ class LogChange:
 class ItemLog(Protocol):
     """An agent's item records (opaque JSON, keyed by memory id, in write order) and the content
     blobs they name (keyed by sha256). The library reads records incrementally (``since``) and
-    keeps them in the process; what a record means is its business, not the log's."""
+    keeps them in the process; what a record means is its business, not the log's.
+
+    A keyed, append-mostly log: a put of a new id, a put that replaces an id's record and a
+    delete are all appended changes that an incremental :meth:`read` hands out (``records`` and
+    ``deleted``), so none of them costs more, for the writer or for a reader, in a larger log.
+    Only ``replace_all``, and a backend's own compaction (the file log rewrites itself once dead
+    lines make up half of it), start over: a reader then gets the whole log once (``reset``).
+    """
 
     def read(self, since: ChangeToken | None = None) -> LogRead:
-        """The records written after ``since`` (``None``: the whole log). A log that changed in
-        another way than appends since then (a record replaced or deleted) answers the whole log
-        with ``reset=True``."""
+        """The changes made after ``since``: the records put and the ids deleted since then
+        (``None``: the whole log, ``reset=True``). A log that started over since then
+        (``replace_all``, a compaction) answers the whole log with ``reset=True``."""
         ...
 
     def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
         """Make ``change``, durably, and return the new token. ``expect``: make it only if the log
         is still in that state, else raise :class:`~agent_memory.errors.ConflictError` (nothing
-        written); ``None``: unconditionally (appends of new ids)."""
+        written); ``None``: unconditionally (appends of new ids). Costs what ``change`` holds, not
+        what the log holds (except ``replace_all``)."""
         ...
 
     def blob(self, digest: str) -> bytes:

@@ -3,11 +3,13 @@
 This is the source of truth of an agent's memory; the indexes are derived from it and can be
 rebuilt at any time. The records live in an :class:`~agent_memory.storage.contracts.ItemLog`
 (``items.jsonl`` + ``content/`` for files, tables for Postgres); the store decodes them, caches
-them in the process and refreshes the cache incrementally, so items another process added are seen
-on the next read without reading every record again. A change that depends on what was read
-(forget, rewrite, restore) is written with the token of that read and retried when another process
-wrote in between (:class:`~agent_memory.errors.ConflictError`), so none of them loses the other's
-write.
+them in the process and refreshes the cache incrementally, so items another process added,
+replaced or deleted are seen on the next read without reading every record again. It counts the
+records naming each content blob, so a change that drops the last one releases the blob without a
+pass over the records: ``remove`` and ``replace`` cost the same at any size. A change that
+depends on what was read (forget, rewrite, restore) is written with the token of that read and
+retried when another process wrote in between (:class:`~agent_memory.errors.ConflictError`), so
+none of them loses the other's write.
 
 Damage is contained by the log (the file log quarantines a line that is not a record and reports
 it); a missing or damaged content blob fails only reads of that item's content.
@@ -29,6 +31,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -170,6 +173,9 @@ class ItemStore:
         self._on_unreadable = on_unreadable
         self._reported: set[tuple[str, bytes]] = set()
         self._records: dict[str, ItemRecord | UnreadableRecord] = {}
+        self._refs: Counter[str] = Counter()
+        """How many held records name each content blob (sha256): a change releases a blob when
+        it drops the last one, without a pass over every record."""
         self._token: ChangeToken | None = None
         self._mutex = threading.RLock()
 
@@ -178,8 +184,8 @@ class ItemStore:
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Pick up what any process wrote since the last read (only the new records when there
-        were only additions).
+        """Pick up what any process wrote since the last read: only the records put and the ids
+        deleted since then, unless the log started over (``replace_all``, a compaction).
 
         Raises:
             StoreError: if the log cannot be read.
@@ -188,14 +194,29 @@ class ItemStore:
             found = self.log.read(self._token)
             if found.reset:
                 self._records.clear()
+                self._refs.clear()
+            for item_id in found.deleted:
+                self._drop(item_id)
             for _, data in found.records:
                 record = decode_record(data)
                 if not record.id:
                     continue
+                self._drop(record.id, keep_place=True)
                 self._records[record.id] = record
+                self._refs.update(_digests([record]))
                 if isinstance(record, UnreadableRecord):
                     self._report_unreadable(record)
             self._token = found.token
+
+    def _drop(self, item_id: str, *, keep_place: bool = False) -> None:
+        """Forget the held record of ``item_id`` and its blob references (``keep_place``: the
+        caller puts a record in its place next). Called under ``_mutex``."""
+        old = self._records.get(item_id) if keep_place else self._records.pop(item_id, None)
+        if old is not None:
+            for digest in _digests([old]):
+                self._refs[digest] -= 1
+                if self._refs[digest] <= 0:
+                    del self._refs[digest]
 
     def _report_unreadable(self, record: UnreadableRecord) -> None:
         """Report a record of a newer version, once per process (a rewrite re-reads it)."""
@@ -302,20 +323,23 @@ class ItemStore:
         self.log.write(LogChange(put=[LogEntry(record.id, encode_record(record), data) for record, data in pairs]))
         with self._mutex:
             for record, _ in pairs:
+                self._drop(record.id, keep_place=True)
                 self._records[record.id] = record
+                self._refs.update(_digests([record]))
 
-    def _change(self, plan: Callable[[list[ItemRecord | UnreadableRecord]], LogChange | None]) -> None:
-        """Write the change ``plan`` makes of the current records, with the token of the read it
-        was made from; when another process wrote in between, wait a little (exponential backoff
-        with full jitter, :data:`CONFLICT_BACKOFF_S`), read again and plan again: processes that
-        store in a burst would otherwise win every race against a forget that retries at once."""
+    def _change(self, plan: Callable[[], LogChange | None]) -> None:
+        """Write the change ``plan`` makes of the current records (it reads ``_records`` and
+        ``_refs``, under ``_mutex``), with the token of the read it was made from; when another
+        process wrote in between, wait a little (exponential backoff with full jitter,
+        :data:`CONFLICT_BACKOFF_S`), read again and plan again: processes that store in a burst
+        would otherwise win every race against a forget that retries at once."""
         for attempt in range(MAX_WRITE_ATTEMPTS):
             if attempt:
                 time.sleep(random.uniform(0.0, min(MAX_CONFLICT_BACKOFF_S, CONFLICT_BACKOFF_S * 2 ** attempt)))
             self.refresh()
             with self._mutex:
-                entries, token = list(self._records.values()), self._token
-            change = plan(entries)
+                token = self._token
+                change = plan()
             if change is None:
                 return
             try:
@@ -329,7 +353,8 @@ class ItemStore:
     def remove(self, item_ids: Iterable[str]) -> list[ItemRecord]:
         """Remove the records of ``item_ids`` (one atomic change), then each removed record's blob
         unless a remaining record shares it (content is addressed by its sha256, so two items may
-        hold one blob). Unknown ids are ignored.
+        hold one blob: a count of references per blob tells, without a pass over the records).
+        Unknown ids are ignored. Costs what ``item_ids`` holds, not what the store holds.
 
         Returns:
             The removed records (``[]``: none of the ids was stored; nothing was written).
@@ -339,18 +364,19 @@ class ItemStore:
                 (nothing is written).
             StoreError: if the write fails (every record is then intact).
         """
-        wanted = set(item_ids)
+        wanted = list(dict.fromkeys(item_ids))
         removed: list[ItemRecord] = []
 
-        def plan(entries: list[ItemRecord | UnreadableRecord]) -> LogChange | None:
-            for entry in entries:
-                if entry.id in wanted and isinstance(entry, UnreadableRecord):
+        def plan() -> LogChange | None:
+            found = [entry for entry in map(self._records.get, wanted) if entry is not None]
+            for entry in found:
+                if isinstance(entry, UnreadableRecord):
                     raise self.unsupported(entry)
-            removed[:] = [record for record in entries if record.id in wanted and isinstance(record, ItemRecord)]
+            removed[:] = [entry for entry in found if isinstance(entry, ItemRecord)]
             if not removed:
                 return None
-            shared = _digests(record for record in entries if record.id not in wanted)
-            released = {record.metadata.content_sha256 for record in removed} - shared
+            dropped = Counter(record.metadata.content_sha256 for record in removed)
+            released = [digest for digest, count in dropped.items() if self._refs[digest] <= count]
             return LogChange(delete=[record.id for record in removed], release=sorted(released))
 
         self._change(plan)
@@ -372,15 +398,15 @@ class ItemStore:
         """
         replaced: list[ItemRecord] = []
 
-        def plan(entries: list[ItemRecord | UnreadableRecord]) -> LogChange:
-            old = next((entry for entry in entries if entry.id == record.id), None)
+        def plan() -> LogChange:
+            old = self._records.get(record.id)
             if old is None:
                 raise ItemNotFoundError(f"no memory item {record.id!r}", item_id=record.id)
             if isinstance(old, UnreadableRecord):
                 raise self.unsupported(old)
             replaced[:] = [old]
-            remaining = _digests(record if entry.id == record.id else entry for entry in entries)
-            released = [old.metadata.content_sha256] if old.metadata.content_sha256 not in remaining else []
+            digest = old.metadata.content_sha256
+            released = [digest] if digest != record.metadata.content_sha256 and self._refs[digest] <= 1 else []
             return LogChange(put=[LogEntry(record.id, encode_record(record), data)], release=released)
 
         self._change(plan)
@@ -399,7 +425,8 @@ class ItemStore:
         pairs = list(items)
         new_ids = {record.id for record, _ in pairs}
 
-        def plan(entries: list[ItemRecord | UnreadableRecord]) -> LogChange:
+        def plan() -> LogChange:
+            entries = list(self._records.values())
             kept = [entry for entry in entries if isinstance(entry, UnreadableRecord)]
             for entry in kept:
                 if entry.id in new_ids:

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import TypeAdapter
-
-from agent_memory.errors import InvalidArgumentError, StoreError
+from agent_memory.errors import InvalidArgumentError, StoreError, quoted
 from agent_memory.ids import new_memory_id, validate_memory_id
 from agent_memory.limits import MAX_RELATED
 from agent_memory.models.items import (
+    MEMORY_TYPES,
     ItemMetadata,
     ItemRecord,
     MemoryItem,
@@ -34,8 +33,6 @@ from agent_memory.tokens import TokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
 __all__ = ["PreparedItem", "prepare_item", "snapshot_pairs", "str_list"]
-
-_TYPE: TypeAdapter[MemoryType] = TypeAdapter(MemoryType)
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,8 @@ def prepare_item(
         source=source, tags=str_list("tags", tags), related_to=related_ids, title=title,
         media_type=media_type, extra=extra if extra is not None else {}, **meta_kwargs,
     )
-    _TYPE.validate_python(type)
+    if not isinstance(type, str) or type not in MEMORY_TYPES:
+        raise InvalidArgumentError(f"type must be one of {', '.join(map(repr, MEMORY_TYPES))}; got {quoted(type)}")
     data, encoding = content_to_bytes(content)
     if encoding == "json":
         # From here on use the content as it reads back (tuples as lists, keys as strings), so

@@ -142,31 +142,52 @@ class PostgresServer:
     ``AGENT_MEMORY_TEST_POSTGRES_URL`` is set, that server (not started or stopped here).
 
     Args:
-        path: the server's data directory (ignored for a server named by the environment).
+        path: the server's data directory; ``None``: a new private directory
+            (``tempfile.mkdtemp``, in the system's temporary directory), made at the first
+            :meth:`start` and removed by :meth:`close`. It is outside any test runner's temporary
+            tree on purpose: a second pytest session on the machine makes pytest's tree private
+            (mode 0700) and deletes old sessions' trees, and a server running as another user
+            (pgserver runs ``postgres`` as the user ``pgserver`` when started by root) then loses
+            its data directory (the next checkpoint fails and the server stops). Ignored for a
+            server named by the environment.
 
-    Use :meth:`start` / :meth:`stop` or ``with PostgresServer(path) as server:``; then
-    :meth:`new_database` gives the URL of an empty database of its own to each test.
+    Use :meth:`start` / :meth:`close` or ``with PostgresServer() as server:``; then
+    :meth:`new_database` gives the URL of an empty database of its own to each test. :meth:`stop`
+    stops the server and keeps its data: :meth:`start` brings the same databases back at the same
+    URL (a test of an outage and its end).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.url: str | None = os.environ.get(POSTGRES_URL_ENV) or None
-        """The URL of the server's ``postgres`` database, once started."""
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path: Path | None = Path(path) if path is not None else None
+        """The data directory (``None`` until :meth:`start` makes a private one)."""
+        self._external = os.environ.get(POSTGRES_URL_ENV) or None
+        self.url: str | None = self._external
+        """The URL of the server's ``postgres`` database, once started (kept while stopped)."""
+        self._made_path = False
         self._server: Any = None
         self._count = 0
 
+    @property
+    def running(self) -> bool:
+        """Whether this object's server is running (a server named by the environment: always)."""
+        return self._external is not None or self._server is not None
+
     def start(self) -> PostgresServer:
-        """Start the server (a few seconds the first time: ``initdb``).
+        """Start the server (a few seconds the first time: ``initdb``); after :meth:`stop`, start
+        it again on the same data, at the same URL. A no-op while it runs.
 
         Raises:
             ConfigurationError: if ``pgserver`` is not installed or the server does not start.
         """
-        if self.url is not None:
+        if self.running:
             return self
         try:
             import pgserver
         except ImportError as exc:
             raise ConfigurationError("starting a test Postgres needs the pgserver package (pip install pgserver)") from exc
+        if self.path is None:
+            self.path = Path(tempfile.mkdtemp(prefix="agent-memory-postgres-")).resolve()
+            self._made_path = True
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" (a headless machine)
@@ -197,16 +218,26 @@ class PostgresServer:
         return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
 
     def stop(self) -> None:
-        """Stop a server this object started (one named by the environment is left running)."""
+        """Stop a server this object started (``pg_ctl stop``: committed data is kept, clients are
+        cut off); :meth:`start` starts it again. One named by the environment is left running."""
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+    def close(self) -> None:
+        """Stop the server and remove its data directory when :meth:`start` made it (``path=None``).
+        Idempotent."""
+        self.stop()
+        if self._made_path and self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path, self._made_path = None, False
+            self.url = self._external
 
     def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
 
 # -- llama-cpp-python's server with a local GGUF model -------------------------------------------

@@ -133,6 +133,6 @@ class PostgresBackend:
 
 
 _AGENT_TABLES = ("am_agents", "am_items", "am_blobs", "am_documents", "am_traces", "am_events", "am_vectors",
-                 "am_keywords", "am_keyword_terms", "am_keyword_stats", "am_item_logs", "am_journals",
-                 "am_lock_holders")
+                 "am_keywords", "am_keyword_terms", "am_keyword_stats", "am_item_logs", "am_item_deletions",
+                 "am_journals", "am_lock_holders")
 """Every table with an ``agent_id`` column: what an agent holds."""

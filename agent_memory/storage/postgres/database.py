@@ -8,24 +8,43 @@ the agent id: one database serves any number of agents.
 
 Connections come from one pool per process and URL (``psycopg_pool.ConnectionPool``), in autocommit
 mode; a unit of work that must be atomic runs in :meth:`Database.transaction`.
+
+An outage of the server is named, not waited out: a connection is checked before it is handed out
+(``ConnectionPool.check_connection``, one empty query: a connection closed by a server restart is
+replaced, never used), and when the server does not answer one connection attempt
+(:data:`PROBE_TIMEOUT_S`) every call raises
+:class:`~agent_memory.errors.BackendUnavailableError` at once (which server, since when) instead of
+waiting :data:`POOL_TIMEOUT_S` for a connection that cannot come. The server is tried again by
+the first call after :data:`RETRY_INTERVAL_S`; when it answers, calls work again, and the pool,
+which gives up its own reconnection attempts after :data:`RECONNECT_TIMEOUT_S`, connects afresh
+on demand. See psycopg's pool documentation, "Connection quality" and "Pool operations"
+(https://www.psycopg.org/psycopg3/docs/advanced/pool.html).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from agent_memory.errors import ConfigurationError, LockTimeoutError, StoreError
+from agent_memory.errors import BackendUnavailableError, ConfigurationError, LockTimeoutError, StoreError
+from agent_memory.limits import shorten
 from agent_memory.storage.urls import redacted_url
 
 __all__ = ["EMBEDDING_DIMENSIONS", "MIGRATIONS", "SCHEMA_VERSION", "Database", "advisory_key"]
+
+logger = logging.getLogger("agent_memory")
 
 EMBEDDING_DIMENSIONS = 384
 """Dimensions of the vector column: the default embedding model's (all-MiniLM-L6-v2)."""
@@ -34,7 +53,35 @@ POOL_MAX_SIZE = 16
 """Most connections one process opens to one database (held locks each keep one)."""
 
 POOL_TIMEOUT_S = 30.0
-"""Longest wait for a free connection of the pool, in seconds."""
+"""Longest wait for a free connection of the pool, in seconds (all of them busy)."""
+
+FIRST_WAIT_S = 1.0
+"""How long a call waits for a connection of the pool before it checks that the server answers
+at all, in seconds: a server that does not answer makes the call raise
+:class:`~agent_memory.errors.BackendUnavailableError` then; a busy pool makes it wait on, up to
+:data:`POOL_TIMEOUT_S` in all."""
+
+PROBE_TIMEOUT_S = 3
+"""Longest wait for one connection attempt that checks whether the server answers, in whole
+seconds (libpq's ``connect_timeout``; a refused connection or a missing socket fails at once)."""
+
+RETRY_INTERVAL_S = 1.0
+"""While the server cannot be reached, calls fail at once; the first call after this many seconds
+since the last attempt tries the server again (one connection attempt, :data:`PROBE_TIMEOUT_S`)."""
+
+RECONNECT_TIMEOUT_S = 2.0
+"""How long the pool keeps retrying a connection it failed to open (with psycopg_pool's
+exponential backoff from 1 s) before it gives up and connects again only when a call asks, in
+seconds (psycopg_pool's ``reconnect_timeout``; its default, 300 s, backs off to half a minute and
+more between attempts, so it would notice the server's return that late)."""
+
+_OUTAGE_SQLSTATE_CLASSES = ("08", "57")
+"""SQLSTATE classes of a server that went away or cannot take connections now: connection
+exceptions and operator intervention (shutdown, crash, starting up; PostgreSQL's "Errcodes",
+https://www.postgresql.org/docs/current/errcodes-appendix.html)."""
+
+_OUTAGE_SQLSTATES = ("53300",)
+"""Other SQLSTATEs that leave the server unusable for now: ``too_many_connections``."""
 
 _CHUNK_COLUMNS = """agent_id text NOT NULL,
         item_id text NOT NULL,
@@ -148,6 +195,19 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS am_keywords_listing ON am_keywords (agent_id, timestamp_s DESC) WHERE chunk_index = 0;
     """,
+    # 2: deletes an incremental read of the item log sees (a forget no longer starts a new generation)
+    """
+    ALTER TABLE am_item_logs ADD COLUMN live bigint;
+    UPDATE am_item_logs AS l SET live = (SELECT count(*) FROM am_items AS i WHERE i.agent_id = l.agent_id);
+    ALTER TABLE am_item_logs ALTER COLUMN live SET DEFAULT 0, ALTER COLUMN live SET NOT NULL;
+    ALTER TABLE am_item_logs ADD COLUMN tombstones bigint NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS am_item_deletions (
+        agent_id text NOT NULL,
+        seq bigint NOT NULL,
+        item_id text NOT NULL,
+        PRIMARY KEY (agent_id, seq)
+    );
+    """,
 )
 """The schema's versions: version ``n`` is reached by running ``MIGRATIONS[n - 1]`` after the
 earlier ones. Append, never edit: a database at version ``n`` has run exactly the first ``n``."""
@@ -166,6 +226,38 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
 
+def server_of(url: str) -> str:
+    """Where the server of ``url`` is looked for: ``host:port``, or the directory of its Unix
+    socket (``/run/postgresql``); libpq's ``PGHOST`` / ``PGPORT`` fill what the URL leaves out.
+    A URL libpq cannot parse: ``"(unparsable URL)"``."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "(unparsable URL)"
+    host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "the default Unix socket")
+    if host.startswith("/") or host == "the default Unix socket":
+        return host
+    return f"{host}:{params.get('port') or os.environ.get('PGPORT') or 5432}"
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Whether a psycopg error says the server went away or cannot take connections now (no
+    SQLSTATE: the connection itself failed)."""
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.OperationalError) and (
+        state is None or state[:2] in _OUTAGE_SQLSTATE_CLASSES or state in _OUTAGE_SQLSTATES)
+
+
+@dataclass
+class _Outage:
+    """The server is unreachable: since ``since`` (``time.time()``), last reason ``reason``; the
+    next call tries it again after ``retry_at`` (``time.monotonic()``)."""
+
+    since: float
+    reason: str
+    retry_at: float
+
+
 class Database:
     """The pool and schema of one database URL (see the module docstring).
 
@@ -173,18 +265,27 @@ class Database:
         url: a ``postgresql://`` URL (a libpq connection string works too).
 
     Raises:
-        ConfigurationError: if the database cannot be reached, the ``vector`` extension cannot be
-            created, or the database's schema is newer than this library's.
+        BackendUnavailableError: if the server does not answer (down, restarting, unreachable).
+        ConfigurationError: if the server refuses the connection (a wrong password, a database
+            that does not exist), the ``vector`` extension cannot be created, or the database's
+            schema is newer than this library's.
     """
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.server = server_of(url)
+        """Where the server is looked for (:func:`server_of`): what an outage's error names."""
         self._closed = False
         self._lock = threading.Lock()
+        self._outage: _Outage | None = None
+        self._outage_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
+        self._answered_at = float("-inf")  # time.monotonic() when the server last answered a check or probe
         self._migrate()
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX_SIZE, timeout=POOL_TIMEOUT_S, open=True,
             kwargs={"autocommit": True}, configure=_configure, name="agent-memory",
+            reconnect_timeout=RECONNECT_TIMEOUT_S,
         )
 
     def _migrate(self) -> None:
@@ -206,6 +307,8 @@ class Database:
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
         except psycopg.Error as exc:
+            if _is_outage(exc):  # the server does not answer: the same error as for any later call
+                raise self._went_down(exc) from exc
             raise ConfigurationError(f"cannot prepare the database {redacted_url(self.url)}: {exc}") from exc
 
     @property
@@ -215,15 +318,159 @@ class Database:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the pool (autocommit) for the ``with`` block; errors of the database
-        become :class:`~agent_memory.errors.StoreError`."""
+        """A connection of the pool (autocommit) for the ``with`` block (:meth:`getconn`, then
+        :meth:`putconn`); errors of the database become
+        :class:`~agent_memory.errors.StoreError` (:meth:`error_for`).
+
+        Raises:
+            BackendUnavailableError: the server cannot be reached (see the module docstring).
+            LockTimeoutError: every connection stayed busy for :data:`POOL_TIMEOUT_S`.
+            StoreError: the database refused a statement.
+        """
+        conn = self.getconn()
         try:
-            with self.pool.connection() as conn:
-                yield conn
+            try:
+                with conn:
+                    yield conn
+            finally:
+                self.putconn(conn)
+        except psycopg.Error as exc:
+            raise self.error_for(exc, conn) from exc
+
+    def getconn(self) -> psycopg.Connection[Any]:
+        """A working connection of the pool (autocommit), for a caller that must hold it past one
+        ``with`` block (a lock's session); give it back with :meth:`putconn`. Prefer
+        :meth:`connection`.
+
+        Raises:
+            BackendUnavailableError: the server cannot be reached: at once while an outage is
+                known, or after at most :data:`FIRST_WAIT_S` plus one connection attempt.
+            LockTimeoutError: every connection stayed busy for :data:`POOL_TIMEOUT_S`.
+            StoreError: the pool is closed, or the server refuses connections (a wrong password).
+        """
+        self._refuse_during_outage()
+        for _ in range(2):
+            conn = self._wait_for_connection()
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.Error as exc:  # closed by a restart of the server, or the server is gone
+                self.pool.putconn(conn)  # a broken connection: the pool closes and replaces it
+                self.pool.check()  # and every idle one the same restart closed, all at once
+                self._probe(exc)
+                continue
+            self._answered_at = time.monotonic()
+            return conn
+        raise StoreError(f"the connections to the Postgres server at {self.server} keep breaking as they are "
+                         "handed out")
+
+    def putconn(self, conn: psycopg.Connection[Any]) -> None:
+        """Give back a connection of :meth:`getconn` (a broken one is replaced by the pool)."""
+        self.pool.putconn(conn)
+
+    def error_for(self, exc: psycopg.Error, conn: psycopg.Connection[Any] | None = None,
+                  what: str | None = None) -> StoreError:
+        """The library error for ``exc``, met on ``conn`` (a connection of this database) while
+        doing ``what`` (``None``: "database URL"): :class:`~agent_memory.errors.BackendUnavailableError`
+        when the connection broke or the server is shutting down and the server does not answer
+        a new connection, else :class:`~agent_memory.errors.StoreError` quoting ``exc``."""
+        if _is_outage(exc) or (conn is not None and conn.broken):
+            try:
+                self._probe(exc)
+            except BackendUnavailableError as down:
+                return down
+            except StoreError as refused:
+                return refused
+        where = what if what is not None else f"database {redacted_url(self.url)}"
+        return StoreError(f"{where}: {type(exc).__name__}: {exc}")
+
+    def _wait_for_connection(self) -> psycopg.Connection[Any]:
+        """A connection of the pool: after :data:`FIRST_WAIT_S` without one, only if the server
+        answers (:meth:`_answers`), and then for the rest of :data:`POOL_TIMEOUT_S`."""
+        try:
+            return self.pool.getconn(timeout=FIRST_WAIT_S)
+        except PoolTimeout:
+            pass
+        except psycopg.Error as exc:  # PoolClosed
+            raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+        self._answers()
+        try:
+            return self.pool.getconn(timeout=POOL_TIMEOUT_S - FIRST_WAIT_S)
         except PoolTimeout as exc:
-            raise LockTimeoutError(f"no free connection to {redacted_url(self.url)} within {POOL_TIMEOUT_S:g} s") from exc
+            self._answers()
+            raise LockTimeoutError(f"no free connection to {redacted_url(self.url)} within {POOL_TIMEOUT_S:g} s: all "
+                                   f"{POOL_MAX_SIZE} are in use") from exc
         except psycopg.Error as exc:
             raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+
+    def _refuse_during_outage(self) -> None:
+        """Raise the outage's error at once while the server is known to be unreachable and its
+        retry time has not come; when it has, this call tries the server (the others keep failing
+        at once meanwhile)."""
+        with self._outage_lock:
+            outage = self._outage
+            if outage is None:
+                return
+            if time.monotonic() < outage.retry_at:
+                raise self._unavailable(outage)
+            outage.retry_at = time.monotonic() + RETRY_INTERVAL_S + PROBE_TIMEOUT_S
+        self._probe(None)
+
+    def _answers(self) -> None:
+        """Return when the server answered within :data:`RETRY_INTERVAL_S` (a check of a connection
+        or a probe), else probe it: one thread at a time, so a busy pool's waiting callers do not
+        open a connection each.
+
+        Raises:
+            BackendUnavailableError, StoreError: as :meth:`_probe`.
+        """
+        with self._probe_lock:
+            if time.monotonic() - self._answered_at >= RETRY_INTERVAL_S:
+                self._probe(None)
+
+    def _probe(self, cause: BaseException | None) -> None:
+        """One new connection to the server, outside the pool. It answers: the outage (if any) is
+        over. It does not: record the outage and raise its error (from ``cause`` when given).
+
+        Raises:
+            BackendUnavailableError: the server does not answer.
+            StoreError: the server answers but refuses the connection (a wrong password, a
+                database that does not exist).
+        """
+        try:
+            with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT_S, autocommit=True):
+                pass
+        except psycopg.Error as exc:
+            if not _is_outage(exc):
+                raise StoreError(f"the Postgres server at {self.server} refuses connections: "
+                                 f"{type(exc).__name__}: {shorten(str(exc), 300)}") from exc
+            raise self._went_down(exc) from (cause or exc)
+        self._answered_at = time.monotonic()
+        with self._outage_lock:
+            outage, self._outage = self._outage, None
+        if outage is not None:
+            logger.warning("the Postgres server at %s answers again, after %.1f s", self.server,
+                           time.time() - outage.since)
+
+    def _went_down(self, exc: psycopg.Error) -> BackendUnavailableError:
+        """Record that the server does not answer (``exc`` says why) and return the error."""
+        reason = shorten(" ".join(str(exc).split()), 300)
+        with self._outage_lock:
+            outage = self._outage
+            if outage is None:
+                outage = self._outage = _Outage(since=time.time(), reason=reason, retry_at=0.0)
+                logger.warning("the Postgres server at %s cannot be reached: %s", self.server, reason)
+            outage.reason = reason
+            outage.retry_at = time.monotonic() + RETRY_INTERVAL_S
+            return self._unavailable(outage)
+
+    def _unavailable(self, outage: _Outage) -> BackendUnavailableError:
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(outage.since))
+        return BackendUnavailableError(
+            f"the Postgres server at {self.server} cannot be reached, since {since} "
+            f"({max(0.0, time.time() - outage.since):.0f} s ago). Calls fail at once while it is down and work "
+            f"again when it answers (it is tried again every {RETRY_INTERVAL_S:g} s); what was stored before is "
+            f"kept in the database. The last attempt to connect: {outage.reason}",
+            host=self.server, since=outage.since)
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:

@@ -27,6 +27,7 @@ from agent_memory.storage.journal import (
     statuses,
 )
 from agent_memory.storage.postgres.database import Database
+from agent_memory.storage.postgres.text import pg_text
 
 __all__ = ["PostgresJournal"]
 
@@ -105,7 +106,8 @@ class PostgresJournal(EventJournal):
             text = encode_payload(result) if result is not None else None
             conn.execute("UPDATE am_events SET status = %s, applied_at = %s, result = %s, error = %s, applied_by = %s "
                          "WHERE agent_id = %s AND id = %s",
-                         (status, time.time(), text, error, applied_by, self.agent_id, event_id))
+                         (status, time.time(), text, None if error is None else pg_text(error), applied_by,
+                          self.agent_id, event_id))
 
     def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[QueuedEvent]:
         where, params = _status(status)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import errors
 
-from agent_memory.errors import LockTimeoutError, StoreError
+from agent_memory.errors import AgentMemoryError, BackendUnavailableError, LockTimeoutError
 from agent_memory.storage.contracts import LockHolder
 from agent_memory.storage.postgres.database import Database, advisory_key
 
@@ -47,8 +47,10 @@ class PostgresLocks:
         wait = DEFAULT_LOCK_TIMEOUT_S if timeout_s is None else timeout_s
         key = self._key(name)
         try:
-            conn = self.database.pool.getconn()
-        except Exception as exc:  # noqa: BLE001 - PoolTimeout, a closed pool
+            conn = self.database.getconn()
+        except BackendUnavailableError:
+            raise
+        except AgentMemoryError as exc:  # every connection busy, a closed pool
             raise LockTimeoutError(f"no connection for the {name} lock of {self.agent_id!r}: {exc}") from exc
         try:
             try:
@@ -80,9 +82,9 @@ class PostgresLocks:
                 except psycopg.Error:
                     conn.close()  # a broken session holds nothing: the server dropped its locks
         except psycopg.Error as exc:
-            raise StoreError(f"the {name} lock of {self.agent_id!r}: {type(exc).__name__}: {exc}") from exc
+            raise self.database.error_for(exc, conn, f"the {name} lock of {self.agent_id!r}") from exc
         finally:
-            self.database.pool.putconn(conn)
+            self.database.putconn(conn)
 
     def probe(self, name: str) -> LockHolder | None:
         key = self._key(name)

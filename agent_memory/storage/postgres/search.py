@@ -35,6 +35,7 @@ from agent_memory.index.lexical import query_words, within_budget
 from agent_memory.index.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.postgres.database import EMBEDDING_DIMENSIONS, Database
+from agent_memory.storage.postgres.text import pg_text, pg_texts
 
 __all__ = ["EXACT_FALLBACK", "TEXT_SEARCH_CONFIG", "PostgresKeywordIndex", "PostgresVectorIndex", "criteria_sql"]
 
@@ -67,7 +68,8 @@ BM25_B = 0.75
 
 def criteria_sql(criteria: MemoryCriteria) -> tuple[str, list[Any]]:
     """``criteria``'s filters (type, source, tags, time range; not its text) as SQL conditions to
-    put after ``WHERE agent_id = %s``, and their parameters."""
+    put after ``WHERE agent_id = %s``, and their parameters (texts as the columns keep them:
+    :func:`~agent_memory.storage.postgres.text.pg_text`)."""
     clauses: list[str] = []
     params: list[Any] = []
     if criteria.type is not None:
@@ -75,10 +77,10 @@ def criteria_sql(criteria: MemoryCriteria) -> tuple[str, list[Any]]:
         params.append(criteria.type)
     if criteria.source is not None:
         clauses.append("source = %s")
-        params.append(criteria.source)
+        params.append(pg_text(criteria.source))
     if criteria.tags:
         clauses.append("tags @> %s")
-        params.append(list(criteria.tags))
+        params.append(pg_texts(criteria.tags))
     if criteria.since is not None:
         clauses.append("timestamp_s >= %s")
         params.append(criteria.since.timestamp())
@@ -102,8 +104,10 @@ _META = "item_id, chunk_index, start_char, header_chars, type, source, timestamp
 
 
 def _meta_row(agent_id: str, chunk: IndexChunk) -> tuple[Any, ...]:
+    """The chunk's columns, its texts as a ``text`` column can hold them (NUL replaced: a tool's
+    binary-ish output is indexed like any other text)."""
     return (agent_id, chunk.item_id, chunk.chunk_index, chunk.start_char, chunk.header_chars, chunk.type,
-            chunk.source, chunk.timestamp_s, list(chunk.tags), chunk.text)
+            pg_text(chunk.source), chunk.timestamp_s, pg_texts(chunk.tags), pg_text(chunk.text))
 
 
 class PostgresVectorIndex:
@@ -207,7 +211,10 @@ class PostgresVectorIndex:
                                    "AND chunk_index = %s", (self.agent_id, item_id, chunk_index)).fetchone()
         except StoreError as exc:
             raise VectorIndexError(f"vector index read failed: {exc}") from exc
-        return [float(x) for x in row[0]] if row is not None else None
+        if row is None:
+            return None
+        stored = row[0]  # a pgvector Vector (what register_vector reads a vector column as), or a plain array
+        return [float(x) for x in (stored.to_list() if hasattr(stored, "to_list") else stored)]
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
         where, params = criteria_sql(criteria)
@@ -257,7 +264,7 @@ class PostgresKeywordIndex:
         return f"PostgresKeywordIndex({self.agent_id!r})"
 
     def add(self, chunks: Sequence[IndexChunk]) -> None:
-        rows = [(*_meta_row(self.agent_id, chunk), chunk.text) for chunk in chunks]
+        rows = [(*_meta_row(self.agent_id, chunk), pg_text(chunk.text)) for chunk in chunks]
         for start in range(0, len(rows), ADD_BATCH):
             batch = rows[start : start + ADD_BATCH]
             keys = ([row[1] for row in batch], [row[2] for row in batch])
