@@ -78,6 +78,7 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_large_item.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_forget.py --data $(DATA)
+	$(OFFLINE) $(PY) benchmarks/bench_replay.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_hostile.py
 
 # chatml-function-calling: the format that shows the tools to the model (the model's own template

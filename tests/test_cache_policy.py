@@ -169,8 +169,8 @@ def test_a_swap_that_does_not_pay_is_not_made_and_one_that_pays_is(memory: Agent
 def test_a_prompt_under_the_cache_minimum_swaps_whenever_it_saves_tokens(memory: AgentMemory,
                                                                          prices: PriceModel) -> None:
     history = [Message(role="user", content="go")]
-    first = call_and_result(memory, history, "status", rows("status", 25))
-    history.append(Message(role="assistant", content="Noted. " * 60))  # a swap before it rewrites it
+    first = call_and_result(memory, history, "status", rows("status", 50))  # above inline_max_tokens
+    history.append(Message(role="assistant", content="Noted. " * 30))  # a swap before it rewrites it
     b = builder(memory, prices, start="first_call")
     sent(b, history)
     history.append(Message(role="user", content="next"))
@@ -219,25 +219,23 @@ def test_the_offer_from_the_first_call_is_priced() -> None:
 
 
 @HEADLINE
-def test_a_cached_first_prompt_gets_the_tools_and_the_result_just_shown_is_swapped_next(
+def test_a_cached_prompt_with_nothing_to_cite_gets_no_offer_one_rewritten_around_a_result_does(
         memory: AgentMemory, prices: PriceModel) -> None:
     own_tools, offer = 2_400, 310  # tau-bench's airline tools, retrieve_memory and its prompt section
     b = builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer)
     history = [Message(role="system", content="You are an airline agent."), Message(role="user", content="help")]
     sent(b, history)
-    assert b.citing and b.state.citing_since == 1  # offered before any result: nothing cached to rewrite
-    first = call_and_result(memory, history, "get_reservation", rows("reservation", 40))
+    assert not b.citing  # nothing the offer could pay back with: no bet on results to come
+    first = call_and_result(memory, history, "get_reservation", rows("reservation", 60))
+    b.rewritten()  # the history was rewritten (a compaction): the next prompt shares nothing cached
     assert memory.get(first).content in shown(sent(b, history), first, history)  # shown in full once
+    assert b.citing and b.state.citing_since == 2  # offered with the rewrite: no later start to pay for
     history.append(Message(role="assistant", content="Let me check the flight."))
-    second = call_and_result(memory, history, "get_flight", rows("flight", 40))
+    second = call_and_result(memory, history, "get_flight", rows("flight", 60))
     built = sent(b, history)
     # swapping the result at the end of the prompt rewrites only what follows it: it pays at once
     assert b.state.swapped == {first} and f'retrieve_memory(id="{first}")' in shown(built, first, history)
     assert memory.get(second).content in shown(built, second, history)
-    # the same agent on a prompt too short to cache gets no offer until citing saves tokens
-    small = builder(memory, prices, offer_cost_tokens=offer)
-    sent(small, [Message(role="user", content="help")])
-    assert not small.citing
 
 
 def test_always_cite_never_shows_a_result_in_full_whatever_the_price(memory: AgentMemory) -> None:

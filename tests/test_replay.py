@@ -29,7 +29,14 @@ from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_siz
 from agent_memory.replay.loaders import load_react_log, load_swe_agent
 from agent_memory.replay.pages import find_react_log
 from agent_memory.replay.report_plots import figure
-from agent_memory.replay.strategies import MASK_PLACEHOLDER, MASKING, NAIVE, parse_policy, parse_strategy
+from agent_memory.replay.strategies import (
+    MASK_PLACEHOLDER,
+    MASKING,
+    MASKING_RERUN,
+    NAIVE,
+    parse_policy,
+    parse_strategy,
+)
 from agent_memory.tokens import default_token_counter
 
 pytestmark = pytest.mark.data
@@ -162,11 +169,15 @@ def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: 
             citing += 1
             assert tokens_only.gross_total < naive.gross_total
         assert set(result.priced_curves["full_once"]) == {"claude-sonnet-4-6", "gpt-4o", "gpt-5"}
-        assert len(result.curves["full_once"].prompt_tokens) == result.calls == len(run.calls)
+        chosen = result.curves["full_once"]  # one entry per call, and one per simulated retrieve
+        assert len(chosen.prompt_tokens) == len(chosen.output_tokens) == result.calls + chosen.retrieves
+        assert result.calls == len(run.calls)
         assert len(result.citation_tokens) == result.results
     # a run too short to pay the offer back may send more than naive; together they send less
     assert [name for name, total in totals.items() if total > totals[NAIVE]] == [], totals
-    assert [name for name, total in totals.items() if name.startswith("full_once") and total >= totals[NAIVE]] == []
+    # results this small (tau-bench's 200-500 tokens) are not worth a citation under a price model:
+    # the default sends what naive sends; by tokens alone it cites and sends less
+    assert totals["tokens"] < totals[NAIVE]
     assert citing >= 2
 
 
@@ -392,7 +403,13 @@ def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) ->
     full_once = total["strategies"]["full_once"]  # cache-aware: replayed under each price model
     assert full_once["prompt_tokens"] == full_once["message_tokens"] + full_once["tool_tokens"]
     assert list(full_once["reduction_by_price_model"]) == [m["label"] for m in data["price_models"]]
-    assert all(change <= 0 for change in full_once["reduction_by_price_model"].values())
+    # what the runs' model went on to use: the same needs for every strategy; naive keeps them all
+    naive = total["strategies"][NAIVE]
+    assert naive["needed"] == full_once["needed"] > 0 and naive["kept"] == naive["needed"]
+    assert naive["retrieves"] == naive["lost"] == 0
+    for label, strategy in total["strategies"].items():  # every miss is retrieved (agent-memory) or lost
+        assert strategy["kept"] + strategy["lost"] + strategy["retrieves"] >= strategy["needed"], label
+    assert paths["savings_png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert total["roundtrip_ok"] == total["results"]
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| source |" in paths["md"].read_text(encoding="utf-8")
@@ -453,7 +470,7 @@ def test_report_leads_with_one_short_table_of_tokens_and_cost(tmp_path: Path) ->
     text = (write_report(report, tmp_path)["md"]).read_text(encoding="utf-8")
     tables = _tables(text)
     headline = tables[0]
-    assert headline == ["source", "naive tokens", "full_once tokens", "tokens saved",
+    assert headline == ["source", "naive tokens", "full_once tokens", "tokens saved", "used values kept (retrieves)",
                         "cost claude-sonnet-4-6", "cost gpt-4o", "cost gpt-5"]
     assert text.index("| source | naive tokens") < text.index("## Details")
     assert max(len(t) for t in tables) <= 9  # no 14-column table any more
@@ -495,10 +512,10 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [s["source"] for s in data["sources"]] == ["swe_agent", "tau_bench", "pages"]
     assert [s["own_tool_tokens"] > 0 for s in data["sources"]] == [False, True, True]
-    assert data["strategies"] == [NAIVE, MASKING, "full_once", "keep_last_3"]
+    assert data["strategies"] == [NAIVE, MASKING, MASKING_RERUN, "full_once", "keep_last_3"]
     assert "retrieve_memory" in result.output and "all three" in result.output
     assert data["total"]["runs"] == 4  # the assembled page session is left out of the total
-    assert "pages (ReAct turns, real pages)" in (out / "report.md").read_text(encoding="utf-8")
+    assert "pages (constructed: ReAct turns, real pages)" in (out / "report.md").read_text(encoding="utf-8")
     assert (out / "tokens.png").is_file() and (out / "report.md").is_file() and (out / "cost.png").is_file()
     assert [m["label"] for m in data["price_models"]] == ["claude-sonnet-4-6", "gpt-4o", "gpt-5"]
     for source in data["sources"]:

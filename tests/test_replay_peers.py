@@ -34,7 +34,7 @@ from agent_memory.replay.peers import (
     _langchain_messages,
     anthropic_clear_tool_uses,
 )
-from agent_memory.replay.strategies import MASKING, NAIVE
+from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE
 from agent_memory.tokens import default_token_counter
 
 COUNTER = default_token_counter()
@@ -243,7 +243,7 @@ def test_report_lists_every_peer_with_net_and_gross_tokens_and_cost(
                for run in (tau_run, swe_run)]
     labels = [peer.label for peer in DEFAULT_PEERS]
     for result in results:
-        assert list(result.curves) == [NAIVE, MASKING, PresentationPolicy().label, *labels]
+        assert list(result.curves) == [NAIVE, MASKING, MASKING_RERUN, PresentationPolicy().label, *labels]
         for label in labels:
             curve = result.curves[label]
             assert len(curve.prompt_tokens) == result.calls
@@ -292,7 +292,7 @@ def test_cli_replays_the_installed_peers_by_default_and_those_named(data_dir: Pa
                                 "--out", str(tmp_path / "named")])
     assert named.exit_code == 0, named.output
     data = json.loads((tmp_path / "named" / "report.json").read_text(encoding="utf-8"))
-    assert data["strategies"] == [NAIVE, MASKING, "full_once", "anthropic_clear_tool_uses_5k"]
+    assert data["strategies"] == [NAIVE, MASKING, MASKING_RERUN, "full_once", "anthropic_clear_tool_uses_5k"]
     assert list(data["peers"]) == ["anthropic_clear_tool_uses_5k"]
     unknown = runner.invoke(app, ["replay", str(traces), "--peer", "nope"])
     assert unknown.exit_code == 1 and "unknown peer" in unknown.output

@@ -144,7 +144,7 @@ def test_under_a_price_model_the_tools_list_changes_only_when_the_prompt_is_rewr
     manager.ingest_user_message("Compare the two reports.")
     first = assembler.prepare_request()
     names = [tool["function"]["name"] for tool in first.tools]
-    assert names == (["retrieve_memory"] if priced else [])  # a cached first prompt gets retrieve at once
+    assert names == []  # nothing to cite yet: no offer, priced or not (nothing for it to pay back with)
     _answer(assembler, first, "Looking.")
     manager.memory.store("A sub-agent's finding: revenue rose 4% in Q3.", tags=["sub-agent"])  # hidden from the prompt
     manager.ingest_user_message("And the other one?")

@@ -1,7 +1,9 @@
 """Citation: the compact stand-in for a result after its first showing (seed 002).
 
 A citation names the memory id, the type, the source (title / URL / tool), the size in tokens, the
-key content a compaction plugin extracted, and the exact memory-tool call that brings more back.
+key content a compaction plugin extracted, the result's key values (ids, dates, amounts: what models go
+on to use, :mod:`~agent_memory.presentation.key_values`), and the exact memory-tool call that
+brings more back.
 Its size follows the result's: BASELINES.md shows that on ordinary tool runs a citation longer
 than ~10% of the result it replaces saves less than simply dropping old results, so the key
 content gets ``key_share`` of the result's tokens, never more than the hard cap
@@ -10,6 +12,7 @@ content gets ``key_share`` of the result's tokens, never more than the hard cap
 
 from __future__ import annotations
 
+import json
 import logging
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
 from agent_memory.plugins import PluginRegistry
+from agent_memory.presentation.key_values import values_in
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["DEFAULT_CITATION_MAX_TOKENS", "DEFAULT_KEY_SHARE", "Citation", "CitationBuilder"]
@@ -73,6 +77,15 @@ class Citation(BaseModel):
         return f"{head}\n{self.key_content}" if self.key_content else head
 
 
+VALUES_LABEL = "values: "
+"""Starts the line of a citation that carries the result's key values."""
+
+VALUES_SHARE = 0.5
+"""Share of the key-content budget the key values may take when the result has some (the plugin's
+key content gets the rest): what a model goes on to use from a cited result is mostly its ids,
+dates and amounts (:mod:`~agent_memory.presentation.key_values`)."""
+
+
 class CitationBuilder:
     """Makes citations with the plugins of a registry.
 
@@ -109,6 +122,23 @@ class CitationBuilder:
         return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens,
                         retrieve_call=self.retrieve_call)
 
+    def _with_values(self, item: MemoryItem, key_content: str, budget: int) -> str:
+        """``key_content`` within ``budget`` tokens, followed by a line of the result's key values
+        it does not already show (as many as fit in :data:`VALUES_SHARE` of the budget, in order
+        of appearance)."""
+        text = item.content if isinstance(item.content, str) else json.dumps(item.content, ensure_ascii=False,
+                                                                              default=str)
+        shown = set(values_in(key_content))
+        values = [value for value in values_in(text) if value not in shown]
+        if not values:
+            return shorten(key_content, budget, counter=self.counter)
+        room = int(budget * VALUES_SHARE) if key_content else budget
+        line = VALUES_LABEL + " ".join(values)
+        if self.counter.count(line) > room:
+            line = shorten(line, room, counter=self.counter)
+        head = shorten(key_content, budget - self.counter.count(line) - 1, counter=self.counter) if key_content else ""
+        return f"{head}\n{line}" if head else line
+
     def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None) -> Citation:
         """A citation of ``item``, within ``max_tokens``.
 
@@ -125,7 +155,8 @@ class CitationBuilder:
         if key_content is None:
             chosen = self.registry.for_item(item)
             if chosen is None:
-                return base
+                key_content, plugin = self._with_values(item, "", budget), None
+                return base.model_copy(update={"key_content": key_content}) if key_content else base
             try:
                 key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
             except Exception as exc:  # noqa: BLE001 - a faulty plugin must not break the agent
@@ -135,7 +166,7 @@ class CitationBuilder:
                 logger.warning("compaction plugin %s gave %s for %s, citing by header", chosen.name,
                                type(key_content).__name__, item.id)
                 return base
-        key_content = shorten(key_content.strip(), budget, counter=self.counter)
+        key_content = self._with_values(item, key_content.strip(), budget)
         while key_content:  # the layout's separators and the "…" can add a token or two: shrink
             cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})
             over = self.counter.count(cited.render()) - self.max_tokens

@@ -85,6 +85,9 @@ class ResultView:
     cited: str
     """The citation's text."""
     cited_tokens: int
+    capped: bool = False
+    """``True`` when ``full`` is cut to the policy's cap (the citation and the head): the model
+    never sees the rest in a prompt."""
 
 
 @dataclass
@@ -259,9 +262,10 @@ class ContextBuilder:
         made = self.citations.cite(item)
         cited = (made.citation if isinstance(made, CitationOutcome) else made).render()
         cited_tokens = counter.count(cited)
+        capped_before = self.stats.capped_first_showings
         full, full_tokens = self._full(item, raw, raw_tokens, cited, cited_tokens)
         view = ResultView(raw=raw, raw_tokens=raw_tokens, full=full, full_tokens=full_tokens, cited=cited,
-                          cited_tokens=cited_tokens)
+                          cited_tokens=cited_tokens, capped=self.stats.capped_first_showings > capped_before)
         self._views[item_id] = view
         self.stats.citation_tokens.append(cited_tokens)
         return view
@@ -329,7 +333,8 @@ class ContextBuilder:
         not citing, else full or citation per policy; every other message is passed through
         unchanged. ``full_cap`` (tokens) caps the full showings of this call below the policy's
         cap (their citation and head, as any capped showing): what a caller does when even a
-        compaction leaves no room for a large fresh result; ``None``: the policy's cap.
+        compaction leaves no room for a large fresh result (citing starts then, if it had not:
+        a capped showing needs the memory tools); ``None``: the policy's cap.
         ``rewrite_from`` (a message index) says the prompt is rewritten from that message on
         anyway, whatever the builder does (0: all of it; a history that is not the continuation of
         the last prompt's, e.g. a compaction sizing its tail): every swap due there is made, as
@@ -354,6 +359,8 @@ class ContextBuilder:
             citing_since = call  # the memory tools go from the first call: nothing to weigh
         swapped = set(state.swapped)
         newly: list[str] = []
+        if citing_since is None and full_cap is not None and any(self.view(r).raw_tokens > full_cap for r in refs):
+            citing_since = call  # the prompt must fit: capped showings need the tools that read the rest
         if citing_since is None:
             started = self._start(history, refs, call, first_call, shared)
             if started is not None:
@@ -474,8 +481,11 @@ class ContextBuilder:
         ones to their citation) and the tools list, so it is one epoch from position 0: it must
         save more tokens than :attr:`offer_cost_tokens` and, under a price model, pay. Under a price
         model, a ``full_once`` prompt that shares nothing with the cache (the first, or one after a
-        rewrite) starts when :func:`~agent_memory.presentation.epochs.offer_from_first_call` says
-        the offer is cheaper then than any later start. Only ``full_once``: the offer pays back
+        rewrite) that already holds a result worth citing starts when
+        :func:`~agent_memory.presentation.epochs.offer_from_first_call` says the offer is cheaper
+        then than any later start; with no such result there is nothing for the offer to pay back
+        with (on tau-bench, whose results are small, the early offer alone cost +2.5% a run under
+        Sonnet). Only ``full_once``: the offer pays back
         through swaps that pay, and its swaps are of the result the last call showed (a rewrite of a
         few hundred tokens at the end of the prompt); ``keep_last_k`` swaps a result ``k`` results
         deep, which rarely pays at 0.1x cache reads, so an early offer would be paid for nothing."""
@@ -493,7 +503,7 @@ class ContextBuilder:
         rates = self.rates
         layout, added = (self._layout(history, set(refs), shared, citing=False, swapped=frozenset())
                          if rates is not None else (PromptLayout(), 0))
-        if (self.policy.kind == "full_once" and layout.total == 0
+        if (self.policy.kind == "full_once" and layout.total == 0 and any(self._worth_citing(ref) for ref in refs)
                 and offer_from_first_call(added, self.offer_cost_tokens, rates)):
             return cited  # nothing cached to rewrite: the offer now is cheaper than any later start
         decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,

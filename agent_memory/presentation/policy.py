@@ -18,14 +18,14 @@ back, and their definitions are sent with every call (BASELINES.md, "Net of tool
   prompt's prefix again and leave citations the model could not follow). By tokens alone no prompt is ever
   larger than the naive one: before, it *is* the naive one; after, the saving already exceeds the
   tools' cost and only grows. Under a price model, a prompt the provider caches that shares nothing
-  with the cache (the first one) may get the tools at once, before any result is due, when that is
-  cheaper than any later start would be (a later start rewrites the whole prompt;
+  with the cache (one after a rewrite of the history) and already holds a result worth citing may
+  get the tools at once, before that result is due, when that is cheaper than any later start would be (a later start rewrites the whole prompt;
   :func:`~agent_memory.presentation.epochs.offer_from_first_call`): each prompt is then at most the
   tools' tokens above the naive one until citing saves more.
 - ``first_call``: cite from the first call (the tools are offered from the first call).
 
 Results of at most ``inline_max_tokens`` tokens always stay in full: their citation would save too
-little to be worth a change of the prompt.
+little to pay for the retrieves it forces.
 
 Provider prompt caches reuse only an unchanged prefix, and every swap from full result to citation
 changes the prompt from that result on (and the start of citing changes the tools list and the
@@ -56,13 +56,24 @@ __all__ = [
     "PresentationPolicy",
 ]
 
-DEFAULT_FULL_RESULT_MAX_TOKENS = 4_000
-"""Cap of a result's first showing, in tokens; beyond it the first showing is the citation plus
-the head of the content (the same cap as a retrieve answer)."""
+DEFAULT_FULL_RESULT_MAX_TOKENS = 6_000
+"""Cap of a result's first showing, in tokens; beyond it the first showing is the citation (with
+the result's key values) plus the head of the content, and the model reads the rest with
+``retrieve_memory``. Chosen by cost after the retrieves the cap forces, on the replay's real runs
+(``agent-memory replay``; the report's "What the model later used"): a larger result shown whole
+once is written to the prompt cache at 1.25x for one call, while a retrieve is one more call over
+the whole (cached) prompt plus a page that stays in the history. On the smolagents and TapeAgents
+GAIA runs (pages up to 31k tokens) 4,000 cost least but left a fifth of the values the models went
+on to use to retrieves (TapeAgents: 30 of 39 kept); 6,000 keeps 43 of 43 and 37 of 39 at
+-26% and -39% against naive under Sonnet; 8,000 and 16,000 keep the same and save less."""
 
-DEFAULT_INLINE_MAX_TOKENS = 40
-"""Results of at most this many tokens are never cited: a header-only citation costs ~20-25
-tokens, so citing such a result saves under ~20 tokens and still changes the prompt."""
+DEFAULT_INLINE_MAX_TOKENS = 500
+"""Results of at most this many tokens are never cited. Citing one saves at most its size in each
+later prompt, read from the cache at a tenth of the input price (Anthropic, OpenAI's GPT-5),
+while a value the model then needs costs a retrieve: one more call over the whole prompt. On
+tau-bench (results of 200-500 tokens: user records, reservations) citing them made the models'
+prompts miss a quarter of the values they went on to use, and cost more than naive once those
+retrieves were priced."""
 
 DEFAULT_KEEP_LAST_K = 3
 """Results kept in full by ``keep_last_k``: 3, as Anthropic's context editing keeps 3 tool uses."""

@@ -23,7 +23,7 @@ from agent_memory.replay.pages import DEFAULT_MAX_PAGES
 __all__ = ["DEFAULT_REPLAY_OUT", "replay"]
 
 DEFAULT_REPLAY_OUT = Path("replay-report")
-"""Where ``replay`` writes report.md, report.json, tokens.png and cost.png when no ``--out`` is given."""
+"""Where ``replay`` writes report.md, report.json, tokens.png, cost.png and savings.png when no ``--out`` is given."""
 
 
 def _price_models(names: list[str]) -> list[PriceModel] | None:
@@ -79,7 +79,7 @@ def replay(
         "in every strategy's net figure. Repeat for several sources.",
     ),
     out: Path = typer.Option(
-        DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json, tokens.png and cost.png."
+        DEFAULT_REPLAY_OUT, "--out", help="Directory for report.md, report.json, tokens.png, cost.png and savings.png."
     ),
     price_models: list[str] = typer.Option(
         [], "--price-model",

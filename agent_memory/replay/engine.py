@@ -27,8 +27,15 @@ calls are billed under, as a user's agent knows its model: it is replayed once p
 (``price_models``), its cost under each model taken from the run that knew it
 (:attr:`RunResult.priced_curves`), its token figures from the run under the first.
 
-Not simulated: the retrieve calls a model might make to re-read a cited result (the traces were
-made by models that never needed to); each would add its answer to later prompts.
+What the model loses is priced as well (:mod:`~agent_memory.replay.used_values`): at each call,
+the values the run's model went on to write that only an earlier tool result held are *needed*,
+and each strategy's curve counts those its prompt kept. An agent-memory prompt that misses one is
+preceded by a **simulated retrieve**: one more LLM call over that prompt whose output is the
+``retrieve_memory`` calls (``around`` the value, or the page that holds it when the result's first
+showing was capped), answered by the real toolkit; the call and its answers stay in that
+strategy's history from then on, so every later prompt carries them. Masking and the peers lose
+what they cleared (:attr:`StrategyCurve.lost`); ``masking_keep_3+rerun`` is masking priced with a
+re-run of the original tool call instead.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
 from agent_memory.memory import AgentMemory
-from agent_memory.models.messages import Message
+from agent_memory.models.messages import Message, ToolCall
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
@@ -57,11 +64,13 @@ from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens, tool_toke
 from agent_memory.replay.loaders import ReplayRun, ResultHint
 from agent_memory.replay.peers import PeerStrategy
 from agent_memory.replay.react_check import react_query_check
+from agent_memory.replay.used_values import NeededValue, missing, needed_values
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
     MASK_PLACEHOLDER,
     MASKING,
     MASKING_KEEP,
+    MASKING_RERUN,
     NAIVE,
     ReplayStrategy,
     as_strategy,
@@ -115,6 +124,24 @@ class StrategyCurve:
     """Net tokens of each prompt a prefix cache could reuse (0 for the first call)."""
     citing_since: int | None = None
     """1-based call from which results were cited (agent-memory strategies), ``None``: never."""
+    output_tokens: list[int] = field(default_factory=list)
+    """Tokens each call produced (:attr:`RunResult.output_tokens`, and for a simulated retrieve
+    call its ``retrieve_memory`` calls), one per entry of :attr:`prompt_tokens`."""
+    needed: int = 0
+    """Values the run's calls used that only an earlier tool result held
+    (:mod:`~agent_memory.replay.used_values`)."""
+    kept: int = 0
+    """Of :attr:`needed`, those the strategy's prompt for the call still held."""
+    calls_missed: int = 0
+    """Calls whose prompt missed at least one needed value."""
+    retrieves: int = 0
+    """Simulated retrieve calls (agent-memory strategies: one extra LLM call before each call with a
+    miss, or a re-run of the original tool call for ``+rerun`` curves), included in every figure."""
+    retrieve_tokens: int = 0
+    """Tokens of the answers those calls brought into the history (counted in later prompts too)."""
+    lost: int = 0
+    """Needed values the prompt missed and nothing brought back (masking and the peers: the
+    content is gone)."""
 
     @property
     def total(self) -> int:
@@ -134,6 +161,12 @@ class StrategyCurve:
     @property
     def prefix_total(self) -> int:
         return sum(self.prefix_tokens)
+
+    def note(self, needed: int, missed: int) -> None:
+        """Count one call's needed values and how many its prompt missed."""
+        self.needed += needed
+        self.kept += needed - missed
+        self.calls_missed += 1 if missed else 0
 
     def record(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], previous: Any,
                count: Callable[[str], int]) -> Any:
@@ -292,56 +325,61 @@ def replay_run(
         if type(back) is type(entry["content"]) and back == entry["content"]:
             roundtrip_ok += 1
 
-    # 3. Every LLM call: build and count the prompt of each strategy, with its tools.
+    # 3. Every LLM call: build and count the prompt of each strategy, with its tools; a needed
+    #    value the prompt misses is retrieved first (agent-memory) or lost (masking, peers).
     chosen = [as_strategy(s) for s in strategies]
     models = list(headline_price_models() if price_models is None else price_models)
+    needed = needed_values(messages, known=[json.dumps(own_tools), *sorted(run.vocabulary)])
+    outputs = [message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls]
+    tracks: list[_AgentTrack] = []
     builders: dict[str, tuple[ContextBuilder, MemoryTools]] = {}
-    variants: list[tuple[str, PriceModel, ContextBuilder, MemoryTools]] = []  # under the 2nd, 3rd... model
     for strategy in chosen:
         toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
         retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
         cost, _ = offer_cost_tokens(toolkit, own_tools, count, MEMORY_PROMPT)
         # A cache-aware strategy knows the price model it is billed under: one run per model.
         priced = list(models) if strategy.policy.cache_aware and models else [None]
-        made = [ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=cost, prices=model,
-                               fixed_tokens=own_tokens,
-                               citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
-                for model in priced]
-        builders[strategy.label] = (made[0], toolkit)
-        variants += [(strategy.label, model, builder, toolkit) for model, builder in zip(models[1:], made[1:])]
-    labels = [NAIVE, MASKING, *builders, *(peer.label for peer in peers)]
+        for model in priced:
+            builder = ContextBuilder(memory, policy=strategy.policy, offer_cost_tokens=cost, prices=model,
+                                     fixed_tokens=own_tokens,
+                                     citations=CitationBuilder(registry, counter, retrieve_call=retrieve_call))
+            tracks.append(_AgentTrack(strategy.label, model.label if model is not None else None, builder, toolkit,
+                                      retrieve_call, StrategyCurve()))
+        builders.setdefault(strategy.label, (tracks[-len(priced)].builder, toolkit))
+    rerun = MASKING_RERUN
+    labels = [NAIVE, MASKING, rerun, *builders, *(peer.label for peer in peers)]
     if len(builders) != len(chosen) or len(set(labels)) != len(labels):
         raise ValueError("strategies must have distinct labels")
     curves = {label: StrategyCurve() for label in labels}
     previous: dict[str, Any] = dict.fromkeys(curves)
     priced_curves: dict[str, dict[str, StrategyCurve]] = {}
-    for label, model, _, _ in variants:
-        priced_curves.setdefault(label, {models[0].label: curves[label]})[model.label] = StrategyCurve()
-    previous_variant: dict[tuple[str, str], Any] = {}
+    for track in tracks:
+        if track.model is None or track.model == models[0].label:
+            curves[track.label] = track.curve
+        if track.model is not None and len(models) > 1:
+            priced_curves.setdefault(track.label, {})[track.model] = track.curve
     peer_prompts = {peer.label: peer.prompts(messages, run.calls, tools=own_tools, counter=counter) for peer in peers}
-    for call in run.calls:
-        prefix = messages[:call]
-        previous[NAIVE] = curves[NAIVE].record(prefix, own_tools, previous[NAIVE], count)
-        tools = [i for i in range(call) if messages[i].role == "tool"]
-        masked = set(tools[: max(0, len(tools) - MASKING_KEEP)])
-        masked_prompt = [
-            m.model_copy(update={"content": MASK_PLACEHOLDER}) if i in masked else m for i, m in enumerate(prefix)
-        ]
-        previous[MASKING] = curves[MASKING].record(masked_prompt, own_tools, previous[MASKING], count)
-        for label, (builder, toolkit) in builders.items():
-            built, sent = _agent_prompt(builder, toolkit, history[:call], own_tools)
-            previous[label] = curves[label].record(built, sent, previous[label], count)
-        for label, model, builder, toolkit in variants:
-            built, sent = _agent_prompt(builder, toolkit, history[:call], own_tools)
-            key = (label, model.label)
-            previous_variant[key] = priced_curves[label][model.label].record(built, sent, previous_variant.get(key),
-                                                                             count)
+    rerun_track = _RerunTrack(curves[rerun])
+    for n, call in enumerate(run.calls):
+        want = needed.get(call, [])
+
+        def sent(label: str, prompt: Sequence[Message]) -> None:
+            """Count a prompt of a strategy that cannot bring content back: what it misses is lost."""
+            lost = missing(prompt, want)
+            curves[label].note(len(want), len(lost))
+            curves[label].lost += len(lost)
+            previous[label] = curves[label].record(prompt, own_tools, previous[label], count)
+            curves[label].output_tokens.append(outputs[n])
+
+        sent(NAIVE, messages[:call])
+        sent(MASKING, _masked(messages[:call]))
+        rerun_track.call(messages, call, want, own_tools, outputs[n], count)
+        for track in tracks:
+            track.call(history, call, want, ref_of, own_tools, outputs[n], count)
         for label, prompts in peer_prompts.items():
-            previous[label] = curves[label].record(next(prompts), own_tools, previous[label], count)
-    for label, (builder, _) in builders.items():
-        curves[label].citing_since = builder.stats.citing_since
-    for label, model, builder, _ in variants:
-        priced_curves[label][model.label].citing_since = builder.stats.citing_since
+            sent(label, next(prompts))
+    for track in tracks:
+        track.curve.citing_since = track.builder.stats.citing_since
 
     first = next(iter(builders.values()), None)
     citation_tokens = [first[0].view(item_id).cited_tokens for item_id in ids] if first is not None else []
@@ -363,7 +401,7 @@ def replay_run(
         citation_tokens=citation_tokens,
         roundtrip_ok=roundtrip_ok,
         own_tool_tokens=own_tokens,
-        output_tokens=[message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls],
+        output_tokens=outputs,
         scripted=run.scripted,
         question=run.question,
         answer=run.answer,
@@ -384,6 +422,134 @@ def _agent_prompt(builder: ContextBuilder, toolkit: MemoryTools, history: Sequen
     if offered:
         built = with_memory_prompt(built, MEMORY_PROMPT)
     return built, own_tools + offered
+
+
+def _masked(prefix: Sequence[Message]) -> list[Message]:
+    """``prefix`` under observation masking: results older than the newest ``MASKING_KEEP``
+    replaced by :data:`MASK_PLACEHOLDER`."""
+    tools = [i for i, m in enumerate(prefix) if m.role == "tool"]
+    masked = set(tools[: max(0, len(tools) - MASKING_KEEP)])
+    return [m.model_copy(update={"content": MASK_PLACEHOLDER}) if i in masked else m for i, m in enumerate(prefix)]
+
+
+@dataclass
+class _AgentTrack:
+    """One agent-memory strategy under one price model: its builder and its own history, which is
+    the run's plus the simulated retrieves (each retrieve call and its answer stay in the history
+    from then on, as in an agent's)."""
+
+    label: str
+    model: str | None
+    builder: ContextBuilder
+    toolkit: MemoryTools
+    retrieve_call: str
+    curve: StrategyCurve
+    history: list[Message] = field(default_factory=list)
+    upto: int = 0
+    """How much of the run's history is in :attr:`history`."""
+    previous: Any = None
+
+    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue], ref_of: dict[int, str],
+             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
+        """Count the prompt (or, on a miss, the retrieve call and then the prompt) of the LLM call
+        that produced ``run_history[call]``."""
+        self.history.extend(run_history[self.upto:call])
+        self.upto = call
+        built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+        missed = missing(built, want)
+        self.curve.note(len(want), len(missed))
+        if missed:
+            asked, answers = self._retrieve(missed, ref_of)
+            self.previous = self.curve.record(built, sent, self.previous, count)
+            self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
+            self.curve.retrieves += 1
+            self.curve.retrieve_tokens += sum(message_tokens(answer, count) for answer in answers)
+            self.history += [asked, *answers]
+            built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+            self.curve.lost += len(missing(built, missed))
+        self.previous = self.curve.record(built, sent, self.previous, count)
+        self.curve.output_tokens.append(output)
+
+    def _retrieve(self, missed: Sequence[NeededValue], ref_of: dict[int, str]) -> tuple[Message, list[Message]]:
+        """The model's retrieve calls for ``missed`` (one assistant message, one call per result and
+        window: ``around`` the value, or the page that holds it when the result's first showing
+        was capped and the model never saw the rest) and their answers, from the real toolkit."""
+        calls: list[ToolCall] = []
+        answers: list[Message] = []
+        for needed in missed:
+            if any(_holds(answer.content, needed.value) for answer in answers):
+                continue
+            ref = ref_of[needed.result_index]
+            arguments: dict[str, Any] = {"id": ref, "around": needed.value}
+            if self.builder.view(ref).capped:
+                page = _page_holding(self.toolkit, self.retrieve_call, ref, needed.value)
+                if page is not None:
+                    arguments = {"id": ref, "page": page}
+            answer = self.toolkit.dispatch(self.retrieve_call, arguments)
+            call = ToolCall(id=f"sim_{self.upto}_{len(calls)}", name=self.retrieve_call,
+                            arguments=json.dumps(arguments, ensure_ascii=False))
+            calls.append(call)
+            answers.append(Message(role="tool", content=answer.content, tool_call_id=call.id, name=call.name))
+        return Message(role="assistant", content=None, tool_calls=tuple(calls)), answers
+
+
+def _holds(text: str | None, value: str) -> bool:
+    return not missing([Message(role="user", content=text or "")], [NeededValue(value, 0)])
+
+
+def _page_holding(toolkit: MemoryTools, tool: str, ref: str, value: str) -> int | None:
+    """The first page of ``retrieve_memory(id=ref, page=…)`` that holds ``value``; ``None``: none."""
+    page = 1
+    while True:
+        answer = toolkit.dispatch(tool, {"id": ref, "page": page})
+        if not answer.ok:
+            return None
+        if _holds(answer.content, value):
+            return page
+        pages = (answer.data or {}).get("pages")
+        if not isinstance(pages, int) or page >= pages:
+            return None
+        page += 1
+
+
+@dataclass
+class _RerunTrack:
+    """Observation masking that, when the prompt misses a needed value, makes one extra LLM call
+    that runs the original tool call again (its result, the newest, is then shown in full)."""
+
+    curve: StrategyCurve
+    history: list[Message] = field(default_factory=list)
+    upto: int = 0
+    previous: Any = None
+
+    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue],
+             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
+        self.history.extend(run_history[self.upto:call])
+        self.upto = call
+        prompt = _masked(self.history)
+        missed = missing(prompt, want)
+        self.curve.note(len(want), len(missed))
+        if missed:
+            calls_by_id = {c.id: c for m in run_history[:call] for c in m.tool_calls}
+            again: list[ToolCall] = []
+            results: list[Message] = []
+            for index in dict.fromkeys(needed.result_index for needed in missed):
+                result = run_history[index]
+                original = calls_by_id.get(result.tool_call_id or "")
+                call_id = f"rerun_{call}_{len(again)}"
+                again.append(ToolCall(id=call_id, name=original.name if original else (result.name or "tool"),
+                                      arguments=original.arguments if original else "{}"))
+                results.append(result.model_copy(update={"tool_call_id": call_id}))
+            asked = Message(role="assistant", content=None, tool_calls=tuple(again))
+            self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+            self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
+            self.curve.retrieves += 1
+            self.curve.retrieve_tokens += sum(message_tokens(result, count) for result in results)
+            self.history += [asked, *results]
+            prompt = _masked(self.history)
+            self.curve.lost += len(missing(prompt, missed))
+        self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+        self.curve.output_tokens.append(output)
 
 
 def _checkable_answer(answer: str) -> bool:

@@ -6,6 +6,16 @@
   ``trajectory`` (thought + action as the assistant message, observation as the tool result).
 - ReAct text logs (``.txt``): ``Question:`` then ``Thought n / Action n / Observation n`` blocks;
   each Observation is the tool result of the Action before it.
+- smolagents benchmark runs (``.jsonl``, one run per line with ``intermediate_steps``: the agent's
+  memory as chat messages with roles ``tool-call`` and ``tool-response``; the format of
+  https://github.com/huggingface/smolagents ``examples/smolagents_benchmark/run.py``).
+- TapeAgents tapes (``.json`` with ``metadata`` and ``steps``, https://github.com/ServiceNow/TapeAgents
+  ``tapeagents/core.py``): the steps of one ``prompt_id`` are one LLM call's output (its thoughts
+  the assistant text, its ``*_action`` steps the tool calls); observation steps are the tool
+  results, in the order of the actions; the question or task is the user message.
+
+A file in none of these shapes raises ``ValueError`` naming it: it is never replayed as an empty
+run.
 
 In every run an LLM call happens before each assistant message (for ReAct: before each Thought);
 its prompt is every message before it (BASELINES.md).
@@ -31,6 +41,8 @@ __all__ = [
     "limit_per_source",
     "load_openai_chat",
     "load_react_log",
+    "load_smolagents",
+    "load_tape",
     "load_swe_agent",
     "load_agent_tools",
     "load_traces",
@@ -78,6 +90,10 @@ class ReplayRun:
     """The agent's own tool definitions (OpenAI ``tools`` format), sent with every LLM call of
     the run; ``()`` when the agent had none or they are described in its prompt (SWE-agent,
     ReAct). Traces rarely carry them: :func:`with_agent_tools` adds them from a file."""
+    vocabulary: frozenset[str] = frozenset()
+    """Words the agent's framework defines rather than reads in a result (a tape's step kinds):
+    never counted as a value the model needed from a result
+    (:mod:`~agent_memory.replay.used_values`)."""
 
     @property
     def calls(self) -> list[int]:
@@ -277,6 +293,140 @@ def load_react_log(path: Path, *, source: str | None = None) -> list[ReplayRun]:
     return runs
 
 
+# -- smolagents benchmark runs --------------------------------------------------------------------
+def _parts_text(content: Any) -> str:
+    """The text of smolagents content parts (``[{"type": "text", "text": ...}]``) or a string."""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _smolagents_calls(text: str) -> tuple[ToolCall, ...]:
+    """The calls of a ``tool-call`` message: ``Calling tools:\n[{'id': ..., 'function': ...}]``
+    (a Python repr; arguments a dict or a string of code)."""
+    body = text.split("Calling tools:", 1)[-1].strip()
+    try:
+        raw = ast.literal_eval(body)
+    except (ValueError, SyntaxError):
+        return ()
+    return _tool_calls(raw if isinstance(raw, list) else [])
+
+
+def load_smolagents(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """Runs of a smolagents benchmark ``.jsonl`` file, one per line.
+
+    ``intermediate_steps`` become messages: ``system`` and ``user`` as they are; an ``assistant``
+    message (one LLM call) takes the calls of the ``tool-call`` message after it; a
+    ``tool-response`` is the tool result of that call (a response with no call pending, such as a
+    parsing error fed back, is a user message). Run ids name the agent type and the line
+    (``tool-calling-000``); :attr:`ReplayRun.question` is the task, :attr:`ReplayRun.answer` the
+    run's answer.
+
+    Raises:
+        ValueError: if a line is not JSON or has no ``intermediate_steps`` list.
+    """
+    path = Path(path)
+    source = source or path.parent.name
+    runs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {n + 1} is not JSON ({exc.msg})") from exc
+        steps = record.get("intermediate_steps") if isinstance(record, dict) else None
+        if not isinstance(steps, list):
+            raise ValueError(f"{path}: line {n + 1} has no intermediate_steps list (not a smolagents run)")
+        messages: list[Message] = []
+        pending: tuple[ToolCall, ...] = ()
+        for step in steps:
+            role, text = step.get("role"), _parts_text(step.get("content"))
+            if role in ("system", "user"):
+                messages.append(Message(role=role, content=text))
+            elif role == "assistant":
+                messages.append(Message(role="assistant", content=text))
+                pending = ()
+            elif role == "tool-call" and messages and messages[-1].role == "assistant":
+                pending = _smolagents_calls(text)
+                messages[-1] = messages[-1].model_copy(update={"tool_calls": pending})
+            elif role == "tool-response":
+                if pending:
+                    messages.append(Message(role="tool", content=text, tool_call_id=pending[0].id,
+                                            name=pending[0].name))
+                    pending = ()
+                else:
+                    messages.append(Message(role="user", content=text))
+        kind = str(record.get("agent_action_type") or "run")
+        answer = record.get("answer")
+        runs.append(ReplayRun(source=source, run_id=_safe_id(f"{kind}-{n:03d}"), messages=tuple(messages),
+                              question=record.get("question"), answer=None if answer is None else str(answer)))
+    return runs
+
+
+# -- TapeAgents tapes ------------------------------------------------------------------------------
+_TAPE_USER_KINDS = ("question", "task")
+
+
+def _step_json(step: dict[str, Any]) -> str:
+    """A tape step as the agent's prompt holds it: its JSON without ``metadata``."""
+    return json.dumps({key: value for key, value in step.items() if key != "metadata"}, ensure_ascii=False)
+
+
+def load_tape(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """The run of a TapeAgents tape (``{"metadata", "context", "steps"}``).
+
+    Consecutive steps with one non-empty ``metadata.prompt_id`` are one LLM call: one assistant
+    message whose text is the JSON of its non-action steps (thoughts, ``set_next_node``) and whose
+    tool calls are its ``*_action`` steps (name the kind, arguments the step's fields). Steps with
+    an empty ``prompt_id``: ``question`` and ``task`` are user messages; every other one is an
+    observation (search results, a page, a calculation, a failure), the tool result of the next
+    unanswered action, as its step JSON; an observation before any action (a browser agent's
+    first page) is user input, and user input steps in a row are one user message (the first
+    page and the task: what the agent starts from).
+
+    Raises:
+        ValueError: if the file is not a tape.
+    """
+    path = Path(path)
+    source = source or path.parent.name
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or "metadata" not in data:
+        raise ValueError(f"{path}: not a TapeAgents tape (an object with metadata and steps)")
+    messages: list[Message] = []
+    pending: list[ToolCall] = []
+    group: str | None = None
+    for n, step in enumerate(data["steps"]):
+        kind = str(step.get("kind", ""))
+        prompt_id = (step.get("metadata") or {}).get("prompt_id") or ""
+        if prompt_id:
+            if prompt_id != group:
+                messages.append(Message(role="assistant", content=""))
+                group = prompt_id
+            last = messages[-1]
+            if kind.endswith("_action"):
+                arguments = {k: v for k, v in step.items() if k not in ("metadata", "kind")}
+                call = ToolCall(id=f"step_{n}", name=kind, arguments=json.dumps(arguments, ensure_ascii=False))
+                pending.append(call)
+                messages[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
+            else:
+                text = f"{last.content}\n{_step_json(step)}" if last.content else _step_json(step)
+                messages[-1] = last.model_copy(update={"content": text})
+            continue
+        group = None
+        if kind not in _TAPE_USER_KINDS and pending:
+            call = pending.pop(0)
+            messages.append(Message(role="tool", content=_step_json(step), tool_call_id=call.id, name=call.name))
+        elif messages and messages[-1].role == "user":  # the environment's input before a call: one message
+            messages[-1] = messages[-1].model_copy(update={"content": f"{messages[-1].content}\n{_step_json(step)}"})
+        else:
+            messages.append(Message(role="user", content=_step_json(step)))
+    author = str((data.get("metadata") or {}).get("author") or "tape")
+    kinds = frozenset(str(step.get("kind", "")) for step in data["steps"]) - {""}
+    return [ReplayRun(source=source, run_id=_safe_id(f"{author}-{path.stem}"), messages=tuple(messages),
+                      vocabulary=kinds)]
+
+
 # -- dispatch -------------------------------------------------------------------------------------
 def _trace_files(paths: Iterable[Path]) -> Iterator[Path]:
     for path in paths:
@@ -291,48 +441,86 @@ def _trace_files(paths: Iterable[Path]) -> Iterator[Path]:
             raise FileNotFoundError(f"no trace file or directory at {path}")
 
 
-def load_trace_file(path: Path) -> list[ReplayRun]:
-    """Runs of one trace file, its format chosen by its ending (and, for ``.txt``, its text).
+def load_trace_file(path: Path, *, source: str | None = None) -> list[ReplayRun]:
+    """Runs of one trace file, its format chosen by its ending and its shape; ``source`` names
+    their source (``None``: the file's directory).
 
     Raises:
-        ValueError: if the file is not a format the loaders read.
+        ValueError: if the file is not a format the loaders read, or holds no LLM call.
     """
     path = Path(path)
     if path.suffix == ".traj":
-        return load_swe_agent(path)
-    if path.suffix in (".json", ".jsonl"):
-        if path.suffix == ".jsonl":
-            lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-            tmp = [{"messages": m} if isinstance(m, list) else m for m in lines]
-            return [
-                ReplayRun(source=path.parent.name, run_id=_safe_id(f"{path.stem}-{n:03d}"),
-                          messages=chat_messages(r.get("traj") or r.get("messages") or []))
-                for n, r in enumerate(tmp)
-            ]
-        return load_openai_chat(path)
+        return load_swe_agent(path, source=source)
+    if path.suffix == ".jsonl":
+        return _with_calls(path, _load_jsonl(path, source))
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
+        if isinstance(data, dict) and "steps" in data and "metadata" in data:
+            return _with_calls(path, load_tape(path, source=source))
+        return _with_calls(path, load_openai_chat(path, source=source))
     if path.suffix == ".txt":
         head = path.read_text(encoding="utf-8")[:20_000]
         if "Question:" in head and re.search(r"^Thought \d+:", head, re.M):
-            return load_react_log(path)
-    raise ValueError(f"{path}: not a trace format replay reads (OpenAI chat .json, SWE-agent .traj, ReAct .txt)")
+            return _with_calls(path, load_react_log(path, source=source))
+    raise ValueError(f"{path}: not a trace format replay reads ({FORMATS})")
+
+
+FORMATS = ("OpenAI chat .json or .jsonl, SWE-agent .traj, ReAct .txt, smolagents benchmark .jsonl, "
+           "TapeAgents tape .json")
+"""The formats :func:`load_trace_file` reads, as error messages name them."""
+
+
+def _load_jsonl(path: Path, source: str | None) -> list[ReplayRun]:
+    """A ``.jsonl`` of smolagents runs or of chat records (``messages`` / ``traj`` / a list)."""
+    first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()), "")
+    try:
+        head = json.loads(first) if first else None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: first line is not JSON ({exc.msg})") from exc
+    if isinstance(head, dict) and "intermediate_steps" in head:
+        return load_smolagents(path, source=source)
+    if not (isinstance(head, list) or (isinstance(head, dict) and ("messages" in head or "traj" in head))):
+        raise ValueError(f"{path}: not a trace format replay reads ({FORMATS})")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = [{"messages": m} if isinstance(m, list) else m for m in lines]
+    return [
+        ReplayRun(source=source or path.parent.name, run_id=_safe_id(f"{path.stem}-{n:03d}"),
+                  messages=chat_messages(r.get("traj") or r.get("messages") or []))
+        for n, r in enumerate(records)
+    ]
+
+
+def _with_calls(path: Path, runs: list[ReplayRun]) -> list[ReplayRun]:
+    """``runs``, or ``ValueError`` naming ``path`` when none has an LLM call (a shape misread)."""
+    if not any(run.calls for run in runs):
+        raise ValueError(f"{path}: no run with an LLM call (an assistant message) in it; formats read: {FORMATS}")
+    return runs
 
 
 def load_traces(paths: Iterable[Path | str]) -> list[ReplayRun]:
-    """Every run in these files and directories (directories recursively, sorted; files that are
-    not traces, such as licenses, skipped when found in a directory).
+    """Every run in these files and directories (directories recursively, sorted: files ending in
+    ``.json``, ``.jsonl``, ``.traj`` or ``.txt``; licenses skipped, and ``.txt`` files that are
+    not ReAct logs, such as notes). A run's source is the directory below the one given that
+    holds its file (``traces/tapeagents_gaia_workarena/workarena/x.json`` given ``traces``:
+    ``tapeagents_gaia_workarena``), else the file's directory.
 
     Raises:
         FileNotFoundError: if a path does not exist.
-        ValueError: if a file given by name is not a trace.
+        ValueError: if a trace file (any ``.json``, ``.jsonl`` or ``.traj``, or a ``.txt`` given
+            by name) is in no shape a loader reads, or holds no LLM call: the message names it.
     """
     runs: list[ReplayRun] = []
     for path in paths:
         path = Path(path)
         for file in _trace_files([path]):
+            parts = file.relative_to(path).parts if path.is_dir() else ()
             try:
-                runs.extend(load_trace_file(file))
+                runs.extend(load_trace_file(file, source=parts[0] if len(parts) > 1 else None))
             except ValueError:
-                if path.is_file():
+                if path.is_file() or file.suffix != ".txt":
                     raise
     return runs
 

@@ -45,7 +45,7 @@ TOTAL = "total"
 sources when every one is assembled. The page session's raw HTML would otherwise swamp the real
 traces' figures."""
 
-PAGES_SUFFIX = " (ReAct turns, real pages)"
+PAGES_SUFFIX = " (constructed: ReAct turns, real pages)"
 """After the name of an assembled source (the page session: real ReAct turns, real pages as the
 Search results; their pairing is not real) in tables and plots."""
 
@@ -104,6 +104,25 @@ class StrategySummary:
     reduction_by_price_model: dict[str, float] = field(default_factory=dict)
     """A cache-aware strategy replayed under several price models: the net token reduction of its
     run under each (the figures above are its run under the first); empty otherwise."""
+    needed: int = 0
+    """Values the runs' calls used that only an earlier tool result held
+    (:mod:`~agent_memory.replay.used_values`); the same for every strategy."""
+    kept: int = 0
+    """Of :attr:`needed`, those this strategy's prompt for the call held (before any retrieve)."""
+    calls_missed: int = 0
+    """Calls whose prompt missed at least one needed value."""
+    retrieves: int = 0
+    """Simulated retrieve calls (or tool re-runs, ``+rerun``) made for those misses: extra LLM
+    calls, priced in every figure above."""
+    retrieve_tokens: int = 0
+    """Tokens of what those calls brought into the history."""
+    lost: int = 0
+    """Needed values missed and never brought back (clearing strategies: the content is gone)."""
+
+    @property
+    def kept_share(self) -> float:
+        """kept / needed (1.0 when nothing was needed)."""
+        return self.kept / self.needed if self.needed else 1.0
 
 
 @dataclass
@@ -192,10 +211,13 @@ def _ratio(value: float, base: float) -> float:
 
 
 def curve_costs(curve: StrategyCurve, output_tokens: Sequence[int], model: PriceModel) -> list[Cost]:
-    """The cost of each call of one strategy's curve (oldest first): its net prompt, the prefix
-    equal to the previous prompt (:attr:`StrategyCurve.prefix_tokens`) and ``output_tokens`` (one
-    per call; when their number differs from the calls', output is counted as 0)."""
-    outputs = output_tokens if len(output_tokens) == len(curve.prompt_tokens) else [0] * len(curve.prompt_tokens)
+    """The cost of each call of one strategy's curve (oldest first), simulated retrieve calls
+    included: its net prompt, the prefix equal to the previous prompt
+    (:attr:`StrategyCurve.prefix_tokens`) and its output (the curve's own
+    :attr:`~StrategyCurve.output_tokens`, else ``output_tokens``, one per call; when neither has
+    one per call, output is counted as 0)."""
+    outputs = next((o for o in (curve.output_tokens, output_tokens) if len(o) == len(curve.prompt_tokens)),
+                   [0] * len(curve.prompt_tokens))
     return [
         model.cost(CallTokens(prompt_tokens=prompt, prefix_tokens=prefix, output_tokens=output))
         for prompt, prefix, output in zip(curve.prompt_tokens, curve.prefix_tokens, outputs)
@@ -265,9 +287,15 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
             prefix_tokens=prefix,
             prefix_share=round(prefix / tokens, 4) if tokens else 0.0,
             largest_prompt=max((c.largest for c in curves), default=0),
-            runs_citing=None if label in (NAIVE, MASKING) or label in peers
+            runs_citing=None if label in (NAIVE, MASKING) or label.startswith(MASKING) or label in peers
             else sum(c.citing_since is not None for c in curves),
             cost=dict((costs or {}).get(label, {})),
+            needed=sum(c.needed for c in curves),
+            kept=sum(c.kept for c in curves),
+            calls_missed=sum(c.calls_missed for c in curves),
+            retrieves=sum(c.retrieves for c in curves),
+            retrieve_tokens=sum(c.retrieve_tokens for c in curves),
+            lost=sum(c.lost for c in curves),
             reduction_by_price_model={
                 model: _ratio(sum(r.priced_curves[label][model].total for r in results), naive_net)
                 for model in dict.fromkeys(m for r in results for m in r.priced_curves.get(label, {}))

@@ -23,7 +23,7 @@ from agent_memory.replay.strategies import MASKING, NAIVE
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["figure", "write_report"]
+__all__ = ["figure", "savings_figure", "write_report"]
 
 
 def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, ylabel: str, title: str,
@@ -94,6 +94,44 @@ def figure(report: ReplayReport, kind: Literal["tokens", "cost"] = "tokens") -> 
                    title=f"Cumulative cost with prompt caching at {name} prices per source; legend: Σ and change against naive")
 
 
+def savings_figure(report: ReplayReport) -> Figure:
+    """The bar chart of ``savings.png``: per source (the constructed page session marked) and for
+    the real traces' total, the default strategy's cost change against naive under each price
+    model, simulated retrieves included; below 0 it saves money. Close it with
+    ``matplotlib.pyplot.close``.
+
+    Raises:
+        ValueError: for a report without prices.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not report.price_models:
+        raise ValueError("the report has no prices: summarize() with price models")
+    summaries = [*report.sources, report.total]
+    models = [(m["label"], m["name"]) for m in report.price_models]
+    width = 0.8 / len(models)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(summaries)), 4.6))
+    for n, (label, name) in enumerate(models):
+        changes = [s.strategies[report.default].cost[label].change * 100 for s in summaries]
+        xs = [i + (n - (len(models) - 1) / 2) * width for i in range(len(summaries))]
+        bars = ax.bar(xs, changes, width, label=name, color=f"C{n}")
+        ax.bar_label(bars, labels=[_pct(c / 100) for c in changes], fontsize=7, padding=2)
+    names = [("real traces" if s.source == "total" else s.source) + ("\n(constructed)" if s.scripted else "")
+             for s in summaries]
+    ax.set_xticks(range(len(summaries)), names, fontsize=8, rotation=15)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"cost change of {report.default} against naive, %")
+    ax.set_title(f"Does {report.default} save money? Cost change against naive with prompt caching, "
+                 "simulated retrieves included (below 0: cheaper)", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _save(fig: Figure, path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -102,8 +140,9 @@ def _save(fig: Figure, path: Path) -> None:
 
 
 def write_report(report: ReplayReport, out_dir: Path | str) -> dict[str, Path]:
-    """Write ``report.json``, ``report.md``, ``tokens.png`` and (when priced) ``cost.png`` into
-    ``out_dir`` (created); returns their paths by name (``json``, ``md``, ``png``, ``cost_png``)."""
+    """Write ``report.json``, ``report.md``, ``tokens.png`` and (when priced) ``cost.png`` and
+    ``savings.png`` into ``out_dir`` (created); returns their paths by name (``json``, ``md``,
+    ``png``, ``cost_png``, ``savings_png``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "report.json", "md": out / "report.md", "png": out / "tokens.png"}
@@ -113,4 +152,7 @@ def write_report(report: ReplayReport, out_dir: Path | str) -> dict[str, Path]:
     if report.cost_curves:
         paths["cost_png"] = out / "cost.png"
         _save(figure(report, "cost"), paths["cost_png"])
+    if report.price_models:
+        paths["savings_png"] = out / "savings.png"
+        _save(savings_figure(report), paths["savings_png"])
     return paths

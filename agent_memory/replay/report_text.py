@@ -2,7 +2,8 @@
 the terminal (:func:`rich_table`) and the memory tools' sizes in one line (:func:`tools_line`),
 all from a :class:`~agent_memory.replay.report.ReplayReport`.
 
-``report.md`` leads with one short table, the default strategy against naive per source (tokens
+``report.md`` leads with one sentence on the real traces only (the default's cost after its
+simulated retrieves, per price model, and the later-used values its prompts kept), then one short table, the default strategy against naive per source (tokens
 and cost under the headline price models); the details follow. Peer strategies
 (:mod:`~agent_memory.replay.peers`) are columns of the detail tables like every other strategy, each
 described in one line (what it is, at what settings, whether it is a re-implementation).
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_memory.replay.report import PAGES_SUFFIX, TOTAL, ReplayReport, SourceSummary
-from agent_memory.replay.strategies import MASKING, NAIVE
+from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE
 
 __all__ = ["markdown", "rich_table", "tools_line"]
 
@@ -42,7 +43,7 @@ def _name(summary: SourceSummary, report: ReplayReport) -> str:
 
 
 def _short(label: str) -> str:
-    return {NAIVE: "naive", MASKING: "mask3"}.get(label, label)
+    return {NAIVE: "naive", MASKING: "mask3", MASKING_RERUN: "mask3+rerun"}.get(label, label)
 
 
 def _model_names(report: ReplayReport) -> list[tuple[str, str]]:
@@ -53,13 +54,14 @@ def _model_names(report: ReplayReport) -> list[tuple[str, str]]:
 def _headline_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     """The short table: per source, the default against naive, tokens then cost per model."""
     default = report.default
-    headers = ["source", "naive tokens", f"{default} tokens", "tokens saved"]
+    headers = ["source", "naive tokens", f"{default} tokens", "tokens saved", "used values kept (retrieves)"]
     headers += [f"cost {label}" for label, _ in _model_names(report)]
     rows = []
     for summary in [*report.sources, report.total]:
         naive, chosen = summary.strategies[NAIVE], summary.strategies[default]
         row = [_name(summary, report), _k(naive.prompt_tokens), _k(chosen.prompt_tokens),
-               _pct(-chosen.reduction).removeprefix("+")]
+               _pct(-chosen.reduction).removeprefix("+"),
+               f"{chosen.kept:,}/{chosen.needed:,} ({chosen.retrieves:,})"]
         for label, _ in _model_names(report):
             before, after = naive.cost[label], chosen.cost[label]
             row.append(f"{_usd(before.total_usd)} → {_usd(after.total_usd)} ({_pct(after.change)})")
@@ -162,8 +164,7 @@ def tools_line(report: ReplayReport) -> str:
         f"{t['retrieve_memory']:,}, query_memory {t['query_memory']:,}; all three {t['all_three']:,} tokens; as one "
         f"`memory` tool {t['single_all']:,}. Offered by default: retrieve_memory alone (a tools list of "
         f"{t['offered_when_citing']:,} tokens) with the system-prompt section that teaches the memory "
-        f"({t.get('memory_prompt', 0):,} tokens), both counted in the net figures: from the first call when "
-        f"the first prompt is cached and that costs less than any later start, else from the call where "
+        f"({t.get('memory_prompt', 0):,} tokens), both counted in the net figures, from the call where "
         f"citing starts to pay."
     )
 
@@ -190,7 +191,62 @@ def _price_notes(report: ReplayReport) -> list[str]:
         "one in time), the 1-hour cache, Anthropic's limit of 4 breakpoints per request (and that a read shorter",
         "than the previous prompt needs a breakpoint placed there by an earlier call), OpenAI cache misses",
         "under load, batch, flex and priority rates, per-request fees; prompts above a model's context window",
-        "(the naive page session) are priced as if they were accepted; no retrieve call is simulated.",
+        "(the naive page session) are priced as if they were accepted. A simulated retrieve is priced as the",
+        "call it is: its prompt (the strategy's prompt before the real call), its output (the `retrieve_memory`",
+        "calls), and its answer in every later prompt.",
+        "",
+    ]
+
+
+def _lead_lines(report: ReplayReport) -> list[str]:
+    """The report's first sentence: on the real traces only, the default's cost against naive
+    under each price model, simulated retrieves included, and what its prompts kept."""
+    total = report.total.strategies.get(report.default)
+    if total is None or not report.price_models:
+        return []
+    real = [s for s in report.sources if not s.scripted]
+    changes = " / ".join(f"{_pct(total.cost[label].change)} under {name}" for label, name in _model_names(report)
+                         if label in total.cost)
+    return [
+        f"**On the {report.total.runs:,} real agent runs of {len(real)} sources, `{report.default}` costs {changes}"
+        f" against naive, its {total.retrieves:,} simulated retrieve calls included; its prompts kept"
+        f" {total.kept:,} of the {total.needed:,} values the runs' models went on to use from tool results"
+        f" ({total.kept_share * 100:.1f}%).** The constructed page session is not in these figures.",
+        "",
+    ]
+
+
+def _used_values_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
+    headers = ["source", "needed"] + [_short(label) for label in report.strategies[1:]]
+    rows = []
+    for summary in [*report.sources, report.total]:
+        st = summary.strategies
+        row = [_name(summary, report), f"{st[NAIVE].needed:,}"]
+        for label in report.strategies[1:]:
+            s = st[label]
+            paid = (f", {s.retrieves:,} retrieves" if s.retrieves else "") + (f", {s.lost:,} lost" if s.lost else "")
+            row.append(f"{s.kept_share * 100:.1f}% ({s.calls_missed:,} calls miss{paid})")
+        rows.append(row)
+    return headers, rows
+
+
+def _used_values_lines(report: ReplayReport) -> list[str]:
+    """What the model later used, kept in each strategy's prompts or paid for."""
+    return [
+        "## What the model later used: kept, retrieved, or lost",
+        "",
+        "At each LLM call, the values the run's real model wrote next (its text and the values of its tool-call",
+        "arguments: identifier-like tokens of 5+ characters with a digit, an underscore or an inner capital)",
+        "that occur in an earlier tool result and in no earlier system, user or assistant message, nor in the",
+        "agent's tool definitions, are *needed*. A strategy *keeps* one when the prompt it builds for that call",
+        "holds it. An agent-memory strategy whose prompt misses one makes a **simulated retrieve** first: one more",
+        "LLM call over the same prompt whose output is `retrieve_memory` (the cited result's id, `around` the",
+        "value; for a result whose first showing was capped, the page that holds it), answered by the real tool;",
+        "that call and its answer stay in the history from then on. Masking and the peers cannot get the",
+        "content back: their misses are *lost* (`masking_keep_3+rerun` prices re-running the tool instead).",
+        "Cells: share kept (calls whose prompt missed a value, then the retrieves made or values lost).",
+        "",
+        *_table(*_used_values_rows(report)),
         "",
     ]
 
@@ -252,6 +308,7 @@ def markdown(report: ReplayReport) -> str:
     """``report.md``: the headline table, then what was measured, the detail tables, notes."""
     default = report.default
     lines = ["# Replay report", ""]
+    lines += [*_lead_lines(report)]
     if report.price_models:
         headers, rows = _headline_rows(report)
         lines += [
@@ -264,7 +321,10 @@ def markdown(report: ReplayReport) -> str:
             "",
             *_tokens_by_model_lines(report),
             *_dearer_runs_lines(report),
+            "![cost change against naive per source and price model](savings.png)",
+            "",
         ]
+    lines += _used_values_lines(report)
     lines += [
         "## Details",
         "",
@@ -284,7 +344,9 @@ def markdown(report: ReplayReport) -> str:
         "`full_once+tokens` (the same deciding by tokens alone: citing starts as soon as it saves tokens, every",
         "due swap at once),",
         "`full_once+eager+all_tools` (citing from the first call, all three memory tools sent with every call),",
-        "`keep_last_3`. No retrieve call a model might make to re-read a cited result is simulated.",
+        "`keep_last_3`. Every figure of an agent-memory strategy includes its simulated retrieves (below), and",
+        "`masking_keep_3+rerun` is observation masking priced as if the model re-ran the tool call whose",
+        "result it had lost.",
         "",
         "A cache-aware strategy (all but `+tokens`) knows the price model its calls are billed under, as a",
         "user's agent knows its model: it is replayed once per price model, and its cost under each model is",

@@ -23,8 +23,10 @@ __all__ = [
     "DEFAULT_STRATEGIES",
     "MASKING",
     "MASKING_KEEP",
+    "MASKING_RERUN",
     "MASK_PLACEHOLDER",
     "NAIVE",
+    "RERUN_SUFFIX",
     "ReplayStrategy",
     "as_strategy",
     "parse_policy",
@@ -39,6 +41,13 @@ MASK_PLACEHOLDER = "[result cleared]"
 
 NAIVE = "naive"
 MASKING = f"masking_keep_{MASKING_KEEP}"
+
+RERUN_SUFFIX = "+rerun"
+"""Label suffix of a clearing strategy priced as if the model ran the original tool call again
+whenever its prompt misses a value it went on to use (:mod:`~agent_memory.replay.engine`)."""
+
+MASKING_RERUN = f"{MASKING}{RERUN_SUFFIX}"
+"""Observation masking, priced with a re-run of the tool call for each value it lost."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,35 @@
+"""Key values: the identifier-like tokens of a text that a model copies rather than words it writes.
+
+Reservation ids, flight numbers, dates, user ids, file and function names, amounts: tokens of at
+least :data:`MIN_VALUE_CHARS` characters with a digit, an underscore or an inner capital
+(``HAT170``, ``2024-05-16``, ``mia_li_3668``, ``getUserById``, ``1234.56``). A model that goes on to
+use a stored result mostly uses these (measured on the tau-bench, SWE-agent, smolagents and
+TapeAgents runs the replay reads): a citation carries them (:mod:`~agent_memory.presentation.citations`)
+and the replay counts which of them a prompt still shows (:mod:`agent_memory.replay.used_values`).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MIN_VALUE_CHARS", "values_in"]
+
+MIN_VALUE_CHARS = 5
+"""Shortest value, in characters: ids, flight numbers and dates are longer; ``2024`` or ``id_1``
+are too common to say where a model read them."""
+
+_TOKEN = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?")
+_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+
+
+def _is_value(token: str) -> bool:
+    return len(token) >= MIN_VALUE_CHARS and (
+        any(ch.isdigit() for ch in token) or "_" in token or _INNER_CAPITAL.search(token) is not None
+    )
+
+
+def values_in(text: str | None) -> list[str]:
+    """The key values of ``text`` (see the module docstring), each once, in order of appearance."""
+    if not text:
+        return []
+    return list(dict.fromkeys(token for token in _TOKEN.findall(text) if _is_value(token)))
