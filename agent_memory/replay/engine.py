@@ -64,7 +64,7 @@ from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens, tool_toke
 from agent_memory.replay.loaders import ReplayRun, ResultHint
 from agent_memory.replay.peers import PeerStrategy
 from agent_memory.replay.react_check import react_query_check
-from agent_memory.replay.used_values import NeededValue, missing, needed_values
+from agent_memory.replay.used_values import NeededValue, holds, missing, needed_values
 from agent_memory.replay.strategies import (
     DEFAULT_STRATEGIES,
     MASK_PLACEHOLDER,
@@ -477,7 +477,7 @@ class _AgentTrack:
         calls: list[ToolCall] = []
         answers: list[Message] = []
         for needed in missed:
-            if any(_holds(answer.content, needed.value) for answer in answers):
+            if any(holds(answer.content, needed.value) for answer in answers):
                 continue
             ref = ref_of[needed.result_index]
             arguments: dict[str, Any] = {"id": ref, "around": needed.value}
@@ -493,10 +493,6 @@ class _AgentTrack:
         return Message(role="assistant", content=None, tool_calls=tuple(calls)), answers
 
 
-def _holds(text: str | None, value: str) -> bool:
-    return not missing([Message(role="user", content=text or "")], [NeededValue(value, 0)])
-
-
 def _page_holding(toolkit: MemoryTools, tool: str, ref: str, value: str) -> int | None:
     """The first page of ``retrieve_memory(id=ref, page=…)`` that holds ``value``; ``None``: none."""
     page = 1
@@ -504,7 +500,7 @@ def _page_holding(toolkit: MemoryTools, tool: str, ref: str, value: str) -> int 
         answer = toolkit.dispatch(tool, {"id": ref, "page": page})
         if not answer.ok:
             return None
-        if _holds(answer.content, value):
+        if holds(answer.content, value):
             return page
         pages = (answer.data or {}).get("pages")
         if not isinstance(pages, int) or page >= pages:

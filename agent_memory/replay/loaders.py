@@ -167,8 +167,11 @@ def chat_messages(raw: Iterable[dict[str, Any]]) -> tuple[Message, ...]:
 def load_openai_chat(path: Path, *, source: str | None = None) -> list[ReplayRun]:
     """Runs of an OpenAI chat-format JSON file (see the module docstring for the shapes)."""
     path = Path(path)
-    source = source or path.parent.name
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return _chat_runs(json.loads(path.read_text(encoding="utf-8")), path, source or path.parent.name)
+
+
+def _chat_runs(data: Any, path: Path, source: str) -> list[ReplayRun]:
+    """:func:`load_openai_chat` of data already parsed from ``path``."""
     if isinstance(data, dict):
         data = [data] if "messages" in data or "traj" in data else []
     if data and all(isinstance(m, dict) and "role" in m for m in data):
@@ -326,18 +329,24 @@ def load_smolagents(path: Path, *, source: str | None = None) -> list[ReplayRun]
         ValueError: if a line is not JSON or has no ``intermediate_steps`` list.
     """
     path = Path(path)
-    source = source or path.parent.name
-    runs = []
+    records = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            records.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: line {n + 1} is not JSON ({exc.msg})") from exc
+    return _smolagents_runs(records, path, source or path.parent.name)
+
+
+def _smolagents_runs(records: list[Any], path: Path, source: str) -> list[ReplayRun]:
+    """:func:`load_smolagents` of the records already parsed from ``path`` (one per line)."""
+    runs = []
+    for n, record in enumerate(records):
         steps = record.get("intermediate_steps") if isinstance(record, dict) else None
         if not isinstance(steps, list):
-            raise ValueError(f"{path}: line {n + 1} has no intermediate_steps list (not a smolagents run)")
+            raise ValueError(f"{path}: run {n + 1} has no intermediate_steps list (not a smolagents run)")
         messages: list[Message] = []
         pending: tuple[ToolCall, ...] = ()
         for step in steps:
@@ -389,8 +398,11 @@ def load_tape(path: Path, *, source: str | None = None) -> list[ReplayRun]:
         ValueError: if the file is not a tape.
     """
     path = Path(path)
-    source = source or path.parent.name
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return _tape_runs(json.loads(path.read_text(encoding="utf-8")), path, source or path.parent.name)
+
+
+def _tape_runs(data: Any, path: Path, source: str) -> list[ReplayRun]:
+    """:func:`load_tape` of data already parsed from ``path``."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or "metadata" not in data:
         raise ValueError(f"{path}: not a TapeAgents tape (an object with metadata and steps)")
     messages: list[Message] = []
@@ -458,9 +470,10 @@ def load_trace_file(path: Path, *, source: str | None = None) -> list[ReplayRun]
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
+        name = source or path.parent.name
         if isinstance(data, dict) and "steps" in data and "metadata" in data:
-            return _with_calls(path, load_tape(path, source=source))
-        return _with_calls(path, load_openai_chat(path, source=source))
+            return _with_calls(path, _tape_runs(data, path, name))
+        return _with_calls(path, _chat_runs(data, path, name))
     if path.suffix == ".txt":
         head = path.read_text(encoding="utf-8")[:20_000]
         if "Question:" in head and re.search(r"^Thought \d+:", head, re.M):
@@ -475,16 +488,15 @@ FORMATS = ("OpenAI chat .json or .jsonl, SWE-agent .traj, ReAct .txt, smolagents
 
 def _load_jsonl(path: Path, source: str | None) -> list[ReplayRun]:
     """A ``.jsonl`` of smolagents runs or of chat records (``messages`` / ``traj`` / a list)."""
-    first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()), "")
     try:
-        head = json.loads(first) if first else None
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: first line is not JSON ({exc.msg})") from exc
+        raise ValueError(f"{path}: a line is not JSON ({exc.msg})") from exc
+    head = lines[0] if lines else None
     if isinstance(head, dict) and "intermediate_steps" in head:
-        return load_smolagents(path, source=source)
+        return _smolagents_runs(lines, path, source or path.parent.name)
     if not (isinstance(head, list) or (isinstance(head, dict) and ("messages" in head or "traj" in head))):
         raise ValueError(f"{path}: not a trace format replay reads ({FORMATS})")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = [{"messages": m} if isinstance(m, list) else m for m in lines]
     return [
         ReplayRun(source=source or path.parent.name, run_id=_safe_id(f"{path.stem}-{n:03d}"),

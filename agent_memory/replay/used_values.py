@@ -33,6 +33,7 @@ from agent_memory.presentation.key_values import MIN_VALUE_CHARS, values_in
 __all__ = [
     "MIN_VALUE_CHARS",
     "NeededValue",
+    "holds",
     "message_text",
     "missing",
     "needed_values",
@@ -91,6 +92,11 @@ def _pattern(value: str) -> re.Pattern[str]:
 
 def _occurs(pattern: re.Pattern[str], value: str, text: str) -> bool:
     return value in text and pattern.search(text) is not None
+
+
+def holds(text: str | None, value: str) -> bool:
+    """Whether ``text`` holds ``value`` as a whole token."""
+    return bool(text) and _occurs(_pattern(value), value, text or "")
 
 
 @dataclass(frozen=True, slots=True)
