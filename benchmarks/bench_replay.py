@@ -10,7 +10,8 @@ TapeAgents' GAIA and WorkArena tapes) with the default strategies and the instal
 three headline price models, exactly as ``make run`` does (without the page session, which is
 constructed, and without the kernel replay). Per source and strategy: the cost change against naive
 per price model, the values needed and kept (``agent_memory.replay.used_values``), the calls with a
-miss, the simulated retrieve calls (agent-memory) or tool re-runs (``masking_keep_3+rerun``), and the
+miss, the simulated retrieve calls (agent-memory) or tool re-runs (``masking_keep_3+rerun`` and each
+peer's ``+rerun``), and the
 values lost. Writes ``benchmarks/results/replay.json`` and prints the default's rows.
 """
 

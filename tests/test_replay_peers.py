@@ -34,7 +34,7 @@ from agent_memory.replay.peers import (
     _langchain_messages,
     anthropic_clear_tool_uses,
 )
-from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE
+from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE, RERUN_SUFFIX
 from agent_memory.tokens import default_token_counter
 
 COUNTER = default_token_counter()
@@ -243,18 +243,23 @@ def test_report_lists_every_peer_with_net_and_gross_tokens_and_cost(
                for run in (tau_run, swe_run)]
     labels = [peer.label for peer in DEFAULT_PEERS]
     for result in results:
-        assert list(result.curves) == [NAIVE, MASKING, MASKING_RERUN, PresentationPolicy().label, *labels]
+        assert list(result.curves) == [NAIVE, MASKING, MASKING_RERUN, PresentationPolicy().label,
+                                       *[name for label in labels for name in (label, label + RERUN_SUFFIX)]]
         for label in labels:
-            curve = result.curves[label]
+            curve, rerun = result.curves[label], result.curves[label + RERUN_SUFFIX]
             assert len(curve.prompt_tokens) == result.calls
             assert curve.tool_tokens == [result.own_tool_tokens] * result.calls  # the agent's own tools, unchanged
             assert curve.prompt_tokens == [m + t for m, t in zip(curve.message_tokens, curve.tool_tokens)]
             assert curve.gross_total <= result.curves[NAIVE].gross_total
+            # what the peer lost is paid for by re-running the tool: one more call per re-run
+            assert rerun.retrieves == 0 if curve.lost == 0 else rerun.retrieves > 0
+            assert len(rerun.prompt_tokens) == result.calls + rerun.retrieves
+            assert rerun.lost <= curve.lost and rerun.needed == curve.needed
     assert results[0].curves["anthropic_clear_tool_uses_5k"].gross_total < results[0].curves[NAIVE].gross_total
     report = summarize(results)
     paths = write_report(report, tmp_path / "out")
     data = json.loads(paths["json"].read_text(encoding="utf-8"))
-    assert list(data["peers"]) == labels
+    assert list(data["peers"]) == [name for label in labels for name in (label, label + RERUN_SUFFIX)]
     assert "re-implementation" in data["peers"]["anthropic_clear_tool_uses"]
     assert all("re-implementation" not in data["peers"][label] for label in labels[:3])
     assert "`langchain` package" in data["peers"]["langchain_clear_tool_uses"]
@@ -286,13 +291,15 @@ def test_cli_replays_the_installed_peers_by_default_and_those_named(data_dir: Pa
                                   "--no-react-check", "--out", str(tmp_path / "default")])
     assert default.exit_code == 0, default.output
     data = json.loads((tmp_path / "default" / "report.json").read_text(encoding="utf-8"))
-    assert data["strategies"][-len(DEFAULT_PEERS):] == [peer.label for peer in DEFAULT_PEERS]
+    assert data["strategies"][-2 * len(DEFAULT_PEERS):] == [
+        name for peer in DEFAULT_PEERS for name in (peer.label, peer.label + RERUN_SUFFIX)]
     named = runner.invoke(app, ["replay", str(traces), "--limit-runs", "1", "--agent-tools", tools, "--no-react-check",
                                 "--policy", "full_once", "--peer", "anthropic_clear_tool_uses_5k",
                                 "--out", str(tmp_path / "named")])
     assert named.exit_code == 0, named.output
     data = json.loads((tmp_path / "named" / "report.json").read_text(encoding="utf-8"))
-    assert data["strategies"] == [NAIVE, MASKING, MASKING_RERUN, "full_once", "anthropic_clear_tool_uses_5k"]
-    assert list(data["peers"]) == ["anthropic_clear_tool_uses_5k"]
+    assert data["strategies"] == [NAIVE, MASKING, MASKING_RERUN, "full_once", "anthropic_clear_tool_uses_5k",
+                                  "anthropic_clear_tool_uses_5k+rerun"]
+    assert list(data["peers"]) == ["anthropic_clear_tool_uses_5k", "anthropic_clear_tool_uses_5k+rerun"]
     unknown = runner.invoke(app, ["replay", str(traces), "--peer", "nope"])
     assert unknown.exit_code == 1 and "unknown peer" in unknown.output

@@ -15,7 +15,7 @@ from agent_memory.pricing import headline_price_models
 from agent_memory.replay.engine import replay_run
 from agent_memory.replay.loaders import ReplayRun, load_trace_file, load_traces
 from agent_memory.replay.report import curve_costs
-from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE, ReplayStrategy
+from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE, RERUN_SUFFIX, ReplayStrategy
 from agent_memory.replay.used_values import missing, needed_values, output_values, values_in
 
 
@@ -113,6 +113,34 @@ def test_masking_loses_what_it_cleared_and_the_rerun_pays_for_the_tool_call_agai
     assert len(rerun.prompt_tokens) == len(masked.prompt_tokens) + 1
     # the re-run's output is the original call, and its result is back in the next prompt
     assert rerun.output_tokens[-2] > 0 and rerun.prompt_tokens[-1] > masked.prompt_tokens[-1]
+
+
+def test_a_peer_loses_what_it_cleared_and_its_rerun_curve_pays_for_the_tool_call_again() -> None:
+    # LangChain's ClearToolUsesEdit, from the package, clearing all but the newest result from the
+    # first token: the re-run's result is then the newest, so the peer's own code keeps it
+    from agent_memory.replay.peers import LangChainClearToolUses
+
+    peer = LangChainClearToolUses(trigger=1, keep=1)
+    messages = [Message(role="user", content="Compare three bookings.")]
+    for n, code in enumerate(("QX7ZP2", "LQ940Q", "JG7FMM")):
+        messages += [_call(f"c{n}", "get_reservation_details", reservation_id=code),
+                     _result(f"c{n}", "get_reservation_details",
+                             json.dumps({"reservation_id": code, "flight_number": f"HAT{100 + n}"}))]
+    messages += [Message(role="assistant", content="The first one flies HAT100."),
+                 Message(role="user", content="And the last?"),
+                 Message(role="assistant", content="The last one flies HAT102.")]
+    run = ReplayRun(source="s", run_id="r", messages=tuple(messages))
+    result = replay_run(run, strategies=[], peers=[peer], price_models=[])
+    cleared, rerun = result.curves[peer.label], result.curves[peer.label + RERUN_SUFFIX]
+    assert result.peers[peer.label + RERUN_SUFFIX].startswith(result.peers[peer.label])
+    # HAT100 (result 1, cleared) is needed at call 4; HAT102 (the newest result) at call 5
+    assert (cleared.needed, cleared.kept, cleared.lost, cleared.retrieves) == (2, 1, 1, 0)
+    # the re-run brings HAT100 back as the newest result, so the peer's own code now clears
+    # result 3: the history grew by the re-run, and the next call needs a re-run of its own
+    assert (rerun.needed, rerun.kept, rerun.lost, rerun.retrieves) == (2, 0, 0, 2)
+    assert len(rerun.prompt_tokens) == len(cleared.prompt_tokens) + 2 == result.calls + 2
+    assert rerun.retrieve_tokens > 0 and rerun.output_tokens[3] > 0 and rerun.output_tokens[5] > 0
+    assert rerun.prompt_tokens[4] > cleared.prompt_tokens[3]  # the first re-run's call and result stay
 
 
 # -- the large-result sources ---------------------------------------------------------------------

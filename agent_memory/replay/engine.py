@@ -34,8 +34,11 @@ preceded by a **simulated retrieve**: one more LLM call over that prompt whose o
 ``retrieve_memory`` calls (``around`` the value, or the page that holds it when the result's first
 showing was capped), answered by the real toolkit; the call and its answers stay in that
 strategy's history from then on, so every later prompt carries them. Masking and the peers lose
-what they cleared (:attr:`StrategyCurve.lost`); ``masking_keep_3+rerun`` is masking priced with a
-re-run of the original tool call instead.
+what they cleared (:attr:`StrategyCurve.lost`); each is replayed a second time as ``<label>+rerun``
+(:data:`~agent_memory.replay.strategies.RERUN_SUFFIX`), priced with a re-run of the original tool
+call before each call whose prompt lost a needed value, the re-run and its result kept in that
+replay's history and edited by the strategy's own code from then on (a peer's prompts are built
+from a history that grows call by call: :meth:`~agent_memory.replay.peers.PeerStrategy.prompts`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +55,7 @@ from typing import Any
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError
+from agent_memory.ids import derived_memory_id
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.plugins import PluginRegistry
@@ -72,6 +76,7 @@ from agent_memory.replay.strategies import (
     MASKING_KEEP,
     MASKING_RERUN,
     NAIVE,
+    RERUN_SUFFIX,
     ReplayStrategy,
     as_strategy,
 )
@@ -307,7 +312,11 @@ def replay_run(
             args_by_call[tool_call.id] = tool_call.arguments
         if message.role == "tool":
             call_args = args_by_call.get(message.tool_call_id or "")
-            entries.append(_result_entry(message, run.hints.get(i), call_args))
+            entry = _result_entry(message, run.hints.get(i), call_args)
+            # ids derived from the run and position: citations (which quote the id) and every
+            # decision that counts their tokens come out the same on every replay
+            entry["item_id"] = derived_memory_id(f"replay:{run.source}/{run.run_id}/{i}")
+            entries.append(entry)
     ids = memory.store_many(entries) if entries else []
     ref_of = dict(zip(tool_positions, ids))
     history = [
@@ -346,38 +355,28 @@ def replay_run(
             tracks.append(_AgentTrack(strategy.label, model.label if model is not None else None, builder, toolkit,
                                       retrieve_call, StrategyCurve()))
         builders.setdefault(strategy.label, (tracks[-len(priced)].builder, toolkit))
-    rerun = MASKING_RERUN
-    labels = [NAIVE, MASKING, rerun, *builders, *(peer.label for peer in peers)]
+    clearing = [_ClearingTrack(NAIVE, _naive_prompts), _ClearingTrack(MASKING, _masking_prompts),
+                _ClearingTrack(MASKING_RERUN, _masking_prompts, rerun=True)]
+    for peer in peers:
+        prompts = _peer_prompts(peer, own_tools, counter)
+        clearing += [_ClearingTrack(peer.label, prompts), _ClearingTrack(peer.label + RERUN_SUFFIX, prompts, rerun=True)]
+    labels = [track.label for track in clearing[:3]] + list(builders) + [track.label for track in clearing[3:]]
     if len(builders) != len(chosen) or len(set(labels)) != len(labels):
         raise ValueError("strategies must have distinct labels")
-    curves = {label: StrategyCurve() for label in labels}
-    previous: dict[str, Any] = dict.fromkeys(curves)
+    curves = {track.label: track.curve for track in clearing}
     priced_curves: dict[str, dict[str, StrategyCurve]] = {}
     for track in tracks:
         if track.model is None or track.model == models[0].label:
             curves[track.label] = track.curve
         if track.model is not None and len(models) > 1:
             priced_curves.setdefault(track.label, {})[track.model] = track.curve
-    peer_prompts = {peer.label: peer.prompts(messages, run.calls, tools=own_tools, counter=counter) for peer in peers}
-    rerun_track = _RerunTrack(curves[rerun])
+    curves = {label: curves[label] for label in labels}
     for n, call in enumerate(run.calls):
         want = needed.get(call, [])
-
-        def sent(label: str, prompt: Sequence[Message]) -> None:
-            """Count a prompt of a strategy that cannot bring content back: what it misses is lost."""
-            lost = missing(prompt, want)
-            curves[label].note(len(want), len(lost))
-            curves[label].lost += len(lost)
-            previous[label] = curves[label].record(prompt, own_tools, previous[label], count)
-            curves[label].output_tokens.append(outputs[n])
-
-        sent(NAIVE, messages[:call])
-        sent(MASKING, _masked(messages[:call]))
-        rerun_track.call(messages, call, want, own_tools, outputs[n], count)
+        for clear in clearing:
+            clear.call(messages, call, want, own_tools, outputs[n], count)
         for track in tracks:
             track.call(history, call, want, ref_of, own_tools, outputs[n], count)
-        for label, prompts in peer_prompts.items():
-            sent(label, next(prompts))
     for track in tracks:
         track.curve.citing_since = track.builder.stats.citing_since
 
@@ -407,7 +406,10 @@ def replay_run(
         answer=run.answer,
         answer_observations=answer_observations,
         priced_curves=priced_curves,
-        peers={peer.label: peer.description for peer in peers},
+        peers={label: text for peer in peers for label, text in (
+            (peer.label, peer.description),
+            (peer.label + RERUN_SUFFIX, f"{peer.description}; priced with a re-run of the original tool call "
+                                        "before each call whose prompt lost a value the model went on to use"))},
     )
 
 
@@ -430,6 +432,92 @@ def _masked(prefix: Sequence[Message]) -> list[Message]:
     tools = [i for i, m in enumerate(prefix) if m.role == "tool"]
     masked = set(tools[: max(0, len(tools) - MASKING_KEEP)])
     return [m.model_copy(update={"content": MASK_PLACEHOLDER}) if i in masked else m for i, m in enumerate(prefix)]
+
+
+Prompter = Callable[[Sequence[Message], Sequence[int]], Iterator[list[Message]]]
+"""Prompts of a strategy that edits the history itself (the :meth:`PeerStrategy.prompts`
+contract): ``messages`` and ``calls`` grow between two prompts."""
+
+
+def _naive_prompts(messages: Sequence[Message], calls: Sequence[int]) -> Iterator[list[Message]]:
+    for call in calls:
+        yield list(messages[:call])
+
+
+def _masking_prompts(messages: Sequence[Message], calls: Sequence[int]) -> Iterator[list[Message]]:
+    for call in calls:
+        yield _masked(messages[:call])
+
+
+def _peer_prompts(peer: PeerStrategy, tools: list[dict[str, Any]], counter: TokenCounter) -> Prompter:
+    def prompts(messages: Sequence[Message], calls: Sequence[int]) -> Iterator[list[Message]]:
+        return peer.prompts(messages, calls, tools=tools, counter=counter)
+    return prompts
+
+
+@dataclass
+class _ClearingTrack:
+    """A strategy that cannot bring content back (naive, masking, a peer): each call's prompt is
+    built by its own code from a history that grows call by call. What the prompt misses of the
+    values the call needs is *lost*; with ``rerun``, the miss is paid for instead: one more LLM
+    call first, whose output runs the original tool calls again (same names and arguments), their
+    results (as the run recorded them) in the history from then on, as an agent would have them."""
+
+    label: str
+    prompter: Prompter
+    rerun: bool = False
+    curve: StrategyCurve = field(default_factory=StrategyCurve)
+    history: list[Message] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+    """Where in :attr:`history` each prompt so far ended (the prompter reads it as it grows)."""
+    upto: int = 0
+    """How much of the run's history is in :attr:`history`."""
+    previous: Any = None
+    prompts: Iterator[list[Message]] | None = None
+
+    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue],
+             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
+        """Count the prompt (or, on a miss with :attr:`rerun`, the re-run call and then the
+        prompt) of the LLM call that produced ``run_history[call]``."""
+        self.history.extend(run_history[self.upto:call])
+        self.upto = call
+        prompt = self._next()
+        missed = missing(prompt, want)
+        self.curve.note(len(want), len(missed))
+        if missed and self.rerun:
+            asked, results = _rerun(run_history, call, missed)
+            self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+            self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
+            self.curve.retrieves += 1
+            self.curve.retrieve_tokens += sum(message_tokens(result, count) for result in results)
+            self.history += [asked, *results]
+            prompt = self._next()
+            missed = missing(prompt, missed)
+        self.curve.lost += len(missed)
+        self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+        self.curve.output_tokens.append(output)
+
+    def _next(self) -> list[Message]:
+        self.calls.append(len(self.history))
+        if self.prompts is None:
+            self.prompts = self.prompter(self.history, self.calls)
+        return next(self.prompts)
+
+
+def _rerun(run_history: Sequence[Message], call: int, missed: Sequence[NeededValue]) -> tuple[Message, list[Message]]:
+    """The assistant message that runs again each tool call whose result held a value of
+    ``missed``, and the results (as recorded, under the new call ids)."""
+    calls_by_id = {c.id: c for m in run_history[:call] for c in m.tool_calls}
+    again: list[ToolCall] = []
+    results: list[Message] = []
+    for index in dict.fromkeys(needed.result_index for needed in missed):
+        result = run_history[index]
+        original = calls_by_id.get(result.tool_call_id or "")
+        call_id = f"rerun_{call}_{len(again)}"
+        again.append(ToolCall(id=call_id, name=original.name if original else (result.name or "tool"),
+                              arguments=original.arguments if original else "{}"))
+        results.append(result.model_copy(update={"tool_call_id": call_id}))
+    return Message(role="assistant", content=None, tool_calls=tuple(again)), results
 
 
 @dataclass
@@ -506,46 +594,6 @@ def _page_holding(toolkit: MemoryTools, tool: str, ref: str, value: str) -> int 
         if not isinstance(pages, int) or page >= pages:
             return None
         page += 1
-
-
-@dataclass
-class _RerunTrack:
-    """Observation masking that, when the prompt misses a needed value, makes one extra LLM call
-    that runs the original tool call again (its result, the newest, is then shown in full)."""
-
-    curve: StrategyCurve
-    history: list[Message] = field(default_factory=list)
-    upto: int = 0
-    previous: Any = None
-
-    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue],
-             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
-        self.history.extend(run_history[self.upto:call])
-        self.upto = call
-        prompt = _masked(self.history)
-        missed = missing(prompt, want)
-        self.curve.note(len(want), len(missed))
-        if missed:
-            calls_by_id = {c.id: c for m in run_history[:call] for c in m.tool_calls}
-            again: list[ToolCall] = []
-            results: list[Message] = []
-            for index in dict.fromkeys(needed.result_index for needed in missed):
-                result = run_history[index]
-                original = calls_by_id.get(result.tool_call_id or "")
-                call_id = f"rerun_{call}_{len(again)}"
-                again.append(ToolCall(id=call_id, name=original.name if original else (result.name or "tool"),
-                                      arguments=original.arguments if original else "{}"))
-                results.append(result.model_copy(update={"tool_call_id": call_id}))
-            asked = Message(role="assistant", content=None, tool_calls=tuple(again))
-            self.previous = self.curve.record(prompt, own_tools, self.previous, count)
-            self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
-            self.curve.retrieves += 1
-            self.curve.retrieve_tokens += sum(message_tokens(result, count) for result in results)
-            self.history += [asked, *results]
-            prompt = _masked(self.history)
-            self.curve.lost += len(missing(prompt, missed))
-        self.previous = self.curve.record(prompt, own_tools, self.previous, count)
-        self.curve.output_tokens.append(output)
 
 
 def _checkable_answer(answer: str) -> bool:

@@ -124,6 +124,11 @@ class PeerStrategy(Protocol):
         produced, results in full). ``tools``: the agent's own tool definitions sent with every
         call (OpenAI JSON); ``counter``: the token counter of the replay.
 
+        ``messages`` and ``calls`` are lists the replay extends between two prompts (the run's
+        next messages, and, when it prices a lost value as a tool re-run, the re-run call and its
+        results, which the original run never had): read ``messages[:call]`` only when ``call``
+        comes, and iterate ``calls`` itself. Messages already read never change.
+
         Raises:
             ConfigurationError: if the peer's package is not installed.
         """
@@ -195,6 +200,23 @@ def _langchain_messages(messages: Sequence[Message]) -> list[BaseMessage]:
         else:
             out.append(ToolMessage(content=text, tool_call_id=message.tool_call_id or "", name=message.name))
     return out
+
+
+class _Converted:
+    """:func:`_langchain_messages` of a history that grows, converted as far as asked, in the
+    stretches between LLM calls (a stretch starts at an assistant message and holds its results,
+    so that a text action's result finds its call); a message, once converted, is the same
+    object from then on (the edits are mapped back by identity)."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        self.out: list[BaseMessage] = []
+
+    def upto(self, end: int) -> list[BaseMessage]:
+        """The LangChain messages of ``messages[:end]``."""
+        if end > len(self.out):
+            self.out += _langchain_messages(self.messages[len(self.out):end])
+        return self.out
 
 
 def _edited(original: Message, before: BaseMessage, after: BaseMessage) -> Message:
@@ -282,7 +304,7 @@ class LangChainClearToolUses:
 
         middleware = ContextEditingMiddleware[Any, Any](edits=[ClearToolUsesEdit(**self._settings())])
         model = _replay_model()
-        converted = _langchain_messages(messages)
+        converted = _Converted(messages)
         lead = _leading_system(messages)
         system = SystemMessage(content="\n\n".join(m.content or "" for m in messages[:lead])) if lead else None
         sent: list[list[AnyMessage]] = []
@@ -292,7 +314,7 @@ class LangChainClearToolUses:
             return ModelResponse(result=[AIMessage(content="")])
 
         for call in calls:
-            before = cast("list[AnyMessage]", converted[lead:call])
+            before = cast("list[AnyMessage]", converted.upto(call)[lead:call])
             request: ModelRequest[Any] = ModelRequest(model=model, messages=before, system_message=system,
                                                       tools=list(tools))
             middleware.wrap_model_call(request, handler)
@@ -348,15 +370,17 @@ class LangChainSummarization:
         middleware = SummarizationMiddleware[Any, Any](
             _replay_model(), trigger=("tokens", self.trigger_tokens), keep=("messages", self.keep_messages),
             summarizer=summarize)
-        converted = _langchain_messages(messages)
+        converted = _Converted(messages)
         # by object id; the object is held too, so that no id is reused by a later summary message
-        back: dict[int, tuple[BaseMessage, Message]] = {id(lc): (lc, m) for lc, m in zip(converted, messages)}
+        back: dict[int, tuple[BaseMessage, Message]] = {}
         lead = _leading_system(messages)
         state: list[AnyMessage] = []
         seen = lead
         runtime: Runtime[Any] = Runtime()
         for call in calls:
-            state.extend(cast("list[AnyMessage]", converted[seen:call]))
+            fresh = converted.upto(call)[seen:call]
+            back.update({id(lc): (lc, m) for lc, m in zip(fresh, messages[seen:call])})
+            state.extend(cast("list[AnyMessage]", fresh))
             seen = call
             update = middleware.before_model({"messages": state}, runtime)
             if update is not None:

@@ -14,11 +14,11 @@ import math
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent_memory.replay.report import PAGES_SUFFIX, ReplayReport, StrategySummary
 from agent_memory.replay.report_text import _k, _pct, _usd, markdown
-from agent_memory.replay.strategies import MASKING, NAIVE
+from agent_memory.replay.strategies import MASKING, NAIVE, RERUN_SUFFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -40,7 +40,13 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
     cols = min(2, len(names))
     rows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.8 * cols, 4.4 * rows), squeeze=False)
-    colours = {label: f"C{n}" for n, label in enumerate(report.strategies)}
+    # a ``+rerun`` curve takes its strategy's colour, drawn thin: the same strategy, priced with re-runs
+    bases = [label for label in report.strategies if label.removesuffix(RERUN_SUFFIX) == label
+             or label.removesuffix(RERUN_SUFFIX) not in report.strategies]
+    palette = plt.get_cmap("tab20" if len(bases) > 10 else "tab10")
+    colours: dict[str, Any] = {label: palette(n) for n, label in enumerate(bases)}
+    for label in report.strategies:
+        colours.setdefault(label, colours.get(label.removesuffix(RERUN_SUFFIX), "grey"))
     summaries = {s.source: s for s in report.sources}
     for ax, name in zip(axes.flat, names):
         floor = math.inf
@@ -52,10 +58,11 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
             chosen = label == report.default
             summary = summaries[name].strategies.get(label) if name in summaries else None
             versus = f", {_pct(change(summary))}" if summary is not None and label != NAIVE else ""
-            style = "--" if label == MASKING else ":" if label == NAIVE else "-." if label in report.peers else "-"
+            base = label.removesuffix(RERUN_SUFFIX)
+            style = "--" if base == MASKING else ":" if label == NAIVE else "-." if label in report.peers else "-"
             ax.plot(range(1, len(cumulative) + 1), cumulative, style, color="black" if chosen else colours[label],
                     label=f"{label}{' (default)' if chosen else ''}: {total(cumulative[-1])}{versus}",
-                    linewidth=2.4 if chosen else 1.4, zorder=3 if chosen else 2)
+                    linewidth=2.4 if chosen else 0.8 if base != label else 1.4, zorder=3 if chosen else 2)
         scripted = next((s.scripted for s in report.sources if s.source == name), False)
         ax.set_title(name + (PAGES_SUFFIX if scripted else ""), fontsize=10)
         ax.set_yscale("log")
@@ -64,7 +71,7 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
         ax.set_xlabel("LLM call (runs one after another)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=6 if len(report.strategies) > 10 else 8, loc="lower right")
     for ax in list(axes.flat)[len(names):]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=11)

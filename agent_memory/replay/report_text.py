@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_memory.replay.report import PAGES_SUFFIX, TOTAL, ReplayReport, SourceSummary
-from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE
+from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE, RERUN_SUFFIX
 
 __all__ = ["markdown", "rich_table", "tools_line"]
 
@@ -217,15 +217,23 @@ def _lead_lines(report: ReplayReport) -> list[str]:
 
 
 def _used_values_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
-    headers = ["source", "needed"] + [_short(label) for label in report.strategies[1:]]
+    """One column per strategy; a ``+rerun`` curve shares its strategy's column (its re-runs)."""
+    reruns = {label for label in report.strategies if label.endswith(RERUN_SUFFIX)
+              and label.removesuffix(RERUN_SUFFIX) in report.strategies}
+    columns = [label for label in report.strategies[1:] if label not in reruns]
+    headers = ["source", "needed"] + [_short(label) for label in columns]
     rows = []
     for summary in [*report.sources, report.total]:
         st = summary.strategies
         row = [_name(summary, report), f"{st[NAIVE].needed:,}"]
-        for label in report.strategies[1:]:
+        for label in columns:
             s = st[label]
             paid = (f", {s.retrieves:,} retrieves" if s.retrieves else "") + (f", {s.lost:,} lost" if s.lost else "")
-            row.append(f"{s.kept_share * 100:.1f}% ({s.calls_missed:,} calls miss{paid})")
+            cell = f"{s.kept_share * 100:.1f}% ({s.calls_missed:,} calls miss{paid})"
+            again = st.get(label + RERUN_SUFFIX) if label + RERUN_SUFFIX in reruns else None
+            if again is not None and again.retrieves:
+                cell += f"; +rerun: {again.retrieves:,} re-runs" + (f", {again.lost:,} lost" if again.lost else "")
+            row.append(cell)
         rows.append(row)
     return headers, rows
 
@@ -243,8 +251,12 @@ def _used_values_lines(report: ReplayReport) -> list[str]:
         "LLM call over the same prompt whose output is `retrieve_memory` (the cited result's id, `around` the",
         "value; for a result whose first showing was capped, the page that holds it), answered by the real tool;",
         "that call and its answer stay in the history from then on. Masking and the peers cannot get the",
-        "content back: their misses are *lost* (`masking_keep_3+rerun` prices re-running the tool instead).",
-        "Cells: share kept (calls whose prompt missed a value, then the retrieves made or values lost).",
+        "content back: their misses are *lost*. As a second figure, each of them is replayed again as",
+        "`<label>+rerun`: a call whose prompt lost a needed value is preceded by one more LLM call that runs",
+        "the original tool calls again (the re-run and its result stay in the history, edited by the",
+        "strategy's own code from then on), priced like any call in the cost tables.",
+        "Cells: share kept (calls whose prompt missed a value, then the retrieves made or values lost;",
+        "then the `+rerun` replay's re-runs and what even they did not bring back).",
         "",
         *_table(*_used_values_rows(report)),
         "",
@@ -345,8 +357,8 @@ def markdown(report: ReplayReport) -> str:
         "due swap at once),",
         "`full_once+eager+all_tools` (citing from the first call, all three memory tools sent with every call),",
         "`keep_last_3`. Every figure of an agent-memory strategy includes its simulated retrieves (below), and",
-        "`masking_keep_3+rerun` is observation masking priced as if the model re-ran the tool call whose",
-        "result it had lost.",
+        "every `+rerun` label (masking's and each peer's) is that strategy priced as if the model re-ran the",
+        "tool call whose result it had lost.",
         "",
         "A cache-aware strategy (all but `+tokens`) knows the price model its calls are billed under, as a",
         "user's agent knows its model: it is replayed once per price model, and its cost under each model is",
