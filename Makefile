@@ -27,8 +27,9 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 .PHONY: venv run test bench clean local-llm postgres postgres-stop
 
-# AutoByteus (the framework seed 000 comes from), for the test that its reader and ours read each
-# other's files: a venv of its own, since its dependencies are not ours (~80 s once).
+# AutoByteus (github.com/AutoByteus/autobyteus, whose trace memory the kernel follows), for the test
+# that its reader and ours read each other's files: a venv of its own, since its dependencies are
+# not ours (~80 s once).
 AB_VENV  := .venv-autobyteus
 AB_PIN   := autobyteus==1.4.4
 AB_STAMP := $(AB_VENV)/.installed

@@ -1,8 +1,9 @@
 """Compact Memory (``compact_memory``): the agent compacts its conversation at a task break.
 
 Offered only while the conversation is under memory pressure (the soft threshold of the token
-budget, seed 003: "AI can compact at task break"). The call only *requests* the compaction: the
-memory manager runs it before the next LLM call, so the current step's messages stay as they are.
+budget, as in team9's agent framework, github.com/team9ai/team9, apps/server/libs/agent-framework/
+at b753b7c0: "AI can compact at task break"). The call only *requests* the compaction: the memory
+manager runs it before the next LLM call, so the current step's messages stay as they are.
 """
 
 from __future__ import annotations

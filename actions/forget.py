@@ -1,5 +1,6 @@
-"""Forget Memory (``forget_memory``): the agent removes a stored item for good (seed 003
-``MEMORY_FORGET``): a wrong page, a secret pasted by mistake, a result that misleads.
+"""Forget Memory (``forget_memory``): the agent removes a stored item for good (team9's
+``MEMORY_FORGET``, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0): a wrong
+page, a secret pasted by mistake, a result that misleads.
 
 With the conversation's :class:`~agent_memory.kernel.manager.MemoryManager` the item also leaves
 the conversation (its trace previews are redacted and every prompt shows a "forgotten" note in its

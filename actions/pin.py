@@ -1,5 +1,6 @@
-"""Pin Memory (``pin_memory``): the agent marks an item or a fact as critical (seed 003
-``MEMORY_MARK_CRITICAL``) so that it survives every compaction of the conversation verbatim.
+"""Pin Memory (``pin_memory``): the agent marks an item or a fact as critical (team9's
+``MEMORY_MARK_CRITICAL``, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0)
+so that it survives every compaction of the conversation verbatim.
 
 A pinned item is shown (cut to ~1,000 tokens) and a pinned fact word for word in every Compaction
 Snapshot (:class:`~agent_memory.kernel.snapshot_builder.CompactionSnapshotBuilder`). Pins live in

@@ -87,7 +87,7 @@ class QueryMemoryAction(MemoryAction[QueryMemoryArguments]):
     shows the cosine similarity of its best chunk when the dense search found it. Finding nothing
     is not an error: the result is ``ok`` and suggests a broader search. (The library's
     ``AgentMemory.query`` also filters by type, source and time; the tool keeps to what a model
-    needs, STYLE.md 16.)"""
+    needs: every token of its schema is paid on every call.)"""
 
     name = "query_memory"
     title = "Query Memory"

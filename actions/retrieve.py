@@ -1,7 +1,7 @@
 """Retrieve from Memory (``retrieve_memory``): the model reads a stored item back, shaped and capped.
 
-The tool's arguments are few on purpose (every token of a tool schema is paid on every call,
-STYLE.md 16): which part to read is said by *one* of ``around`` (an excerpt around a term),
+The tool's arguments are few on purpose (every token of a tool schema is paid on every
+call): which part to read is said by *one* of ``around`` (an excerpt around a term),
 ``lines`` (a Python slice of lines), ``pattern`` (the lines a regular expression matches) or
 ``summary``; none of them reads the whole item. They map onto the transform models of
 :mod:`agent_memory.models.items` (``excerpt``, ``first_n`` / ``last_n``, ``filtered``, ``summary``,

@@ -21,6 +21,7 @@ tree, ``agent_memory.observers`` for every notice,
 backends' conformance suite in ``agent_memory.testing``.
 """
 
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
 from agent_memory.agent.config import AgentConfig, MemoryMode
@@ -52,8 +53,12 @@ from agent_memory.presentation.offer import OfferState, load_toolkit
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import Cost, PriceModel
 
-__version__ = _version("agent-memory")
-"""This release (from the installed package's metadata)."""
+try:
+    __version__ = _version("agent-memory")
+except _PackageNotFoundError:  # a source checkout on sys.path that was never installed
+    __version__ = "0+unknown"
+"""This release (from the installed package's metadata); ``"0+unknown"`` when no metadata is
+installed (a source checkout put on ``sys.path``)."""
 
 __all__ = [
     "AgentConfig",

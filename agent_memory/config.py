@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 DEFAULT_MEMORY_DIR = Path("memory")
-"""Base directory when neither an argument nor ``AGENT_MEMORY_DIR`` names one (DESIGN.md)."""
+"""Base directory when neither an argument nor ``AGENT_MEMORY_DIR`` names one: ``memory`` under
+the working directory, as AutoByteus' ``<cwd>/memory``."""
 
 DEFAULT_RETRIEVE_MAX_TOKENS = 4_000
 """Cap of one retrieve answer, in o200k tokens (issue #2: "capped, default 4,000")."""
@@ -147,12 +148,12 @@ class MemoryConfig(BaseModel):
     """Text beyond this many characters of one item is not indexed (it is still stored and
     retrievable). Bounds the indexing time of a pathological item."""
     max_embedded_chars: int = Field(default=100_000, ge=1_000)
-    """With ``hybrid_search``, the chunks of one item that start past this many characters of
-    its text are indexed for keyword search only, not embedded (without it, all text up to
-    ``max_index_chars`` is embedded). Bounds the time ``store`` spends embedding: one 800 KB
-    item of real text took 65.5 s embedded whole and 7.7 s with this default on 2 cores
-    (benchmarks/bench_large_item.py); every page of ``../shared/data/webpages`` (at most
-    44,529 characters of main text) is embedded whole."""
+    """With ``hybrid_search``, the chunks of one item that start past this many characters of its
+    text are indexed for keyword search only, not embedded (without it, all text up to
+    ``max_index_chars`` is embedded). Bounds the time ``store`` spends embedding: one 800 KB item of
+    real text took 65.5 s embedded whole and 7.7 s with this default on 2 cores
+    (benchmarks/bench_large_item.py); every page of Mozilla Readability's and trafilatura's public
+    test pages (at most 44,529 characters of main text) is embedded whole."""
     index_on_store: bool = True
     """``True``: ``store`` embeds before it returns. ``False``: ``store`` returns as soon as the
     item is on disk and indexing runs before the next query (or ``flush_index``)."""
@@ -176,9 +177,9 @@ class MemoryConfig(BaseModel):
     """``True``: a text query asks a second, follow-up query (the text plus the first
     ``multi_hop_words`` words of the best hit's matching chunk) and merges both rankings
     (``index.fusion.search``), so that the document one hop away from the question is found too.
-    Chosen on the dev halves of ``../shared/data`` (benchmarks/bench_retrieval.py): HotpotQA
-    recall@5 .800 → .867, Cranfield nDCG@10 .403 → .410, LoCoMo turn recall@10 .617 → .679. It
-    costs a second query embedding and index search per text query. ``False``: one query."""
+    Chosen on the dev halves of HotpotQA, Cranfield and LoCoMo (benchmarks/bench_retrieval.py):
+    HotpotQA recall@5 .800 → .867, Cranfield nDCG@10 .403 → .410, LoCoMo turn recall@10 .617 → .679.
+    It costs a second query embedding and index search per text query. ``False``: one query."""
     multi_hop_words: int = Field(default=DEFAULT_MULTI_HOP_WORDS, ge=1, le=500)
     """Words of the best hit's chunk added to the follow-up query."""
     multi_hop_keywords: Literal["entities", "words"] = "words"

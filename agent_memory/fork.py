@@ -1,5 +1,6 @@
-"""Memory forks: what an isolated sub-agent sees of its parent's memory (seed 002, sub-agent
-memory snapshots, "isolated copy-on-write").
+"""Memory forks: what an isolated sub-agent sees of its parent's memory (sub-agent memory snapshots,
+after MemberJunction's agent memory scoping, github.com/MemberJunction/MJ: "isolated
+copy-on-write").
 
 A :class:`MemoryFork` names a parent memory (its backend's URL and its agent id), the ids of the
 items it held when the fork was taken, and when. It is a small JSON document the spawn saves for

@@ -1,4 +1,5 @@
-"""AgentMemory: the content store an agent holds (seed 002, "Memory Interface").
+"""AgentMemory: the content store an agent holds (the memory interface of MemberJunction's agent
+memory design, github.com/MemberJunction/MJ).
 
 ``store`` puts a full result out of the context and returns its memory id; ``retrieve`` gives it
 back shaped by a transform and capped in tokens; ``query`` finds items by meaning and filters;
@@ -100,7 +101,8 @@ class AgentMemory:
         memory_dir: the memory directory of the default file backend (``<memory_dir>/agents/<agent_id>/``);
             ``None``: ``store``, else ``AGENT_MEMORY_URL``, else ``AGENT_MEMORY_DIR`` or ``./memory``.
         store: where memory lives instead: a ``postgresql://`` URL (the ``postgres`` extra; one
-            database serves many agents and machines), a memory directory, or a
+            database serves many agents and machines), a URL of a scheme an installed package
+            registers (:mod:`agent_memory.storage.schemes`), a memory directory, or a
             :class:`~agent_memory.storage.contracts.Backend`; see :func:`~agent_memory.storage.open_backend`.
             Give ``memory_dir`` or ``store``, not both.
         config: storage and index settings; ``None``: ``MemoryConfig()``.
@@ -122,7 +124,8 @@ class AgentMemory:
         InvalidIdError: if ``agent_id`` is not a safe name.
         InvalidArgumentError: if an argument has the wrong type.
         ConfigurationError: if ``memory_dir`` is (or lies under) a file; if both ``memory_dir``
-            and ``store`` are given; if a database cannot be reached; if the index cannot be
+            and ``store`` are given; if a URL's scheme is not known (the message lists the known
+            ones) or its backend's factory fails; if a database cannot be reached; if the index cannot be
             opened (lazily, on first index use).
 
     Nothing is written until the first write. A memory holds connections and clients once used:
@@ -303,7 +306,7 @@ class AgentMemory:
         self,
         content: Any,
         *,
-        type: MemoryType = "custom",  # noqa: A002 - the seed's field name
+        type: MemoryType = "custom",  # noqa: A002 - MemberJunction's field name
         source: str = "agent",
         tags: Iterable[str] = (),
         related_to: Iterable[str] = (),
@@ -590,7 +593,7 @@ class AgentMemory:
         /,
         *,
         text: str | None = None,
-        type: MemoryType | None = None,  # noqa: A002 - the seed's field name
+        type: MemoryType | None = None,  # noqa: A002 - MemberJunction's field name
         source: str | None = None,
         tags: Iterable[str] | None = None,
         since: datetime | None = None,
@@ -696,7 +699,7 @@ class AgentMemory:
     # -- lifecycle -------------------------------------------------------------------------------
     @_public
     def forget(self, item_id: str) -> bool:
-        """Remove one item for good (seed 003 ``MEMORY_FORGET``): its record leaves the item log
+        """Remove one item for good (team9's ``MEMORY_FORGET``): its record leaves the item log
         (a delete appended to it, durably, before this returns: the same cost at any size of the
         memory, see :class:`~agent_memory.storage.contracts.ItemLog`), its chunks leave both
         indexes, and its content blob is deleted unless another item shares it (identical

@@ -1,11 +1,11 @@
 """Notices: what a memory reports instead of raising, and the observers that hear them.
 
-Some failures must not be raised into the agent: indexing that fails after an item is safely
-stored, a damaged line of ``items.jsonl``, a missing content blob. The memory carries on (the item
-stays stored and pending, the line is quarantined, the item is skipped) and *notifies* what
-happened (seed 003: "notify observers"): every notice is logged on the ``agent_memory`` logger and
-handed to each observer. The kernel, the agent loop and the event processor notify what they did
-too (a compaction, an LLM call and its cost, a journaled event applied).
+Some failures must not be raised into the agent: indexing that fails after an item is safely stored,
+a damaged line of ``items.jsonl``, a missing content blob. The memory carries on (the item stays
+stored and pending, the line is quarantined, the item is skipped) and *notifies* what happened (as
+team9's agent framework notifies its observers): every notice is logged on the ``agent_memory``
+logger and handed to each observer. The kernel, the agent loop and the event processor notify what
+they did too (a compaction, an LLM call and its cost, a journaled event applied).
 
 "Notice" names only this: what an observer hears. An *event* is what the event processor journals
 and applies (:mod:`agent_memory.agent.events`, :class:`~agent_memory.storage.journal.QueuedEvent`);

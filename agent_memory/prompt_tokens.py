@@ -1,6 +1,8 @@
 """What a prompt costs in tokens: its messages, each with its framing, and its tool definitions
-(BASELINES.md's accounting, which every figure of the project uses: the kernel's budget, the
-presentation's choices, the replay and the benchmarks count prompts this way)."""
+(each message 4 framing tokens + its content, an assistant's tool calls their names and arguments,
+``o200k_base`` by default: the accounting with which the public baselines on the tau-bench,
+SWE-agent and ReAct-HotpotQA runs were measured. Every figure of the project uses it: the kernel's
+budget, the presentation's choices, the replay and the benchmarks count prompts this way)."""
 
 from __future__ import annotations
 
@@ -15,13 +17,13 @@ __all__ = ["FRAMING_TOKENS", "count_prompt_tokens", "message_tokens", "tool_toke
 
 
 FRAMING_TOKENS = 4
-"""Tokens each message costs besides its content (BASELINES.md's accounting)."""
+"""Tokens each message costs besides its content (the accounting of this module's docstring)."""
 
 
 def message_tokens(message: Message, count: Callable[[str], int]) -> int:
-    """Tokens of one message in a prompt: 4 framing + content + each tool call's name and
-    arguments (BASELINES.md's accounting). A tool message whose result is still a reference
-    (``content is None``) counts as empty: resolve references first."""
+    """Tokens of one message in a prompt: 4 framing + content + each tool call's name and arguments.
+    A tool message whose result is still a reference (``content is None``) counts as empty: resolve
+    references first."""
     tokens = FRAMING_TOKENS + count(message.content or "")
     for call in message.tool_calls:
         tokens += count(call.name) + count(call.arguments)

@@ -1,5 +1,5 @@
 """What a tool result is, and how it is stored: one place for the replay, the memory manager and
-the agent loop (STYLE.md 17: "the type of a tool result" in one function).
+the agent loop (one function decides it, so no two callers can type the same result differently).
 
 A result given as text is sniffed: a JSON document is a ``database_result`` (``application/json``),
 an HTML page ``web_content`` (``text/html``), anything else an ``action_result`` (``text/plain``).

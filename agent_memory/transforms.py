@@ -1,4 +1,5 @@
-"""Retrieve transforms (seed 002 ``MemoryTransform``), token caps and paging.
+"""Retrieve transforms (MemberJunction's ``MemoryTransform``, github.com/MemberJunction/MJ), token
+caps and paging.
 
 A transform turns an item into text: ``full``, ``excerpt`` (char range, line range, or around a
 string), ``first_n`` / ``last_n`` (lines or tokens), ``filtered`` (regex or keyword lines, a JSON

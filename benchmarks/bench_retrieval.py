@@ -1,5 +1,6 @@
-"""Retrieval quality of ``AgentMemory.query`` against the public baselines of BASELINES.md on
-HotpotQA, Cranfield and LoCoMo, each split into fixed dev and test halves.
+"""Retrieval quality of ``AgentMemory.query`` against public baselines (bm25s, all-MiniLM-L6-v2 and
+reciprocal rank fusion (k=60)) on HotpotQA, Cranfield and LoCoMo, each split into fixed dev and test
+halves.
 
 Run from the project root::
 
@@ -7,8 +8,8 @@ Run from the project root::
 
 - HotpotQA (``hotpotqa/*.json``, ``webpages/readability/*/source.html``): the distinct paragraphs
   ``"<title>\\n<sentences>"`` pooled with the pages as distractors (``hotpotqa``), and alone
-  (``hotpotqa_paragraphs``: the setting of BASELINES.md); recall@5 / @10 of the supporting titles,
-  both@5. Questions 1-30 dev, 31-60 test; the corpus is always every document.
+  (``hotpotqa_paragraphs``: the setting of the public baselines); recall@5 / @10 of the
+  supporting titles, both@5. Questions 1-30 dev, 31-60 test; the corpus is always every document.
 - Cranfield (``ir_cranfield/``): ``"<title>\\n<abstract>"``; nDCG@10 with graded gains
   (:data:`CRANFIELD_GAIN`), recall@10. Queries 1-112 dev, 113-225 test (positions in ``cran.qry``).
 - LoCoMo (``locomo/*.json``): one document per dialogue turn, each conversation its own corpus;
@@ -16,8 +17,8 @@ Run from the project root::
   only) and ``"[date] speaker: text"`` (``locomo_dated``). Conversations 1-3 dev, 4-6 test.
 
 Methods: ``bm25`` (bm25s defaults, lowercase, English stopwords, no stemmer), ``dense``
-(all-MiniLM-L6-v2, exhaustive cosine over whole documents), ``hybrid_rrf`` (reciprocal rank
-fusion, k=60, of their whole rankings: what reproduces BASELINES.md), ``hybrid_rrf_top100`` (of
+(all-MiniLM-L6-v2, exhaustive cosine over whole documents), ``hybrid_rrf`` (reciprocal rank fusion,
+k=60, of their whole rankings: what reproduces the public baselines), ``hybrid_rrf_top100`` (of
 their top 100 only), and ``ours:<variant>``: ``AgentMemory.query(text=question, limit=k)`` on one
 memory per corpus, built once (``index_on_store=False`` + ``flush_index``) and reopened with each of
 :data:`VARIANTS` (query-time settings only: nothing is re-embedded). See benchmarks/README.md.
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import os
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy / torch load (BASELINES.md, "thread clash")
+# Before numpy / torch load: on 2 cores a threaded numpy product slows the next torch encode ~11x.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -90,7 +92,8 @@ DEPTH = 10
 """Documents kept of each baseline ranking: the deepest cut of any metric."""
 CRANFIELD_GAIN = {1: 4, 2: 3, 3: 2, 4: 1}
 """nDCG gain of each ``cranqrel`` grade (1 most relevant ... 4; -1 and unjudged: 0): 5 - rel, the
-mapping that reproduces BASELINES.md (benchmarks/README.md lists the others tried)."""
+mapping that reproduces the public Cranfield baselines (benchmarks/README.md lists the
+others tried)."""
 AGENT = "bench"
 DATE_PREFIX = re.compile(r"^\[[^\]]*\] ")
 HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -138,7 +141,8 @@ class Task:
     metrics: dict[str, Metric]
     """The first is the main metric."""
     baselines: dict[str, float]
-    """BASELINES.md figures of the main metric, all questions."""
+    """The public baselines' figures of the main metric, all questions (bm25s, all-MiniLM-L6-v2 and
+    reciprocal rank fusion (k=60), measured before the project had code)."""
     target: float
     memory: str | None = None
     """Name of the task whose memories ours queries (``None``: baselines only)."""
@@ -448,7 +452,7 @@ def print_tables(results: dict[str, Any]) -> None:
         title = f"{result['title']}: {main} (dev n={n['dev']}, test n={n['test']}, all n={n['all']})"
         table = Table(title=escape(title), title_justify="left")
         table.add_column("method", no_wrap=True)
-        for column in (*SPLITS, "BASELINES.md", *(f"{m} all" for m in others)):
+        for column in (*SPLITS, "baseline", *(f"{m} all" for m in others)):
             table.add_column(column, justify="right")
         for method, splits in result["methods"].items():
             published = result["baselines_md"].get(method)
@@ -479,7 +483,8 @@ def run(data: Path, root: Path, datasets: Sequence[str], variants: Sequence[str]
     built: dict[str, Built] = {}
     results = {task.name: run_task(task, dense, built, root, variants) for task in tasks}
     return {
-        "benchmark": "retrieval quality of AgentMemory.query against the BASELINES.md baselines",
+        "benchmark": "retrieval quality of AgentMemory.query against the public bm25s / all-MiniLM-L6-v2 / RRF "
+                     "baselines",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "data_dir": str(data), "machine": machine_info(),
         "git": git,
         "config": json.loads(MemoryConfig().model_dump_json()), "variants": {name: VARIANTS[name] for name in variants},

@@ -1,14 +1,15 @@
 """Our trace files load in AutoByteus' own reader, and AutoByteus' files load in ours.
 
-AutoByteus (PyPI ``autobyteus``, the framework seed 000 comes from) lives in a venv of its own
-(its dependencies — openai, anthropic, google-genai, mcp, ... — are not ours) that ``make venv``
-installs beside ours, ``.venv-autobyteus/`` (or ``$AGENT_MEMORY_AUTOBYTEUS_VENV``). Its classes run in
-that venv as a subprocess: ``FileMemoryStore`` (``list``, ``list_raw_trace_dicts``,
-``read_archive_raw_traces``, ``prune_raw_traces``), ``build_tool_interactions``,
-``MemoryManager.get_raw_tail``, ``Retriever``, ``CompactionSnapshotBuilder``, ``Compactor``, and,
-when the directory has one, ``WorkingContextSnapshotStore`` with
-``WorkingContextSnapshotSerializer`` (``read_with_autobyteus`` reports it, for the snapshot's
-own tests). Without that venv the tests skip (and fail under ``CI=true``).
+AutoByteus (PyPI ``autobyteus``, github.com/AutoByteus/autobyteus, whose trace memory ours follows)
+lives in a venv of its own (its dependencies — openai, anthropic, google-genai, mcp, ... — are not
+ours) that ``make venv`` installs beside ours, ``.venv-autobyteus/`` (or
+``$AGENT_MEMORY_AUTOBYTEUS_VENV``). Its classes run in that venv as a subprocess:
+``FileMemoryStore`` (``list``, ``list_raw_trace_dicts``, ``read_archive_raw_traces``,
+``prune_raw_traces``), ``build_tool_interactions``, ``MemoryManager.get_raw_tail``, ``Retriever``,
+``CompactionSnapshotBuilder``, ``Compactor``, and, when the directory has one,
+``WorkingContextSnapshotStore`` with ``WorkingContextSnapshotSerializer`` (``read_with_autobyteus``
+reports it, for the snapshot's own tests). Without that venv the tests skip (and fail under
+``CI=true``).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def test_an_unresolved_tool_result_is_refused_before_sending(kind: str, server: 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_tool_loop_sends_the_calls_and_results_back(kind: str, server: FakeLLMServer) -> None:
-    """Seed 000 §16.2: tool call → tool results → the model continues, statelessly."""
+    """AutoByteus' tool-call flow: tool call → tool results → the model continues, statelessly."""
     server.enqueue(
         ScriptedReply(content="Looking.", tool_calls=(
             ScriptedToolCall(name="list_directory", arguments='{"path":"src"}'),

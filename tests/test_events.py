@@ -1,7 +1,8 @@
-"""Serial, durable processing of memory events (issue #8 part 3, seed 003): the persistent queue
-journals before it applies, auto and stepping modes, the order of a step's work, payloads that
-round-trip, an interrupted event applied once, the step lock across processes (and recovered when
-its holder is killed), and what observers hear. Real files, real SQLite, real subprocesses."""
+"""Serial, durable processing of memory events (issue #8 part 3, after team9's agent framework): the
+persistent queue journals before it applies, auto and stepping modes, the order of a step's work,
+payloads that round-trip, an interrupted event applied once, the step lock across processes (and
+recovered when its holder is killed), and what observers hear. Real files, real SQLite, real
+subprocesses."""
 
 from __future__ import annotations
 

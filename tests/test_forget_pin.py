@@ -1,4 +1,4 @@
-"""Forget and pin (seed 003 MEMORY_FORGET / MEMORY_MARK_CRITICAL), as API and as memory actions,
+"""Forget and pin (team9's MEMORY_FORGET / MEMORY_MARK_CRITICAL events), as API and as memory actions,
 on real files and the real embedded index."""
 
 from __future__ import annotations

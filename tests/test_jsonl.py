@@ -1,4 +1,4 @@
-"""JSONL files: torn-line repair, corrupt-line detection, atomic rewrite (DESIGN.md, Storage).
+"""JSONL files: torn-line repair, corrupt-line detection, atomic rewrite.
 
 Disk failures are simulated by monkeypatching ``os.replace`` / ``os.fsync`` to raise ``OSError``:
 the tests run as any user (a read-only directory does not stop root), and the code under test

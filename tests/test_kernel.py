@@ -1,4 +1,5 @@
-"""The trace memory kernel: the seed's simulated call stacks (seed 000 §16.1-16.3) as tests, run
+"""The trace memory kernel: AutoByteus' simulated call stacks (a plain answer, a tool loop, a
+compaction boundary) as tests, run
 through the real openai SDK against the loopback LLM server; thresholds, truncation, restart, and
 the originals reachable after compaction. Real files, real AgentMemory (no embedding unless a test
 queries)."""

@@ -170,3 +170,37 @@ def test_readme_and_examples_import_only_the_public_face() -> None:
             assert name in agent_memory.__all__, name
         else:
             assert module.startswith(("agent_memory.integrations.", "agent_memory.testing")), (module, name)
+
+
+OUTSIDE_DOCUMENTS = re.compile(r"\b[Ss]eed (?:00\d|§)|\b(?:BASELINES|STYLE|DESIGN|ENVIRONMENT)\.md\b")
+"""Names of documents that live beside the repository, never in it: the seed design documents and
+the shared pages of baselines, style, design and environment. A reader cannot open them, so a
+docstring cites the public source instead (AutoByteus, MemberJunction, team9; the tool and the data
+set that measured a figure) or states the reason itself."""
+
+
+def _documented_files() -> list[Path]:
+    """README.md, every Python file of the packages, the benchmarks, the examples and the tests,
+    and the Markdown of ``docs/`` and ``benchmarks/``."""
+    folders = ("agent_memory", "actions", "compaction_plugins", "benchmarks", "examples", "tests")
+    files = [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))]
+    return [ROOT / "README.md", *files, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "benchmarks").glob("*.md"))]
+
+
+def test_no_docstring_names_a_file_outside_the_repository() -> None:
+    files = _documented_files()
+    assert len(files) > 200  # the scan sees the project
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in files
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if OUTSIDE_DOCUMENTS.search(line)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_outside_names_are_each_found() -> None:
+    for name in ("BASELINES", "STYLE", "DESIGN", "ENVIRONMENT"):
+        assert OUTSIDE_DOCUMENTS.search(f"as {name}.md measured it"), name
+    for seed in ("000 §19", "002", "003"):
+        assert OUTSIDE_DOCUMENTS.search(f"(seed {seed})"), seed
+    assert OUTSIDE_DOCUMENTS.search("Seed " + "§10.1A")
+    assert not OUTSIDE_DOCUMENTS.search("random seed 7, README.md, issue #6 §3")

@@ -1,5 +1,6 @@
-"""Trace models (seed 000 §6, §10.1A, §21): the seed's JSONL lines, derived ids, bounds, previews,
-tool interactions, turn ids."""
+"""Trace models (AutoByteus' RAW_TRACE / EPISODIC / SEMANTIC records,
+github.com/AutoByteus/autobyteus): its documented JSONL lines, derived ids, bounds, previews, tool
+interactions, turn ids."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from agent_memory.models.traces import (
     window_id_for,
 )
 
-# The seed's example lines (000 §10.1A and §21), byte for byte.
+# AutoByteus' documented example lines (its RAW_TRACE, EPISODIC and SEMANTIC schemas), byte for byte.
 SEED_RAW_LINES = [
     b'{"id":"rt_001","ts":1738100000.12,"turn_id":"turn_0001","seq":1,"trace_type":"user","content":"Please refactor the parser.","source_event":"LLMUserMessageReadyEvent","media":{"images":[],"audio":[],"video":[]},"tags":["processed"]}',  # noqa: E501
     b'{"id":"rt_002","ts":1738100002.45,"turn_id":"turn_0001","seq":2,"trace_type":"tool_call","content":"","source_event":"PendingToolInvocationEvent","tool_name":"list_directory","tool_args":{"path":"src"}}',  # noqa: E501
@@ -77,7 +78,7 @@ def result(
     )
 
 
-# -- the seed's lines -------------------------------------------------------------------------
+# -- AutoByteus' documented lines ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("line", SEED_RAW_LINES)

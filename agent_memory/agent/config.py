@@ -1,4 +1,5 @@
-"""Agent configuration (seed 002 §6: EnableMemory, ShareMemoryWithSubAgents, UseCompactionLLM,
+"""Agent configuration (the agent settings of MemberJunction's agent-memory design,
+github.com/MemberJunction/MJ: EnableMemory, ShareMemoryWithSubAgents, UseCompactionLLM,
 CompactionPromptID), with the loop's own limits."""
 
 from __future__ import annotations
@@ -26,21 +27,22 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     enable_memory: bool = True
-    """Seed 002 ``EnableMemory``: tool results are stored and cited, the memory tools offered and
-    taught. ``False``: results stay inline in the conversation (the kernel still keeps it inside
+    """MemberJunction's ``EnableMemory``: tool results are stored and cited, the memory tools offered
+    and taught. ``False``: results stay inline in the conversation (the kernel still keeps it inside
     the budget), no memory tools, no memory prompt."""
     share_memory_with_sub_agents: bool = True
-    """Seed 002 ``ShareMemoryWithSubAgents``: the default memory mode of :meth:`MemoryAgent.spawn`
-    is ``shared`` when ``True``, ``isolated`` when ``False``."""
+    """MemberJunction's ``ShareMemoryWithSubAgents``: the default memory mode of
+    :meth:`MemoryAgent.spawn` is ``shared`` when ``True``, ``isolated`` when ``False``."""
     allow_sub_agents: bool = False
     """Offer the model a ``spawn_agent`` tool: it delegates a task to a sub-agent (same model and
     tools) with shared, isolated or no memory and gets one result back (isolated findings are
     merged into this agent's memory). The developer's :meth:`MemoryAgent.spawn` works either way."""
     use_compaction_llm: bool = False
-    """Seed 002 ``UseCompactionLLM``: compactions are summarized by an LLM (the agent's
+    """MemberJunction's ``UseCompactionLLM``: compactions are summarized by an LLM (the agent's
     ``compaction_llm``, with the extractive summarizer as fallback); ``False``: extractive."""
     compaction_prompt: str | None = None
-    """Seed 002 ``CompactionPromptID``: the LLM summarizer's prompt; ``None``: the built-in one."""
+    """MemberJunction's ``CompactionPromptID``: the LLM summarizer's prompt; ``None``: the built-in
+    one."""
     memory_prompt: str | None = MEMORY_PROMPT
     """The system-prompt section that teaches the memory, appended to the system prompt of the
     calls that offer a memory tool (``None``: none)."""
@@ -56,4 +58,4 @@ class AgentConfig(BaseModel):
     llm_timeout_s: float | None = Field(default=None, gt=0)
     """Seconds one LLM call may take; ``None``: the chat model's own timeout."""
     tail_turns: int = Field(default=4, ge=1)
-    """Raw turns kept by a compaction (seed 000 §10)."""
+    """Raw turns kept by a compaction (AutoByteus' compaction policy keeps the last 4-6)."""

@@ -1,5 +1,6 @@
-"""Serial, durable processing of memory events (seed 003: persistent queue, execution modes,
-stepping, step lock; observers hear notices).
+"""Serial, durable processing of memory events (after team9's agent framework,
+github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0: persistent queue, execution
+modes, stepping, step lock; observers hear notices).
 
 An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
 every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
@@ -24,7 +25,7 @@ restarted manager rebuilds its in-process state (pending tool calls, the working
 the raw traces when it is constructed.
 
 **Several processes.** The step lock keeps two processes from applying events of one memory at
-once, and it dies with its holder: a killed holder's lock is free at once (the seed's stays locked). A
+once, and it dies with its holder: a killed holder's lock is free at once (team9's stays locked). A
 MemoryManager keeps in-process state (the turn counter, the working context), so only one live
 manager should apply a memory's events: other processes dispatch in stepping mode (they only
 journal) and the applying process steps or dispatches in auto mode. A processor whose manager
@@ -122,7 +123,7 @@ class ExecutionMode(StrEnum):
 
 
 class StepResult(BaseModel):
-    """What one :meth:`EventProcessor.step` did (the seed's ``StepResult``)."""
+    """What one :meth:`EventProcessor.step` did (team9's ``StepResult``)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,6 +1,7 @@
-"""The step lock of one memory (seed 003 "step locking"): one process applies events at a time.
+"""The step lock of one memory: one process applies events at a time (the step locking of team9's
+agent framework, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0).
 
-The seed keeps the lock as ``currentStepId`` in the thread's record, so a process killed while
+team9 keeps the lock as ``currentStepId`` in the thread's record, so a process killed while
 stepping leaves the memory locked for good. Here the lock is the backend's ``step`` lock
 (:class:`~agent_memory.storage.contracts.Locks`): an OS ``flock`` for files, an advisory lock of
 the holder's session for Postgres, which dies with its holder however it exits (``kill -9``

@@ -1,5 +1,5 @@
-"""Sub-agents: a parent hands a task to a child agent and gets one result back (seed 002: memory
-snapshots for sub-agents, ``ShareMemoryWithSubAgents``).
+"""Sub-agents: a parent hands a task to a child agent and gets one result back (memory snapshots for
+sub-agents, MemberJunction's ``ShareMemoryWithSubAgents``, github.com/MemberJunction/MJ).
 
 Inheritance is declarative: the parent says what the child gets, and nothing else leaks:
 

@@ -1,11 +1,12 @@
 """A BM25 keyword index beside the vector index, in SQLite FTS5.
 
-Dense embeddings are strong on paraphrase and multi-hop questions, BM25 on names, numbers and
-rare words; fused, they beat either alone (BASELINES.md: HotpotQA recall@5 .775 dense, .750
-BM25). The index is one SQLite file (``index/lexical.sqlite3``): persistent, incremental, safe for
-several processes (SQLite's own locking), with filters (type, source, tags, time) applied in SQL.
-Scores are FTS5's ``bm25()`` (Robertson-Spärck Jones BM25, k1=1.2, b=0.75), negated so higher
-is better. Text is tokenised by FTS5's ``porter unicode61`` tokenizer (case-folded, stemmed).
+Dense embeddings are strong on paraphrase and multi-hop questions, BM25 on names, numbers and rare
+words; fused, they beat either alone (on HotpotQA, all paragraphs pooled, recall@5: .775 with
+all-MiniLM-L6-v2, .750 with bm25s, .783 fused by reciprocal rank fusion, k=60). The index is one
+SQLite file (``index/lexical.sqlite3``): persistent, incremental, safe for several processes
+(SQLite's own locking), with filters (type, source, tags, time) applied in SQL. Scores are FTS5's
+``bm25()`` (Robertson-Spärck Jones BM25, k1=1.2, b=0.75), negated so higher is better. Text is
+tokenised by FTS5's ``porter unicode61`` tokenizer (case-folded, stemmed).
 
 FTS5 scores every chunk that contains any query term, so a query's cost grows with the document
 frequencies of its terms, and in a large memory with the memory: ~2 µs per posting at 123k

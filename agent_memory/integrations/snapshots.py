@@ -1,4 +1,5 @@
-"""Memory snapshots for the sub-agents a framework runs (seed 002, ``ShareMemoryWithSubAgents``).
+"""Memory snapshots for the sub-agents a framework runs (MemberJunction's
+``ShareMemoryWithSubAgents``, github.com/MemberJunction/MJ).
 
 A framework's sub-agent (an agent run as a tool, a handoff) gets the memory its parent chooses,
 as :func:`agent_memory.agent.sub_agents.spawn` gives a ``MemoryAgent``'s child:

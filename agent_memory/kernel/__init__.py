@@ -1,4 +1,5 @@
-"""The trace memory kernel (seed 000): turns, ingest, token budget, compaction, snapshots.
+"""The trace memory kernel (after AutoByteus' trace memory, github.com/AutoByteus/autobyteus,
+autobyteus/memory/): turns, ingest, token budget, compaction, snapshots.
 
 Records and their store live in :mod:`agent_memory.models.traces` and
 :mod:`agent_memory.store.traces`; this package holds the logic built on them.

@@ -1,5 +1,5 @@
-"""LLMRequestAssembler: everything that happens before (and right after) each LLM call (seed 000
-§14, §16).
+"""LLMRequestAssembler: everything that happens before (and right after) each LLM call (AutoByteus'
+request assembler and compaction trigger, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 :meth:`LLMRequestAssembler.prepare_request` runs the pending compaction (and makes sure the prompt
 fits the input budget whatever happened since the last call), builds the messages from the Working

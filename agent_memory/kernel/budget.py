@@ -1,27 +1,29 @@
-"""The token budget: how many prompt tokens a model takes, and when memory must act (seed 000 §10,
-seed 003 thresholds).
+"""The token budget: how many prompt tokens a model takes, and when memory must act (AutoByteus'
+token budget, github.com/AutoByteus/autobyteus, autobyteus/memory/; the thresholds of team9's agent
+framework, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0).
 
 ``input_budget = max_context_tokens - max_output_tokens - safety_margin_tokens``. The provider's
-reported ``prompt_tokens`` of the last response decide (seed 000 §14: no estimate in the request
-path); our own count (messages and tool definitions, o200k) stands in only when a provider reports
-no usage. ``prompt_tokens`` is the whole prompt, whatever part of it the provider's prompt cache
-served or stored (:class:`~agent_memory.llm.chat.Usage`: Anthropic reports ``input_tokens``,
-``cache_read_input_tokens`` and ``cache_creation_input_tokens`` apart, and the three are summed):
-caching changes the bill, not the context window, so the thresholds below check the sum. The cost
-of cache reads and writes is reported per call beside it (``MemoryAgent``'s ``AgentStep``).
+reported ``prompt_tokens`` of the last response decide (as in AutoByteus' compaction trigger: no
+estimate in the request path); our own count (messages and tool definitions, o200k) stands in only
+when a provider reports no usage. ``prompt_tokens`` is the whole prompt, whatever part of it the
+provider's prompt cache served or stored (:class:`~agent_memory.llm.chat.Usage`: Anthropic reports
+``input_tokens``, ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` apart, and the
+three are summed): caching changes the bill, not the context window, so the thresholds below check
+the sum. The cost of cache reads and writes is reported per call beside it (``MemoryAgent``'s
+``AgentStep``).
 
-Three thresholds, as fractions of the input budget (seed 003 "soft / hard / truncation", there
+Three thresholds, as fractions of the input budget (team9's "soft / hard / truncation", there
 50k / 80k / 100k tokens of a 100k budget):
 
 - **soft** (default 0.6): memory is under pressure; the agent is told and may call
   ``compact_memory`` at a task break.
-- **hard** (``compaction_ratio``, default 0.8, seed 000's early trigger): compaction runs before
+- **hard** (``compaction_ratio``, default 0.8, AutoByteus' early trigger): compaction runs before
   the next call.
 - **truncation** (1.0): even after compaction the prompt would not fit; the oldest raw turns go to
   the archive without a summary.
 
 After a compaction the prompt must be at most ``target_ratio`` (default 0.5, issue #7) of the
-input budget, or truncation follows. The soft threshold sits above that target (seed 003 puts it at
+input budget, or truncation follows. The soft threshold sits above that target (team9 puts it at
 0.5) so that a fresh compaction does not at once suggest the next one.
 """
 
@@ -49,11 +51,12 @@ __all__ = [
 ]
 
 DEFAULT_MAX_CONTEXT_TOKENS = 200_000
-"""Context window assumed for a model whose family is unknown (seed 000 §10: "when model metadata
-is missing, we use max_context_tokens=200000")."""
+"""Context window assumed for a model whose family is unknown (AutoByteus' temporary default:
+"when model metadata is missing, we use max_context_tokens=200000")."""
 
 DEFAULT_COMPACTION_RATIO = 0.8
-"""Hard threshold as a fraction of the input budget (seed 000 §14: ``0.8 * input_budget``)."""
+"""Hard threshold as a fraction of the input budget (AutoByteus' early trigger:
+``0.8 * input_budget``)."""
 
 DEFAULT_SOFT_RATIO = 0.6
 """Soft threshold as a fraction of the input budget (above :data:`DEFAULT_TARGET_RATIO`)."""

@@ -1,5 +1,7 @@
 """The Compactor: older whole turns become an episodic summary and semantic facts; the originals go
-to the archive and stay searchable (seed 000 §10.1, with the thresholds of seed 003).
+to the archive and stay searchable (AutoByteus' compaction pipeline,
+github.com/AutoByteus/autobyteus, with the soft / hard / truncation thresholds of team9's agent
+framework, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0).
 
 Flow of :meth:`Compactor.compact` for a window of whole turns (the manager chooses it; the current
 turn and the raw tail are never in it):

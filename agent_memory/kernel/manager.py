@@ -1,6 +1,8 @@
-"""The MemoryManager: the trace memory kernel of one agent (seed 000 §18, thresholds of seed 003).
+"""The MemoryManager: the trace memory kernel of one agent (AutoByteus' MemoryManager,
+github.com/AutoByteus/autobyteus, autobyteus/memory/; the soft / hard / truncation thresholds of
+team9's agent framework, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0).
 
-It records what happens (the seed's ingest operations: user message, tool intent, tool result,
+It records what happens (AutoByteus' ingest operations: user message, tool intent, tool result,
 assistant response) as RAW_TRACE lines, keeps the Working Context Snapshot the LLM is given, and
 keeps it inside the model's budget:
 
@@ -98,19 +100,20 @@ COUNT_CACHE_SIZE = 8_192
 """Texts whose token count is remembered (a prompt re-counts the same messages every call)."""
 
 DEFAULT_RAW_TAIL_TURNS = 4
-"""Turns kept raw after a compaction (seed 000 §10: "keep last 4-6 raw turns"; §19 default 4)."""
+"""Turns kept raw after a compaction (AutoByteus keeps the last 4-6 raw turns; its compaction
+snapshot's default is 4)."""
 
 USER_EVENT = "LLMUserMessageReadyEvent"
 TOOL_INTENT_EVENT = "PendingToolInvocationEvent"
 TOOL_RESULT_EVENT = "ToolResultEvent"
 ASSISTANT_EVENT = "LLMCompleteResponseReceivedEvent"
-"""The seed's source events of the four ingest operations (``source_event`` of each trace)."""
+"""AutoByteus' source events of the four ingest operations (``source_event`` of each trace)."""
 
 SOFT_PRESSURE_NOTE = (
     "[Memory note: the conversation uses {percent}% of the context budget. At a task break, call "
     "compact_memory to summarize older turns; nothing is lost, they stay searchable.]"
 )
-"""The note added to a prompt at the soft threshold (seed 003: "the AI can compact at a task break")."""
+"""The note added to a prompt at the soft threshold (team9: "AI can compact at task break")."""
 
 
 class MemoryManager(MemoryMarks):
@@ -227,7 +230,7 @@ class MemoryManager(MemoryMarks):
     def _notify(self, notice: MemoryNotice) -> None:
         self.observers.notify(notice)
 
-    # -- ingest (seed 000 §18) -----------------------------------------------------------------
+    # -- ingest (AutoByteus' MemoryManager operations) ------------------------------------------
     def start_turn(self) -> str:
         """Start the next turn and return its id (:meth:`ingest_user_message` does it for you)."""
         return self.tracker.start_turn()
@@ -401,7 +404,7 @@ class MemoryManager(MemoryMarks):
         return build_tool_interactions(self.store.list_raw([turn_id] if turn_id else None))
 
     def retrieve_turn(self, turn_id: str) -> str:
-        """A turn, active or archived, verbatim (seed 000 §19 format).
+        """A turn, active or archived, verbatim (``Turn N:`` as AutoByteus' compaction snapshot).
 
         Raises:
             ItemNotFoundError: if no trace has this turn id.

@@ -1,4 +1,5 @@
-"""Marks on memory the kernel keeps (seed 003 ``MEMORY_MARK_CRITICAL`` and ``MEMORY_FORGET``):
+"""Marks on memory the kernel keeps (the ``MEMORY_MARK_CRITICAL`` and ``MEMORY_FORGET`` events of
+team9's agent framework, github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0):
 pinned items and facts, which every Compaction Snapshot shows verbatim, and forgetting, which
 takes an item out of the memory and out of the conversation. A part of
 :class:`~agent_memory.kernel.manager.MemoryManager` (its base class), in a module of its own.
@@ -68,7 +69,7 @@ class MemoryMarks:
 
     # -- forget ---------------------------------------------------------------------------------
     def forget(self, item_id: str) -> bool:
-        """Forget a memory item everywhere (seed 003 ``MEMORY_FORGET``): it leaves the memory
+        """Forget a memory item everywhere (team9's ``MEMORY_FORGET``): it leaves the memory
         (record, index, content unless shared: :meth:`AgentMemory.forget`), the previews of the
         conversation's traces that held it are redacted, and so are the compacted turns stored in
         memory that quoted them (:meth:`AgentMemory.rewrite`), it is unpinned, and every prompt

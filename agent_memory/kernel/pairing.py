@@ -2,8 +2,8 @@
 
 Providers refuse a prompt in which an assistant tool call is not followed by its result, or a tool
 result answers no call (OpenAI: "tool_call_id ... did not have response messages"; Anthropic: a
-``tool_result`` must follow its ``tool_use``). The working context is append-only, so a result
-that arrives after the next user message (it keeps its intent's turn, seed 000 §20) sits after it.
+``tool_result`` must follow its ``tool_use``). The working context is append-only, so a result that
+arrives after the next user message (it keeps its intent's turn, as in AutoByteus) sits after it.
 :func:`pair_tool_messages` builds the order providers need, without changing the stored history:
 
 - each assistant message with tool calls is followed at once by the results of its calls, in the

@@ -1,7 +1,7 @@
-"""The Retriever: which episodes and facts go into a Compaction Snapshot (seed 000 §5
-``retrieve(max_episodic, max_semantic)``).
+"""The Retriever: which episodes and facts go into a Compaction Snapshot (AutoByteus'
+``retrieve(max_episodic, max_semantic)``, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
-Episodes: the newest ``max_episodic`` (default 3, seed 000 §19), oldest first. Facts: every pinned
+Episodes: the newest ``max_episodic`` (default 3, as AutoByteus), oldest first. Facts: every pinned
 fact (pinned facts survive every compaction, whatever the limit), then the others by salience,
 newest first among equals, up to ``max_semantic`` (default 20) in all. Pinned memory items are
 shown verbatim (cut to ``max_pinned_item_tokens`` each).
@@ -19,10 +19,10 @@ from agent_memory.tokens import TokenCounter, default_token_counter
 __all__ = ["DEFAULT_MAX_EPISODIC", "DEFAULT_MAX_SEMANTIC", "Retriever"]
 
 DEFAULT_MAX_EPISODIC = 3
-"""Episodes in a compaction snapshot (seed 000 §19 ``max_episodic_items``)."""
+"""Episodes in a compaction snapshot (AutoByteus' ``max_episodic_items``)."""
 
 DEFAULT_MAX_SEMANTIC = 20
-"""Facts in a compaction snapshot (seed 000 §19 ``max_semantic_items``); pinned facts always."""
+"""Facts in a compaction snapshot (AutoByteus' ``max_semantic_items``); pinned facts always."""
 
 DEFAULT_MAX_PINNED_ITEM_TOKENS = 1_000
 """Most tokens of one pinned memory item shown in a snapshot."""

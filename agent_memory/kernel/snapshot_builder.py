@@ -1,8 +1,9 @@
-"""The Compaction Snapshot: the new base of the working context after a compaction (seed 000 §19).
+"""The Compaction Snapshot: the new base of the working context after a compaction (AutoByteus'
+compaction snapshot, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 Order: the system prompt (verbatim), the memory bundle, the raw tail of the last turns (oldest
-first), and the current turn. The bundle is one system message in the seed's deterministic
-format::
+first), and the current turn. The bundle is one system message in AutoByteus'
+deterministic format::
 
     [MEMORY:EPISODIC]
     1) turn_0001-turn_0012: ...
@@ -14,7 +15,7 @@ format::
     ...how to reach the originals...
 
 The raw tail and the current turn stay *native messages* (assistant tool calls followed by their
-tool results), not the seed's text rendering: tool pairs stay intact by construction, and tool
+tool results), not AutoByteus' text rendering: tool pairs stay intact by construction, and tool
 results keep their memory reference, so the presentation policy shows them as citations. What is
 always kept verbatim: the system prompt, pinned facts and pinned items, the latest user message.
 """
@@ -39,7 +40,7 @@ ACCESS_NOTE = (
 
 @dataclass(frozen=True)
 class MemoryBundle:
-    """What the retriever hands to the snapshot builder (seed 000 §5 ``retrieve``)."""
+    """What the retriever hands to the snapshot builder (AutoByteus' ``MemoryBundle``)."""
 
     episodic: tuple[EpisodicItem, ...] = ()
     """The newest episodes, oldest first."""
@@ -66,7 +67,7 @@ def _episode_line(n: int, episode: EpisodicItem) -> str:
 
 
 def render_bundle(bundle: MemoryBundle, *, access_note: str = ACCESS_NOTE) -> str:
-    """The bundle in the seed's deterministic format (same bundle, same text)."""
+    """The bundle in AutoByteus' deterministic format (same bundle, same text)."""
     sections: list[str] = []
     if bundle.episodic:
         lines = [_episode_line(n, episode) for n, episode in enumerate(bundle.episodic, 1)]
@@ -83,7 +84,7 @@ def render_bundle(bundle: MemoryBundle, *, access_note: str = ACCESS_NOTE) -> st
 
 
 class CompactionSnapshotBuilder:
-    """Builds the Compaction Snapshot (seed 000 ``build_snapshot(system_prompt, bundle, raw_tail)``).
+    """Builds the Compaction Snapshot (AutoByteus' ``build_snapshot(system_prompt, bundle, raw_tail)``).
 
     Args:
         access_note: the text that tells the model how to reach compacted turns.

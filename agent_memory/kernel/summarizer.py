@@ -1,4 +1,5 @@
-"""Summarizers: compacted turns in, an episodic summary and semantic facts out (seed 000 §10.1).
+"""Summarizers: compacted turns in, an episodic summary and semantic facts out (AutoByteus'
+compaction pipeline, github.com/AutoByteus/autobyteus).
 
 :class:`Summarizer` is the plugin point (a Protocol). Two ship:
 
@@ -43,7 +44,8 @@ DEFAULT_SUMMARY_MAX_TOKENS = 600
 """Most tokens of one episodic summary (several summaries share the compaction snapshot)."""
 
 MAX_FACTS = 20
-"""Most semantic facts taken from one compaction (seed 000 §19: 20 semantic items in a bundle)."""
+"""Most semantic facts taken from one compaction (AutoByteus' compaction snapshot: 20 semantic
+items in a bundle)."""
 
 MAX_NOTES = 8
 """Most decisions, constraints, open questions, next steps or done items kept per compaction."""

@@ -1,7 +1,7 @@
 """A turn as text: the one way raw traces are written out for a reader (a summarizer, the
 compaction snapshot's recent turns, a conversation search hit, ``retrieve_memory`` of a turn id).
 
-Seed 000 §19 formats recent turns as::
+AutoByteus' compaction snapshot (github.com/AutoByteus/autobyteus) formats recent turns as::
 
     Turn 12:
       User: ...
@@ -81,7 +81,7 @@ def group_turns(items: Iterable[RawTraceItem]) -> dict[str, list[RawTraceItem]]:
 
 
 def render_turn(turn_id: str, items: Sequence[RawTraceItem]) -> str:
-    """``Turn N:`` and one indented line per trace (seed 000 §19)."""
+    """``Turn N:`` and one indented line per trace (AutoByteus' format)."""
     lines = [f"Turn {turn_number(turn_id)}:"]
     lines += ["  " + trace_line(item) for item in items]
     return "\n".join(lines)

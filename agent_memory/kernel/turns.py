@@ -1,4 +1,5 @@
-"""Turn ids and the order of traces within a turn (seed 000 §10.1A "Turn Aggregation", §20).
+"""Turn ids and the order of traces within a turn (AutoByteus' turn aggregation and turn ids,
+github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 One user message starts one turn; every trace it causes (tool calls, tool results, the answer)
 carries the turn's id and the next ``seq`` of *that* turn, so a tool result arriving after the

@@ -1,4 +1,5 @@
-"""The Working Context Snapshot: the message list the LLM gets on each call (seed 000 §9).
+"""The Working Context Snapshot: the message list the LLM gets on each call (AutoByteus' working
+context snapshot, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 Append-only within a compaction *epoch*; a compaction resets it to the Compaction Snapshot (the new
 base) and opens the next epoch. It also carries the presentation state (which stored results the

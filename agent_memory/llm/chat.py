@@ -1,5 +1,6 @@
 """Chat models: messages and tools in, the assistant's message (with its tool calls) and the
-provider's usage out (seed 000 §15.7 "Phase A", a stateless LLM).
+provider's usage out (a stateless LLM, as in AutoByteus, github.com/AutoByteus/autobyteus: explicit
+message lists in, no history kept by the model).
 
 :class:`ChatModel` is the plugin point (a Protocol). Three implementations sit on the providers'
 SDKs, each sending the explicit messages it is given through the matching

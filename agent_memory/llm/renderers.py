@@ -1,5 +1,5 @@
-"""Prompt renderers: provider-neutral messages in, one provider's request payload out (seed 000 §9,
-§15.7 "Phase B").
+"""Prompt renderers: provider-neutral messages in, one provider's request payload out
+(AutoByteus' prompt renderers, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 A :class:`PromptRenderer` is a pure function in a class: :meth:`~PromptRenderer.render` reads
 :class:`~agent_memory.models.messages.Message` s (oldest first) and tool definitions and returns

@@ -1,4 +1,5 @@
-"""Memory items and the shapes of store / retrieve / query (seed 002, "Memory Interface").
+"""Memory items and the shapes of store / retrieve / query (the memory interface of MemberJunction's
+agent memory design, github.com/MemberJunction/MJ).
 
 A :class:`MemoryItem` is one stored piece of content. On disk it is split in two: its
 :class:`ItemRecord` (id, type, metadata) is one line of ``items.jsonl`` and its content is a
@@ -258,7 +259,7 @@ def content_from_bytes(data: bytes, encoding: ContentEncoding) -> Any:
 
 
 class ItemMetadata(_Model):
-    """What is known about an item besides its content (seed 002 ``MemoryItem.metadata``)."""
+    """What is known about an item besides its content (MemberJunction's ``MemoryItem.metadata``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -523,14 +524,14 @@ MemoryTransform = Annotated[
     FullTransform | ExcerptTransform | FirstNTransform | LastNTransform | FilteredTransform | SummaryTransform,
     Field(discriminator="type"),
 ]
-"""How retrieve shapes content (seed 002 ``MemoryTransform``), discriminated by ``type``."""
+"""How retrieve shapes content (MemberJunction's ``MemoryTransform``), discriminated by ``type``."""
 
 TRANSFORM_ADAPTER: TypeAdapter[MemoryTransform] = TypeAdapter(MemoryTransform)
 """Validates a dict such as ``{"type": "first_n", "n": 20}`` into a transform."""
 
 
 class MemoryCriteria(_Model):
-    """Filters of a query (seed 002 ``MemoryCriteria``). All given filters must hold (AND).
+    """Filters of a query (MemberJunction's ``MemoryCriteria``). All given filters must hold (AND).
 
     Without ``text`` (``None``) the newest matching items come first: a listing. With ``text`` the
     items whose best chunk is most similar come first. An empty or whitespace-only ``text`` is

@@ -1,4 +1,5 @@
-"""Provider-neutral conversation messages (seed 000, §15.7 "Tool-aware Message Model").
+"""Provider-neutral conversation messages (AutoByteus' tool-aware message model,
+github.com/AutoByteus/autobyteus: tool calls and tool results are messages of their own).
 
 A :class:`Message` is what the Working Context Snapshot holds and what a
 :class:`~agent_memory.llm.renderers.PromptRenderer` turns into a provider payload. Tool calls and
@@ -125,7 +126,7 @@ class ToolCall(_Model):
 
 
 class Media(_Model):
-    """Media attached to a ``user`` or ``tool`` message, as URLs (seed 000's ``media`` field).
+    """Media attached to a ``user`` or ``tool`` message, as URLs (AutoByteus' ``media`` field).
 
     Each URL is an ``http(s)://`` address or a ``data:`` URL (``data:image/png;base64,...``).
     Renderers send ``images``; no renderer sends ``audio`` or ``video`` yet (they raise
@@ -204,7 +205,7 @@ class Message(_Model):
     """The turn it belongs to, ``turn_0001`` form (:data:`TURN_ID_PATTERN`); ``None`` when the
     message is not tied to a turn (a system prompt, a snapshot's summary)."""
     seq: int | None = Field(default=None, ge=0)
-    """Order within its turn (seed 000: 1 for the user message, then 2, 3, ...); ``None`` when
+    """Order within its turn (as AutoByteus: 1 for the user message, then 2, 3, ...); ``None`` when
     not assigned."""
 
     @field_validator("ts")

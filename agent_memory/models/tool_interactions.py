@@ -1,4 +1,5 @@
-"""The TOOL_INTERACTION view (seed 000 §4): a tool call paired with its result, never stored.
+"""The TOOL_INTERACTION view (AutoByteus' derived view, github.com/AutoByteus/autobyteus,
+autobyteus/memory/): a tool call paired with its result, never stored.
 
 Built from raw traces by :func:`build_tool_interactions`.
 """
@@ -20,7 +21,7 @@ with ``tool_error`` set."""
 
 
 class ToolInteraction(BaseModel):
-    """A tool call paired with its result by ``tool_call_id`` (seed §4): a view, never stored."""
+    """A tool call paired with its result by ``tool_call_id`` (AutoByteus' view): never stored."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,4 +1,5 @@
-"""Ids of the trace memory (seed 000 §20, §21): turns, raw traces, windows, episodes, facts.
+"""Ids of the trace memory (after AutoByteus' ``turn_0001`` turn ids and its ``rt_`` / ``ep_`` /
+``sem_`` prefixes, github.com/AutoByteus/autobyteus): turns, raw traces, windows, episodes, facts.
 
 Every id is derived, never random, so ids cannot collide and a retried write is recognised:
 

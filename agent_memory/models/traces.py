@@ -1,4 +1,5 @@
-"""Trace memory items (seed 000 §4, §6, §10.1A, §21): RAW_TRACE, EPISODIC, SEMANTIC, TOOL_INTERACTION.
+"""Trace memory items: RAW_TRACE, EPISODIC, SEMANTIC, TOOL_INTERACTION (AutoByteus' memory types
+and JSONL records, github.com/AutoByteus/autobyteus, autobyteus/memory/).
 
 - :class:`RawTraceItem`: one user / assistant / tool event of a turn; one line of
   ``raw_traces.jsonl`` (and, once compacted, of ``raw_traces_archive.jsonl``).
@@ -8,10 +9,10 @@
 - :class:`ToolInteraction`: a derived view (never stored) pairing a tool call with its result,
   made by :func:`build_tool_interactions` (:mod:`agent_memory.models.tool_interactions`).
 
-Lines are the seed's and AutoByteus' own format: the required fields always, optional fields only
-when set (``None`` and empty optional lists are left out), so a line stays small and loads in
-AutoByteus' ``FileMemoryStore``. One ``TypeAdapter`` per file reads and writes the lines:
-:data:`RAW_TRACE_ADAPTER`, :data:`EPISODIC_ADAPTER`, :data:`SEMANTIC_ADAPTER`.
+Lines are AutoByteus' own format (its documented schemas and its code): the required fields always,
+optional fields only when set (``None`` and empty optional lists are left out), so a line stays
+small and loads in AutoByteus' ``FileMemoryStore``. One ``TypeAdapter`` per file reads and writes
+the lines: :data:`RAW_TRACE_ADAPTER`, :data:`EPISODIC_ADAPTER`, :data:`SEMANTIC_ADAPTER`.
 
 **Ids** are derived, never random (:mod:`agent_memory.models.trace_ids`, re-exported here):
 ``turn_0001``, ``rt_0001_0003``, ``win_0001_0004_9c1e02ab``, ``ep_0001_0004_9c1e02ab``,
@@ -133,7 +134,7 @@ memory references, never inline: a base64 data URL is longer than ``MAX_SOURCE_C
 
 MAX_SUMMARY_CHARS = 20_000
 """Longest episodic ``summary``, in characters (about 5,000 tokens). The newest summaries are
-shown in every compaction snapshot (three by default, seed §19), so a summary must stay short."""
+shown in every compaction snapshot (three by default, as AutoByteus), so a summary must stay short."""
 
 MAX_NOTES = 32
 """Most entries of each note list of an episode (``decisions``, ``constraints``,
@@ -144,7 +145,7 @@ MAX_NOTE_CHARS = 1_000
 
 MAX_FACT_CHARS = 2_000
 """Longest semantic ``fact``, in characters. A fact is one statement; up to 20 are shown in every
-compaction snapshot (seed §19)."""
+compaction snapshot (as in AutoByteus)."""
 
 MAX_WINDOW_TURNS = 10_000
 """Most turn ids of one episode (and of a fact's ``source_turn_ids``): ~120 KB of ids in one line
@@ -256,7 +257,7 @@ class TraceMedia(_TraceModel):
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return handler(self)  # the seed writes all three lists, empty or not
+        return handler(self)  # AutoByteus writes all three lists, empty or not
 
     @field_validator("images", "audio", "video")
     @classmethod
@@ -270,9 +271,9 @@ tool's result."""
 
 
 class RawTraceItem(_TraceModel):
-    """One event of a turn (seed §10.1A): a line of ``raw_traces.jsonl``.
+    """One event of a turn (AutoByteus' RAW_TRACE): a line of ``raw_traces.jsonl``.
 
-    Example line (the seed's)::
+    Example line (AutoByteus' documented example, with a derived id)::
 
         {"id":"rt_0001_0001","ts":1738100000.12,"turn_id":"turn_0001","seq":1,"trace_type":"user",
          "content":"Please refactor the parser.","source_event":"LLMUserMessageReadyEvent",
@@ -280,7 +281,7 @@ class RawTraceItem(_TraceModel):
 
     ``id`` may be left out: it is then :func:`raw_trace_id` of ``turn_id`` and ``seq``. ``ts``
     defaults to now. A ``tool_call`` or ``tool_result`` needs a ``tool_call_id`` (lines read
-    back may lack it, as the seed's examples do; they then pair with nothing).
+    back may lack it, as AutoByteus' documented examples do; they then pair with nothing).
     """
 
     _omit_empty: ClassVar[frozenset[str]] = frozenset({"tags"})
@@ -405,7 +406,7 @@ class RawTraceItem(_TraceModel):
 
 
 class EpisodicItem(_TraceModel):
-    """The summary of a compacted window of turns (seed §21): a line of ``episodic.jsonl``.
+    """The summary of a compacted window of turns (AutoByteus' EPISODIC): a line of ``episodic.jsonl``.
 
     ``window_id`` defaults to :func:`window_id_for` of ``turn_ids`` and ``id`` to
     :func:`episodic_id_for` of the window, so a retried compaction of the same turns makes the
@@ -497,7 +498,8 @@ class EpisodicItem(_TraceModel):
 
 
 class SemanticItem(_TraceModel):
-    """A stable fact, preference, constraint or decision (seed §21): a line of ``semantic.jsonl``.
+    """A stable fact, preference, constraint or decision (AutoByteus' SEMANTIC): a line of
+    ``semantic.jsonl``.
 
     ``id`` defaults to :func:`semantic_id_for` of the fact, so the same fact is stored once.
     """

@@ -109,9 +109,9 @@ class ContextStats:
 
 class PresentationState(BaseModel):
     """What the model has been shown of stored results: data, so that it survives a retry and a
-    restart (STYLE.md 18). A builder *prepares* the next state with each prompt; the caller
-    *commits* it once the provider answered, so a retried call shows the model exactly the same
-    thing. Serialisable (``model_dump_json``) into a working context snapshot."""
+    restart, never inferred from an in-process cache. A builder *prepares* the next state with each
+    prompt; the caller *commits* it once the provider answered, so a retried call shows the model
+    exactly the same thing. Serialisable (``model_dump_json``) into a working context snapshot."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,4 +1,5 @@
-"""LLMCitationWriter: goal-aware citations written by a language model (seed 002, "Option B").
+"""LLMCitationWriter: goal-aware citations written by a language model (MemberJunction's LLM-based
+compaction of action results, github.com/MemberJunction/MJ).
 
 The writer asks an :class:`~agent_memory.llm.LLMClient` for a 2-3 sentence summary and 3-5
 key facts of a stored result, relevant to the agent's goal, as one JSON object. The answer is

@@ -1,4 +1,5 @@
-"""When a stored result is shown in full and when as its citation (seed 002, "Action Result Flow").
+"""When a stored result is shown in full and when as its citation (MemberJunction's action results,
+github.com/MemberJunction/MJ: the full result once, compacted after).
 
 - ``full_once`` (default): in full in the first LLM call after it arrives, as its citation after.
 - ``keep_last_k``: the ``k`` newest results in full, older ones as citations (like observation
@@ -7,7 +8,8 @@
   sent in full, so there is no swap to weigh).
 
 Citing costs something too: a citation is only useful with the memory tools that bring the result
-back, and their definitions are sent with every call (BASELINES.md, "Net of tool definitions").
+back, and their definitions are sent with every call (on the public tau-bench airline runs, memory
+tools of 2,182 o200k_base tokens turn a −15.1% saving into +25.7%).
 ``start`` says when citing begins:
 
 - ``when_it_pays`` (default): every result is shown exactly as the tool returned it (the prompt is

@@ -18,7 +18,8 @@ A file in none of these shapes raises ``ValueError`` naming it: it is never repl
 run.
 
 In every run an LLM call happens before each assistant message (for ReAct: before each Thought);
-its prompt is every message before it (BASELINES.md).
+its prompt is every message before it (so tau-bench's dev runs make 2,023 calls, SWE-agent's 143,
+ReAct's 1,131).
 """
 
 from __future__ import annotations

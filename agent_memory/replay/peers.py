@@ -486,8 +486,8 @@ def anthropic_clear_tool_uses(
     its documentation (the server is not reachable).
 
     - ``trigger`` (default 100,000 ``input_tokens``): the edit runs once the prompt exceeds it:
-      its input tokens (``messages`` and ``tools``, counted with ``count``: BASELINES.md's
-      accounting) or, for ``tool_uses``, its number of tool uses.
+      its input tokens (``messages`` and ``tools``, counted with ``count``: 4 framing tokens
+      a message + its content, as :mod:`agent_memory.prompt_tokens`) or, for ``tool_uses``, its number of tool uses.
     - ``keep`` (default 3 ``tool_uses``): the newest tool uses stay; every older one's result is
       replaced by :data:`ANTHROPIC_PLACEHOLDER`, oldest first. The documentation does not say
       whether the server stops once under the trigger; as LangChain's mirror does, every older

@@ -3,7 +3,7 @@ cost (:class:`ReplayReport`, built by :func:`summarize`; the kernel replay by
 :func:`summarize_kernel`). Its text is :mod:`~agent_memory.replay.report_text` (``report.md``, the
 rich table); its plots and the files are :mod:`~agent_memory.replay.report_plots`.
 
-Reductions are 1 − Σ strategy prompt tokens / Σ naive prompt tokens over a source (BASELINES.md);
+Reductions are 1 − Σ strategy prompt tokens / Σ naive prompt tokens over a source;
 negative numbers are savings. *Net* counts everything sent with each call (messages and every
 tool definition: the agent's own in every strategy, memory tools where offered); *gross* counts the
 messages only. Cache-reusable prefix: per prompt, the net tokens a provider's prefix cache could

@@ -4,7 +4,9 @@
 nothing to start, one machine. ``AgentMemory("a", store="postgresql://user@host/db")`` (or
 ``AGENT_MEMORY_URL``) keeps it in Postgres with pgvector, shared by processes on any number of
 machines. :func:`open_backend` turns what a caller gives into a :class:`Backend`; the contracts a
-backend implements are in :mod:`agent_memory.storage.contracts`.
+backend implements are in :mod:`agent_memory.storage.contracts`. Which backend a
+``<scheme>://`` URL opens is a registry that installed packages extend through the entry-point
+group ``agent_memory.backends`` (:mod:`agent_memory.storage.schemes`, :func:`backend_schemes`).
 """
 
 from __future__ import annotations
@@ -15,19 +17,35 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_memory.errors import ConfigurationError
-from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage.files import FileBackend
-from agent_memory.storage.urls import is_database_url, redacted_url
+from agent_memory.storage.schemes import BACKEND_ENTRY_POINT_GROUP, BackendFactory, backend_schemes, open_url
+from agent_memory.storage.urls import is_database_url, redacted_url, url_scheme
 
-__all__ = ["STORE_URL_ENV", "Backend", "FileBackend", "is_database_url", "open_backend", "redacted_url"]
+__all__ = [
+    "BACKEND_ENTRY_POINT_GROUP",
+    "STORE_URL_ENV",
+    "Backend",
+    "BackendFactory",
+    "FileBackend",
+    "backend_schemes",
+    "is_database_url",
+    "open_backend",
+    "redacted_url",
+    "url_scheme",
+]
 
 STORE_URL_ENV = "AGENT_MEMORY_URL"
-"""Environment variable naming the backend when the code names none: a ``postgresql://`` URL or a
-memory directory. Without it (and without ``AGENT_MEMORY_DIR``) memory is in ``./memory``."""
+"""Environment variable naming the backend when the code names none: a URL (``postgresql://``,
+``file://``, or a scheme an installed package registers) or a memory directory. Without it (and
+without ``AGENT_MEMORY_DIR``) memory is in ``./memory``."""
 
-_OPEN: dict[str, Backend] = {}
-_OPEN_LOCK = threading.Lock()
+_UNSHARED_SCHEMES = frozenset({"file"})
+"""Schemes whose backend is made anew on each open: a :class:`FileBackend` holds no connection."""
+
+_OPEN: dict[tuple[str, bool], Backend] = {}
+"""The process's backends by ``(URL, read_only)``: one connection pool per database."""
+_OPEN_LOCK = threading.RLock()  # re-entrant: a factory may open the backend it wraps
 
 
 def open_backend(store: str | os.PathLike[str] | Backend | None = None,
@@ -35,21 +53,29 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
     """The backend ``store`` names.
 
     Args:
-        store: a :class:`Backend` (returned as is), a ``postgresql://`` URL, a memory directory
-            (a path, or ``file://`` and a path); ``None``: ``memory_dir`` when given, else
+        store: a :class:`Backend` (returned as is); a string ``<scheme>://...``, opened by its
+            scheme's factory (:mod:`agent_memory.storage.schemes`): ``postgresql://`` (or
+            ``postgres://``) a database, ``file://`` and a path a memory directory, any other
+            scheme the one an installed package registers in the entry-point group
+            ``agent_memory.backends``; any other string or path-like a memory directory (a
+            path-like is always a path). ``None``: ``memory_dir`` when given, else
             ``AGENT_MEMORY_URL``, else the directory ``AGENT_MEMORY_DIR`` or ``./memory``.
         memory_dir: the memory directory of a caller that names one (the files backend).
-        read_only: a memory directory is opened as on a read-only mount
+        read_only: the caller only reads: a memory directory is opened as on a read-only mount
             (:class:`~agent_memory.storage.files.FileBackend`'s ``read_only``); a database, whose
-            readers never write, is opened as always.
+            readers never write, is opened as always; a third party's factory is told.
 
-    One backend object is kept per URL in a process, so every memory of the process that names the
-    same database shares its connection pool.
+    A URL's backend (any scheme but ``file``) is kept per URL and ``read_only`` in a process, so
+    every memory of the process that names the same database shares its connection pool; one
+    that was closed (its ``closed`` attribute is true) is replaced by a new one.
 
     Raises:
-        ConfigurationError: if both ``store`` and ``memory_dir`` are given, or a database URL is
-            given and the ``postgres`` extra (psycopg, psycopg-pool, pgvector) is not installed,
-            or the database cannot be reached.
+        ConfigurationError: if both ``store`` and ``memory_dir`` are given; if a URL's scheme is
+            not known (the message lists the known ones, :func:`backend_schemes`); if the
+            scheme's factory fails to load or raises (the message names the scheme and the entry
+            point); if a database URL is given and the ``postgres`` extra (psycopg, psycopg-pool,
+            pgvector) is not installed, or the server refuses the connection.
+        BackendUnavailableError: if a database server does not answer.
     """
     if store is not None and not isinstance(store, str | os.PathLike):
         if isinstance(store, Backend):
@@ -62,31 +88,24 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
     target: str | os.PathLike[str] | None = store if store is not None else memory_dir
     if target is None:
         target = os.environ.get(STORE_URL_ENV) or None
-    if isinstance(target, str) and is_database_url(target):
-        return _shared(target.strip(), _postgres)
-    if isinstance(target, str) and target.startswith("file://"):
-        target = target[len("file://"):]
+    if isinstance(target, str):
+        scheme = url_scheme(target)
+        if scheme in _UNSHARED_SCHEMES:
+            return open_url(target, read_only=read_only)
+        if scheme is not None:
+            url = target.strip()
+            return _shared((url, read_only), lambda: open_url(url, read_only=read_only))
     path = Path(target) if target is not None else None
     return FileBackend(path, read_only=read_only)
 
 
-def _postgres(url: str) -> Backend:
-    try:
-        with HEAVY_IMPORTS:  # psycopg and pgvector (numpy)
-            from agent_memory.storage.postgres import PostgresBackend
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"a postgresql:// store needs the postgres extra: pip install 'agent-memory[postgres]' ({exc})"
-        ) from exc
-    return PostgresBackend(url)
-
-
-def _shared(url: str, make: Callable[[str], Backend]) -> Backend:
-    """The process's backend for ``url``, made on first use (again after it was closed)."""
+def _shared(key: tuple[str, bool], make: Callable[[], Backend]) -> Backend:
+    """The process's backend for ``key`` (URL, read_only), made on first use (again after it was
+    closed)."""
     with _OPEN_LOCK:
-        backend = _OPEN.get(url)
+        backend = _OPEN.get(key)
         if backend is None or getattr(backend, "closed", False):
-            backend = _OPEN[url] = make(url)
+            backend = _OPEN[key] = make()
         return backend
 
 
@@ -94,7 +113,7 @@ def _forget_after_fork() -> None:
     """A forked child must not use its parent's connections: it opens its own backends."""
     global _OPEN_LOCK
     _OPEN.clear()
-    _OPEN_LOCK = threading.Lock()
+    _OPEN_LOCK = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

@@ -213,7 +213,9 @@ class Backend(Protocol):
 
     url: str
     """How another process opens the same backend (:func:`~agent_memory.storage.open_backend`):
-    the memory directory's absolute path, or the database URL without its password."""
+    the memory directory's absolute path, the database URL without its password, or a URL of the
+    scheme a third party's backend registers (:mod:`agent_memory.storage.schemes`). A fork records
+    it for its child (:class:`~agent_memory.fork.MemoryFork`'s ``parent_store``)."""
 
     def describe(self, agent_id: str) -> str:
         """Where the agent's records are, for messages (a path, or the URL and the agent id)."""

@@ -1,5 +1,6 @@
-"""The event journal (seed 003 "persistent queue"): every memory event is journaled, committed,
-before anything applies it.
+"""The event journal (the persistent event queue of team9's agent framework,
+github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0): every memory event is
+journaled, committed, before anything applies it.
 
 An :class:`~agent_memory.agent.events.EventProcessor` journals each event (a user message, a tool
 result, a store, a forget, ...) here, then applies the events one at a time, oldest first, and
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 EVENT_ID_PREFIX = "qevt_"
-"""Prefix of event ids (the seed's): ``qevt_`` + 16 random hex digits."""
+"""Prefix of event ids (team9's ``QueuedEvent`` ids): ``qevt_`` + 16 random hex digits."""
 
 BYTES_TAG = "$bytes"
 DATETIME_TAG = "$datetime"
@@ -60,7 +61,8 @@ _TAGS = frozenset({BYTES_TAG, DATETIME_TAG, ESCAPE_TAG})
 
 
 class EventKind(StrEnum):
-    """What a queued event does when applied (the seed's event names, lower-case)."""
+    """What a queued event does when applied (names lower-cased from AutoByteus' ingest operations
+    and team9's ``MEMORY_FORGET`` / ``MEMORY_MARK_CRITICAL`` events)."""
 
     USER_MESSAGE = "user_message"
     """``MemoryManager.ingest_user_message``: starts a turn."""

@@ -1,6 +1,6 @@
 """Append-only JSONL files that survive crashes and concurrent writers.
 
-Rules (DESIGN.md, Storage):
+Rules:
 
 - An append takes an inter-process lock (``<file>.lock``, filelock), writes whole lines in one
   ``write`` call and fsyncs before it returns, so two processes appending at once lose nothing.

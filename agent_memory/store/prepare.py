@@ -68,7 +68,7 @@ def prepare_item(
     counter: TokenCounter,
     content: Any,
     *,
-    type: MemoryType = "custom",  # noqa: A002 - the seed's field name
+    type: MemoryType = "custom",  # noqa: A002 - MemberJunction's field name
     source: str = "agent",
     tags: Iterable[str] = (),
     related_to: Iterable[str] = (),

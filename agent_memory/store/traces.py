@@ -77,7 +77,8 @@ TRACE_FILES: dict[TraceKind, str] = {
     "episodic": "episodic.jsonl",
     "semantic": "semantic.jsonl",
 }
-"""File name of each kind in the agent directory (seed 000 §7.1, AutoByteus' layout)."""
+"""File name of each kind in the agent directory (AutoByteus' file store layout,
+github.com/AutoByteus/autobyteus, autobyteus/memory/)."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -156,7 +157,7 @@ def _check_type(items: Sequence[Any], model: type, what: str) -> None:
 
 
 class TraceStore(ABC):
-    """RAW_TRACE, EPISODIC and SEMANTIC records of one agent (seed 000 §7).
+    """RAW_TRACE, EPISODIC and SEMANTIC records of one agent (AutoByteus' memory store).
 
     Subclasses implement :meth:`_append`, :meth:`_read` and :meth:`_rewrite`, may override
     :meth:`_locked` (and the typed reads :meth:`_read_raw`, :meth:`_read_episodic`,

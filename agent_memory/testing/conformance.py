@@ -10,14 +10,21 @@ backend and Postgres, ``tests/test_backend_conformance.py``); a third party runs
     class TestMyBackend(BackendConformance):
         @pytest.fixture
         def store(self, tmp_path):
-            return "mybackend://..."   # a new, empty store: what open_backend() takes, or a Backend
+            return f"mybackend://{tmp_path}/store"   # a new, empty store, by its URL
 
-Run it with ``pytest test_my_backend.py``. The ``store`` fixture gives each test a new, empty store:
-a memory directory, a database URL (with its password: the tests that run other processes hand it
-to them), or a :class:`~agent_memory.storage.contracts.Backend` object (then the tests that need
-another process to open the same store are skipped). The tests load the real embedding model
-(all-MiniLM-L6-v2 from its local package) and need nothing else; a few run subprocesses with the
-current Python.
+Run it with ``pytest test_my_backend.py``. The ``store`` fixture gives each test a new, empty store,
+as :func:`~agent_memory.storage.open_backend` takes it: a memory directory, a URL (a database URL
+with its password: the tests that run other processes hand it to them), or a
+:class:`~agent_memory.storage.contracts.Backend` object. Give a URL: every test then runs, the
+backend of this process opened by the URL and each other process opening the same URL. A URL
+whose scheme is a third party's (``mybackend://``) needs the scheme registered as an entry point of
+the group ``agent_memory.backends`` (:mod:`agent_memory.storage.schemes`) where the other processes
+see it too: they run the current Python with this process's environment (installed packages, and
+``PYTHONPATH`` for a package that is not installed). A ``Backend`` object cannot be handed to another
+process, so the five tests that need one (a lock dying with its process, processes writing at once,
+a ``kill -9`` mid-write, a ``kill -9`` mid-forget, a memory seen from another process) are skipped,
+each with a reason that says so (``pytest -rs`` lists them). The tests load the real embedding
+model (all-MiniLM-L6-v2 from its local package) and need nothing else.
 
 What is checked, by group: the item log (incremental reads, tokens, optimistic concurrency,
 blobs), documents, locks (exclusion, timeouts, holders, death with the holder), the event journal,
@@ -60,7 +67,7 @@ from agent_memory.storage import open_backend
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry, LogRead
 from agent_memory.store.content import sha256_hex
 
-__all__ = ["BackendConformance"]
+__all__ = ["BackendConformance", "cross_process_url"]
 
 FAST = MemoryConfig(index_on_store=False)
 """A memory that does not embed on store (the tests that do not search)."""
@@ -91,6 +98,23 @@ def _applied(held: dict[str, bytes], found: LogRead) -> dict[str, bytes]:
     return state
 
 
+def cross_process_url(store: Any) -> str:
+    """The URL or path another process of a test opens ``store`` by: ``store`` itself when it is a
+    string or a path-like (a URL keeps its password).
+
+    Raises:
+        pytest.skip.Exception: (the test is skipped) when ``store`` is an object, with a reason
+            naming its type, its ``url`` and the remedy: another process cannot be handed an object.
+    """
+    if isinstance(store, str | os.PathLike):
+        return os.fspath(store)
+    shown = getattr(store, "url", None)
+    pytest.skip(f"cross-process test: the store fixture gave a {type(store).__name__} object "
+                f"(url {shown!r}), which another process cannot open; return its URL or path from "
+                "`store` instead (a third party's scheme registered in the entry-point group "
+                "agent_memory.backends) to run it")
+
+
 def _child_env() -> dict[str, str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("AGENT_MEMORY_URL", None)
@@ -112,10 +136,9 @@ class BackendConformance:
 
     @pytest.fixture
     def url(self, store: Any) -> str:
-        """What another process opens the store by (skips the test when the store is an object)."""
-        if not isinstance(store, str | os.PathLike):
-            pytest.skip("the store is a Backend object: another process cannot open it")
-        return str(store)
+        """What another process opens the store by: the store's URL or path (skips the test, with
+        the reason, when the store is an object; see :func:`cross_process_url`)."""
+        return cross_process_url(store)
 
     def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
         return AgentMemory(agent_id, store=backend, **kwargs)
