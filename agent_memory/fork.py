@@ -34,6 +34,7 @@ from agent_memory.errors import InvalidArgumentError, OutsideSnapshotError, Stor
 from agent_memory.ids import validate_agent_id
 from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, utc_now
 from agent_memory.storage.contracts import Backend
+from agent_memory.storage import common
 
 __all__ = ["FORK_DOCUMENT", "FORK_FILE", "SPAWN_DOCUMENT", "ForkableMemory", "MemoryFork", "ParentLayer", "SpawnRecord"]
 
@@ -144,7 +145,7 @@ class MemoryFork(BaseModel):
                 raise InvalidArgumentError(
                     f"a fork of {self.parent_agent_id!r} cannot be saved for that agent itself: a sub-agent's "
                     "fork goes with the sub-agent")
-            backend.document(child_id, FORK_DOCUMENT).put(self.to_json())
+            common.document(backend, child_id, FORK_DOCUMENT).put(self.to_json())
 
 
 class SpawnRecord(BaseModel):

@@ -41,9 +41,9 @@ from agent_memory.errors import ConfigurationError, InvalidArgumentError, Isolat
 from agent_memory.fork import FORK_DOCUMENT, MemoryFork, ParentLayer, merge_hits
 from agent_memory.ids import validate_agent_id, validate_memory_id
 from agent_memory.index.fusion import newest, search
-from agent_memory.index.keyword import KeywordIndex
+from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.index.upkeep import IndexUpkeep
-from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.vector import VectorIndex
 from agent_memory.models.items import (
     ItemRecord,
     MemoryCriteria,
@@ -64,9 +64,10 @@ from agent_memory.observers import (
     logger,
 )
 from agent_memory.plugins import PluginRegistry
-from agent_memory.storage import Backend, FileBackend, open_backend
-from agent_memory.store.items import ItemStore, UnreadableRecord, decode_record
-from agent_memory.store.prepare import prepare_item, snapshot_pairs, str_list
+from agent_memory.storage import Backend, FileBackend, common, open_backend
+from agent_memory.storage.contracts import ITEMS_LOG
+from agent_memory.records.items import ItemStore, UnreadableRecord, decode_record
+from agent_memory.records.prepare import prepare_item, snapshot_pairs, str_list
 from agent_memory.tokens import TiktokenCounter, TokenCounter
 from agent_memory.transforms import MIN_MAX_TOKENS, apply_transform, extractive_summary, parse_transform
 
@@ -179,8 +180,8 @@ class AgentMemory:
         if isinstance(observers, str | bytes) or not isinstance(observers, Iterable):
             raise InvalidArgumentError(f"observers must be a list of observers, not {type(observers).__name__}")
         self._observers = ObserverList(observers)
-        log = self.backend.items(self.agent_id, on_quarantine=self._quarantined)
-        self._store = ItemStore(log, where=self.backend.describe(self.agent_id), on_unreadable=self._unreadable)
+        log = self.backend.log(self.agent_id, ITEMS_LOG, on_quarantine=self._quarantined)
+        self._store = ItemStore(log, where=common.describe(self.backend, self.agent_id), on_unreadable=self._unreadable)
         self._upkeep = IndexUpkeep(
             agent_id=self.agent_id, backend=self.backend, config=self.config, tokens=self.tokens,
             store=self._store, index=index, notify=self._observers.notify,
@@ -188,8 +189,8 @@ class AgentMemory:
         self._mutex = threading.RLock()
         self._plugins = plugins
         if base is None:  # a fork made elsewhere (a spawn in another process): the same view
-            data, _ = self.backend.document(self.agent_id, FORK_DOCUMENT).get()
-            base = MemoryFork.from_json(data, where=self.backend.describe(self.agent_id)) if data is not None else None
+            data, _ = common.document(self.backend, self.agent_id, FORK_DOCUMENT).get()
+            base = MemoryFork.from_json(data, where=common.describe(self.backend, self.agent_id)) if data is not None else None
         self._base = ParentLayer(base, open_parent=self._parent_opener(base)) if base is not None else None
 
     def _parent_opener(self, fork: MemoryFork) -> Callable[[], AgentMemory]:
@@ -453,7 +454,7 @@ class AgentMemory:
         :mod:`agent_memory.integrations.langgraph_store`) at the cost of the changes, not of the
         memory's size. The log answers everything again (``reset``) only when it started over
         (``restore``, ``clear``, a compaction of the file log); see
-        :class:`~agent_memory.storage.contracts.ItemLog`.
+        :class:`~agent_memory.storage.contracts.Log`.
 
         Args:
             since: the ``token`` of the previous answer; ``None``: every item (``reset``).
@@ -701,7 +702,7 @@ class AgentMemory:
     def forget(self, item_id: str) -> bool:
         """Remove one item for good (team9's ``MEMORY_FORGET``): its record leaves the item log
         (a delete appended to it, durably, before this returns: the same cost at any size of the
-        memory, see :class:`~agent_memory.storage.contracts.ItemLog`), its chunks leave both
+        memory, see :class:`~agent_memory.storage.contracts.Log`), its chunks leave both
         indexes, and its content blob is deleted unless another item shares it (identical
         content). Idempotent. To forget many items, :meth:`forget_many` does it in one batch.
 

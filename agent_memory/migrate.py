@@ -23,8 +23,10 @@ from agent_memory.fork import FORK_DOCUMENT, SPAWN_DOCUMENT, MemoryFork
 from agent_memory.kernel.working_context import WORKING_CONTEXT_DOCUMENT
 from agent_memory.memory import AgentMemory
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry
-from agent_memory.store.items import UnreadableRecord, decode_record
-from agent_memory.store.traces import KINDS
+from agent_memory.records.items import UnreadableRecord, decode_record
+from agent_memory.storage.traces import KINDS
+from agent_memory.storage import common
+from agent_memory.storage.contracts import ITEMS_LOG
 
 __all__ = ["AgentCopy", "migrate"]
 
@@ -87,7 +89,7 @@ def migrate(source: Backend, target: Backend, agent_ids: Sequence[str] | None = 
 
 def _copy_agent(source: Backend, target: Backend, agent_id: str, *, index: bool,
                 config: MemoryConfig | None) -> AgentCopy:
-    journal = source.journal(agent_id)
+    journal = common.journal(source, agent_id)
     try:
         if journal.open_count():
             raise InvalidArgumentError(
@@ -98,7 +100,7 @@ def _copy_agent(source: Backend, target: Backend, agent_id: str, *, index: bool,
     if not target.claim(agent_id):
         raise InvalidArgumentError(f"{target.url} holds agent {agent_id!r} already: nothing of it was copied")
     copy = AgentCopy(agent_id)
-    log = source.items(agent_id)
+    log = source.log(agent_id, ITEMS_LOG)
     records = log.read().records
     entries, digests = [], set()
     for item_id, data in records:
@@ -115,23 +117,23 @@ def _copy_agent(source: Backend, target: Backend, agent_id: str, *, index: bool,
             digests.add(digest)
             break
         entries.append(LogEntry(item_id, data, blob))
-    target.items(agent_id).write(LogChange(put=entries, replace_all=True))
+    target.log(agent_id, ITEMS_LOG).write(LogChange(put=entries, replace_all=True))
     copy.items, copy.blobs = len(entries), sum(entry.blob is not None for entry in entries)
     _verify(source, target, agent_id, records)
-    traces_in, traces_out = source.traces(agent_id), target.traces(agent_id)
+    traces_in, traces_out = common.traces(source, agent_id), common.traces(target, agent_id)
     for kind in KINDS:
         found = traces_in.records(kind)
         traces_out.replace_records(kind, found)
         copy.traces[kind] = len(found)
     for name in DOCUMENTS:
-        document, _ = source.document(agent_id, name).get()
+        document, _ = common.document(source, agent_id, name).get()
         if document is None:
             continue
         if name == FORK_DOCUMENT:
             fork = MemoryFork.from_json(document, where=f"the fork of {agent_id!r}")
             if fork.parent_store == source.url:  # the parent moves with it
                 document = fork.model_copy(update={"parent_store": target.url}).to_json()
-        target.document(agent_id, name).put(document)
+        common.document(target, agent_id, name).put(document)
         copy.documents.append(name)
     if index and records:
         with AgentMemory(agent_id, store=target, config=config) as memory:
@@ -141,10 +143,10 @@ def _copy_agent(source: Backend, target: Backend, agent_id: str, *, index: bool,
 
 def _verify(source: Backend, target: Backend, agent_id: str, records: list[tuple[str, bytes]]) -> None:
     """The target's records are the source's, byte for byte, with every blob they name."""
-    written = target.items(agent_id).read().records
+    written = target.log(agent_id, ITEMS_LOG).read().records
     if written != records:
         raise StoreError(f"the records of {agent_id!r} did not read back identical from {target.url}")
-    log = target.items(agent_id)
+    log = target.log(agent_id, ITEMS_LOG)
     for _, data in written:
         record = decode_record(data)
         if isinstance(record, UnreadableRecord):

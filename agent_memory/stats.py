@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.errors import AgentMemoryError
 from agent_memory.memory import AgentMemory
-from agent_memory.storage.files import FileBackend
+from agent_memory.storage import FileBackend
 
 __all__ = ["MemoryStats", "TypeStats", "disk_bytes", "holds_anything", "memory_stats"]
 

@@ -16,7 +16,7 @@ indexes), :data:`SAMPLES` items chosen at random are forgotten one by one, each 
 clock): the item log's delete, the blob's release and
 the delete of its chunks from both indexes. On the file backend the bytes each forget adds to
 ``items.jsonl`` and whether the file was rewritten (a new inode) are recorded too. The item log's
-own share (``item_log_delete_ms``: a delete written through the ``ItemLog`` contract, and read by a
+own share (``item_log_delete_ms``: a delete written through the ``Log`` contract, and read by a
 second reader that had read the log before) is timed on :data:`SAMPLES` more items; the rest of a
 forget is the indexes' delete and the blob's. At the largest size, on files, the time of one
 compaction (the rewrite with the live records only, which the log makes once dead lines are half
@@ -127,11 +127,11 @@ def forgets(memory: AgentMemory, rng: random.Random) -> dict[str, Any]:
 
 
 def log_deletes(memory: AgentMemory, ids: list[str], rng: random.Random) -> dict[str, Any]:
-    """The item log's share of a forget, through its contract (``ItemLog``): a delete written, and
+    """The item log's share of a forget, through its contract (``Log``): a delete written, and
     read by another reader that had read everything before it, for :data:`SAMPLES` more random
     items. (Their chunks stay in the indexes, where a query skips an item no longer stored.)"""
-    log = memory.backend.items(memory.agent_id)
-    reader = memory.backend.items(memory.agent_id)
+    log = memory.backend.log(memory.agent_id, "items")
+    reader = memory.backend.log(memory.agent_id, "items")
     token = reader.read().token
     write: list[float] = []
     read: list[float] = []
@@ -149,7 +149,7 @@ def log_deletes(memory: AgentMemory, ids: list[str], rng: random.Random) -> dict
 
 def compaction_s(memory: AgentMemory) -> float:
     """Seconds of one compaction of the file log as it stands (a rewrite with its live records)."""
-    log = memory.backend.items(memory.agent_id)
+    log = memory.backend.log(memory.agent_id, "items")
     with log.jsonl.locked():  # type: ignore[attr-defined] - the file backend's log
         log._held_ids()  # type: ignore[attr-defined]
         started = time.perf_counter()

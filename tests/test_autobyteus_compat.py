@@ -25,7 +25,7 @@ import pytest
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.tool_interactions import build_tool_interactions
 from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem, TraceMedia, tool_result_preview
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 AUTOBYTEUS_VERSION = "1.4.4"
 RUN_TIMEOUT_S = 120.0

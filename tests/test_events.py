@@ -36,7 +36,7 @@ from agent_memory.observers import Compacted, EventApplied, NoticeRecorder, Trac
 from agent_memory.storage.files.journal import EVENTS_FILE, EventQueue
 from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
 from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -277,7 +277,7 @@ processor.user_message("fetch two pages")
 if point == "assistant-written":
     EventQueue.set_status = die_when_marked_applied
 if point == "assistant-appended":  # right after the first append of the answer's traces
-    from agent_memory.store.traces import FileTraceStore
+    from agent_memory.storage.files.traces import FileTraceStore
     append = FileTraceStore._append
     def append_then_die(self, kind, records):
         append(self, kind, records)

@@ -26,7 +26,7 @@ from agent_memory import AgentMemory, MemoryConfig, MemoryManager, Message
 from agent_memory.agent.events import event_memory_id
 from agent_memory.storage.files.journal import EventQueue
 from agent_memory.models.traces import turn_number
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 KILLS = 18
 FINAL_EVENTS = 25

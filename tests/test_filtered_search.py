@@ -14,7 +14,7 @@ import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.errors import InvalidArgumentError
-from agent_memory.index import chroma
+from agent_memory.storage.files import chroma
 from agent_memory.index.fusion import item_filter
 from agent_memory.models.items import MemoryCriteria
 

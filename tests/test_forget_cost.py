@@ -49,7 +49,7 @@ def test_a_forget_appends_one_line_and_rewrites_nothing(tmp_path: Path, n: int) 
 def test_a_reader_reads_only_the_forget(tmp_path: Path, backend_name: str, request: pytest.FixtureRequest) -> None:
     store = str(tmp_path) if backend_name == "files" else request.getfixturevalue("postgres_server").new_database()
     memory, ids = _filled(store, 300)
-    log = open_backend(store).items("agent")  # another reader (another process, as far as the log knows)
+    log = open_backend(store).log("agent", "items")  # another reader (another process, as far as the log knows)
     seen = log.read()
     assert memory.forget(ids[7]) and memory.forget_many([ids[8], ids[9]]) == [ids[8], ids[9]]
     found = log.read(seen.token)
@@ -75,7 +75,7 @@ def test_forget_many_is_one_append_and_keeps_shared_content(tmp_path: Path) -> N
     digest = memory.get(ids[51]).metadata.content_sha256
     assert memory.forget_many([ids[51]]) == [ids[51]]
     with pytest.raises(StoreError):
-        memory.backend.items("agent").blob(digest)  # no other item named it: released
+        memory.backend.log("agent", "items").blob(digest)  # no other item named it: released
     assert memory.forget_many([]) == [] and memory.forget_many([ids[51]]) == []
 
 
@@ -124,7 +124,7 @@ def test_a_database_of_schema_1_is_migrated_with_its_items(tmp_path: Path, postg
 
     # a database as version 1 of the schema left it, holding three items of agent "old"
     source, ids = _filled(str(tmp_path), 3)
-    log = source.backend.items("agent")
+    log = source.backend.log("agent", "items")
     rows = log.read().records
     url = postgres_server.new_database()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -151,7 +151,7 @@ def test_a_database_of_schema_1_is_migrated_with_its_items(tmp_path: Path, postg
 def test_forget_takes_every_chunk_out_of_the_vector_index(tmp_path: Path) -> None:
     # One item of about 100 chunks (its chunk ids are looked up in two rounds: 64, then 256 more),
     # a batch over DELETE_BY_ID_ITEMS (deleted by one filter), and neighbours that must stay.
-    from agent_memory.index.chroma import DELETE_BY_ID_ITEMS, FIRST_PROBE_CHUNKS
+    from agent_memory.storage.files.chroma import DELETE_BY_ID_ITEMS, FIRST_PROBE_CHUNKS
 
     memory = AgentMemory("agent", str(tmp_path))
     long_text = " ".join(f"Paragraph {n} records the tide, the wind and the ships seen from the lighthouse."

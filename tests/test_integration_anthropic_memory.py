@@ -278,9 +278,10 @@ class _CountingLog(FileItemLog):
 
 
 class _CountingBackend(FileBackend):
-    def items(self, agent_id: str, *, on_quarantine: Any = None) -> FileItemLog:
-        log = super().items(agent_id, on_quarantine=on_quarantine)
-        log.__class__ = _CountingLog
+    def log(self, agent_id: str, name: str, *, on_quarantine: Any = None) -> FileItemLog:
+        log = super().log(agent_id, name, on_quarantine=on_quarantine)
+        if name == "items":
+            log.__class__ = _CountingLog
         return log
 
 

@@ -20,10 +20,10 @@ from agent_memory import AgentMemory, MemoryConfig, StoreError
 from agent_memory.errors import CorruptRecordError, LockTimeoutError
 from agent_memory.fileio import atomic_write, atomic_write_bytes
 from agent_memory.observers import NoticeRecorder, RecordQuarantined
-from agent_memory.store import jsonl as jsonl_module
+from agent_memory.storage.files import jsonl as jsonl_module
 from agent_memory.storage.contracts import LogChange, LogEntry
 from agent_memory.storage.files.items import FileItemLog
-from agent_memory.store.jsonl import JsonlFile
+from agent_memory.storage.files.jsonl import JsonlFile
 
 
 class Row(BaseModel):

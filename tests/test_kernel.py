@@ -20,7 +20,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.observers import Compacted, NoticeRecorder, Truncated
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
 
 SYSTEM = "You are a careful research agent."

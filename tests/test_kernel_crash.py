@@ -22,7 +22,7 @@ import pytest
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.ids import turn_memory_id
 from agent_memory.models.traces import turn_number
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 KILLS = 12
 TURNS_PER_CHILD = 100_000
@@ -103,7 +103,7 @@ from agent_memory.kernel import compactor as compactor_module
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 point = sys.argv[3]
 

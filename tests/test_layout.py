@@ -17,10 +17,11 @@ PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
     {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
-     "tokens"},
+     "tokens", "embeddings"},
     {"models"},
     {"prompt_tokens", "transforms", "results", "plugins", "llm"},
-    {"store", "index", "storage"},
+    {"storage"},
+    {"records", "index"},
     {"memory", "boundary", "fork", "ingest", "exports", "stats"},
     {"presentation"},
     {"kernel"},
@@ -115,6 +116,51 @@ def test_no_import_cycle_counting_type_checking_and_function_local_imports() -> 
     edges = _imports(_modules())
     assert sum(len(targets) for targets in edges.values()) > 300  # the scan sees the package's imports
     assert _cycles(edges) == []
+
+
+def _folder_edges(edges: dict[str, set[str]], depth: int) -> dict[str, set[str]]:
+    """The imports between folders: a module's folder is its first ``depth`` parts below
+    ``agent_memory`` (``agent_memory.storage`` at depth 1, ``agent_memory.storage.files`` at 2)."""
+    def folder(module: str) -> str:
+        return ".".join(module.split(".")[: depth + 1])
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for source, targets in edges.items():
+        for target in targets:
+            if folder(source) != folder(target):
+                out[folder(source)].add(folder(target))
+    return out
+
+
+def test_no_import_cycle_between_folders() -> None:
+    folders = _folder_edges(_imports(_modules()), depth=1)
+    assert {"agent_memory.storage", "agent_memory.index", "agent_memory.records"} <= set(folders)
+    assert _cycles(folders) == []
+
+
+def test_a_backend_is_in_its_own_folder_and_no_other_imports_it() -> None:
+    """Each backend's code is in its folder under ``storage/``; neither backend imports the other,
+    and nothing outside ``storage`` reaches into a backend's folder but the apps that name one
+    (the CLI, the inspector, tests' helpers)."""
+    edges = _imports(_modules())
+    backends = ("agent_memory.storage.files", "agent_memory.storage.postgres")
+    for backend in backends:
+        others = [b for b in backends if b != backend]
+        crossing = sorted(f"{a} -> {b}" for a, targets in edges.items() if a.startswith(backend)
+                          for b in targets if any(b.startswith(o) for o in others))
+        assert crossing == []
+    outside = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets
+                     if b.startswith(backends) and not a.startswith("agent_memory.storage")
+                     and _floor(a) < _floor("agent_memory.cli"))
+    assert outside == []
+
+
+def test_the_folder_scan_finds_a_folder_cycle() -> None:
+    edges = {"agent_memory.store.items": {"agent_memory.storage.contracts"},
+             "agent_memory.storage.files": {"agent_memory.index.lexical"},
+             "agent_memory.index.upkeep": {"agent_memory.store.items"}}
+    assert _cycles(_folder_edges(edges, depth=1)) == [
+        ["agent_memory.index", "agent_memory.storage", "agent_memory.store"]]
 
 
 def test_the_scan_finds_a_cycle_hidden_in_a_function() -> None:

@@ -176,7 +176,7 @@ def test_same_answers_tolerate_drift_and_near_ties_only() -> None:
 
 def test_near_tied_items_share_a_dense_rank_so_fusion_does_not_swing() -> None:
     from agent_memory.index.fusion import fuse
-    from agent_memory.index.vector import ChunkHit
+    from agent_memory.storage.vector import ChunkHit
 
     def dense(*pairs: tuple[str, float]) -> dict[str, ChunkHit]:
         return {i: ChunkHit(item_id=i, chunk_index=0, body="", start_char=0, score=s) for i, s in pairs}
@@ -210,7 +210,7 @@ def _open_files_under(path: Path) -> list[str]:
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
 def test_close_releases_every_sqlite_connection_and_the_chroma_client(tmp_path: Path) -> None:
-    from agent_memory.index.chroma import _EmbeddedClients
+    from agent_memory.storage.files.chroma import _EmbeddedClients
 
     memory = AgentMemory("agent", tmp_path)
     memory.store("The Bell Rock Lighthouse is the oldest sea-washed lighthouse.")

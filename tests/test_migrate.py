@@ -17,6 +17,7 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.storage import open_backend
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.testing import PostgresServer
+from agent_memory.storage import common
 
 FAST = MemoryConfig(index_on_store=False)
 
@@ -93,7 +94,7 @@ def test_migrate_refuses_an_agent_with_events_not_applied(tmp_path: Path, postgr
     source = tmp_path / "source"
     memory = AgentMemory("busy", source, config=FAST)
     memory.store("a note")
-    memory.backend.journal("busy").push("user_message", {"content": "not applied yet"})
+    common.journal(memory.backend, "busy").push("user_message", {"content": "not applied yet"})
     result = run("migrate", "--from", str(source), "--to", postgres_server.new_database(), code=1)
     assert "not applied yet" in result.stderr
 

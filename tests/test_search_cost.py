@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.index.embeddings import torch_threads
+from agent_memory.embeddings import torch_threads
 from agent_memory.index.fusion import ROCCHIO_BETA, rocchio
-from agent_memory.index.lexical import LexicalIndex, within_budget
-from agent_memory.index.vector import IndexChunk
+from agent_memory.storage.files.lexical import LexicalIndex
+from agent_memory.storage.keyword import within_budget
+from agent_memory.storage.vector import IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
 

@@ -153,7 +153,7 @@ def test_a_client_is_not_closed_under_a_call_in_flight(tmp_path: Path) -> None:
     """Deterministic: a call holds the Chroma client (inside ``_using``); another process's write
     makes the client stale; a second thread's call waits until the first ends instead of closing
     the client under it (what raised ``'RustBindingsAPI' object has no attribute 'bindings'``)."""
-    from agent_memory.index.chroma import ChromaVectorIndex, _EmbeddedClients
+    from agent_memory.storage.files.chroma import ChromaVectorIndex, _EmbeddedClients
 
     memory = AgentMemory("service", tmp_path)
     memory.store("Herons nest near the lighthouse.")

@@ -24,8 +24,9 @@ from agent_memory import InvalidArgumentError, ItemNotFoundError, StoreError
 from agent_memory.errors import InvalidIdError
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.traces import RAW_TRACE_ADAPTER, EpisodicItem, RawTraceItem, SemanticItem
-from agent_memory.store import jsonl as jsonl_module
-from agent_memory.store.traces import FileTraceStore, InMemoryTraceStore, TraceStore
+from agent_memory.storage.files import jsonl as jsonl_module
+from agent_memory.storage.traces import InMemoryTraceStore, TraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 
 EVENTS = {"user": "LLMUserMessageReadyEvent", "assistant": "LLMCompleteResponseReceivedEvent"}
 
@@ -395,7 +396,7 @@ CHILD = r"""
 import sys
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.traces import EpisodicItem, RawTraceItem
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 store = FileTraceStore(sys.argv[1])
 tracker = TurnTracker(store)
 TAIL = 2

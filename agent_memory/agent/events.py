@@ -68,6 +68,7 @@ from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem
 from agent_memory.observers import EventApplied, MemoryObserver, logger
 from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent, checked_kind
+from agent_memory.storage import common
 
 __all__ = [
     "DEFAULT_KEEP_APPLIED_EVENTS",
@@ -185,7 +186,7 @@ class EventProcessor:
         self.manager = manager
         self.execution_mode = mode  # validated by the setter
         backend = manager.memory.backend
-        self.queue = queue if queue is not None else backend.journal(manager.agent_id)
+        self.queue = queue if queue is not None else common.journal(backend, manager.agent_id)
         self.step_lock = StepLock(backend.locks(manager.agent_id), key=f"{backend.url}|{manager.agent_id}")
         self.tools = list(tools)
         self.lock_timeout_s = lock_timeout_s

@@ -47,6 +47,7 @@ from agent_memory.limits import shorten
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
 from agent_memory.storage.contracts import Backend
+from agent_memory.storage import common
 
 __all__ = [
     "MAX_CHILD_ID_ATTEMPTS",
@@ -216,7 +217,7 @@ def child_memory(base: AgentMemory, mode: MemoryMode, child_id: str, *, parent_i
     the inspector reads to show every sub-agent with its parent and scope."""
     record = SpawnRecord(parent_agent_id=parent_id or base.agent_id, memory_mode=mode, task=shorten(task, 500),
                          memory_agent_id=base.agent_id if mode == "shared" else child_id)
-    base.backend.document(child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
+    common.document(base.backend, child_id, SPAWN_DOCUMENT).put(record.model_dump_json().encode("utf-8"))
     if mode == "shared":
         return None
     if mode == "isolated":

@@ -29,8 +29,8 @@ import regex
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
+from agent_memory.storage.keyword import KeywordIndex
+from agent_memory.storage.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
 from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 

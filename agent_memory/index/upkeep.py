@@ -52,16 +52,17 @@ from agent_memory.errors import (
     outage_behind,
 )
 from agent_memory.index.chunking import chunk_text
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.lexical import is_corruption
+from agent_memory.storage.keyword import KeywordIndex
+from agent_memory.storage.keyword import is_corruption
 from agent_memory.index.text import chunk_header, indexable_text
-from agent_memory.index.vector import IndexChunk, VectorIndex
+from agent_memory.storage.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import ItemRecord
 from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryNotice
 from agent_memory.storage.contracts import Backend
-from agent_memory.store.items import ItemStore
+from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
+from agent_memory.storage import common
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexUpkeep", "unindexable"]
 
@@ -113,7 +114,7 @@ class IndexUpkeep:
     ) -> None:
         self.agent_id = agent_id
         self.backend = backend
-        self.where = backend.describe(agent_id)
+        self.where = common.describe(backend, agent_id)
         self.config = config
         self.tokens = tokens
         self.store = store
@@ -128,8 +129,9 @@ class IndexUpkeep:
         the same version has nothing to do (O(1), not a pass over every record)."""
         self._mutex = threading.RLock()
         self._read_only: bool | None = None
-        self._no_lexical = False
-        """Read-only and there is no keyword index: dense search only."""
+        self._no_lexical = getattr(backend, "keyword_index", None) is None
+        """No keyword index (a backend without one, or read-only and none was made): dense search
+        only, the item records filtering."""
         self.lock_timeout_s = INDEX_LOCK_TIMEOUT_S
         """How long an index write waits for another process's, in seconds."""
 
@@ -139,7 +141,7 @@ class IndexUpkeep:
         indexes then open read-only and catch-up indexing is skipped)."""
         with self._mutex:
             if self._read_only is None:
-                self._read_only = self.backend.read_only(self.agent_id)
+                self._read_only = common.read_only(self.backend, self.agent_id)
             return self._read_only
 
     # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
@@ -177,7 +179,7 @@ class IndexUpkeep:
                 if self.read_only:
                     return self._open_lexical_read_only()
                 try:
-                    self._lexical = self.backend.keyword_index(self.agent_id, self.config)
+                    self._lexical = self._keyword_index()
                 except KeywordIndexError as exc:
                     if not is_corruption(exc):
                         raise
@@ -187,7 +189,7 @@ class IndexUpkeep:
     def _open_lexical_read_only(self) -> KeywordIndex | None:
         """The keyword index of a read-only memory, opened without writing; ``None`` (and dense
         search only from then on) when there is none. Called under ``_mutex``."""
-        self._lexical = self.backend.keyword_index(self.agent_id, self.config, read_only=True)
+        self._lexical = self._keyword_index(read_only=True)
         if self._lexical is None:
             self._no_lexical = True
             detail = "there is no keyword index to read: dense search only"
@@ -217,7 +219,7 @@ class IndexUpkeep:
             if self._lexical is not None:
                 self._lexical.close()
             self._lexical = None
-            fresh = self.backend.keyword_index(self.agent_id, self.config, recreate=True)
+            fresh = self._keyword_index(recreate=True)
             assert fresh is not None  # not read-only
             where = str(getattr(fresh, "path", self.where))  # the file, for the file backend
             self.notify(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
@@ -532,13 +534,20 @@ class IndexUpkeep:
             self._refused.clear()
             self._settled = None
 
+    def _keyword_index(self, *, read_only: bool = False, recreate: bool = False) -> KeywordIndex | None:
+        """The backend's keyword index (``keyword_index`` is optional in the contract: a backend
+        without one is never asked, :attr:`_no_lexical` says so first)."""
+        opened: KeywordIndex | None = getattr(self.backend, "keyword_index")(
+            self.agent_id, self.config, read_only=read_only, recreate=recreate)
+        return opened
+
     def _reset_lexical(self) -> None:
-        if not self.config.hybrid_search:
+        if not self.config.hybrid_search or self._no_lexical:
             return
         try:
             with self._mutex:
                 if self._lexical is None:
-                    self._lexical = self.backend.keyword_index(self.agent_id, self.config)
+                    self._lexical = self._keyword_index()
                 lexical = self._lexical
             assert lexical is not None  # not read-only
             lexical.reset()

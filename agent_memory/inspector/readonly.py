@@ -24,21 +24,22 @@ from contextlib import AbstractContextManager
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import StoreError
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.keyword import KeywordIndex
+from agent_memory.storage.vector import VectorIndex
 from agent_memory.storage.contracts import (
     Backend,
     ChangeToken,
     DocumentSlot,
-    ItemLog,
+    Log,
     LockHolder,
     Locks,
     LogChange,
     LogRead,
     QuarantineHook,
 )
+from agent_memory.storage import common
 from agent_memory.storage.journal import EventJournal
-from agent_memory.store.traces import TraceKind, TraceRecord, TraceStore
+from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["ReadOnlyBackend"]
@@ -48,17 +49,17 @@ def _refused(what: str) -> StoreError:
     return StoreError(f"{what}: this memory is open read-only (the inspector never writes)")
 
 
-class _ReadOnlyItemLog:
-    """Any :class:`~agent_memory.storage.contracts.ItemLog` with ``write`` refused."""
+class _ReadOnlyLog:
+    """Any :class:`~agent_memory.storage.contracts.Log` with ``write`` refused."""
 
-    def __init__(self, inner: ItemLog) -> None:
+    def __init__(self, inner: Log) -> None:
         self._inner = inner
 
     def read(self, since: ChangeToken | None = None) -> LogRead:
         return self._inner.read(since)
 
     def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
-        raise _refused("write to the item log")
+        raise _refused("write to a log")
 
     def blob(self, digest: str) -> bytes:
         return self._inner.blob(digest)
@@ -94,7 +95,7 @@ class _ReadOnlyLocks:
 
 
 class _ReadOnlyTraces(TraceStore):
-    """A :class:`~agent_memory.store.traces.TraceStore` that reads through another and writes nothing."""
+    """A :class:`~agent_memory.storage.traces.TraceStore` that reads through another and writes nothing."""
 
     def __init__(self, inner: TraceStore) -> None:
         super().__init__()
@@ -132,10 +133,10 @@ class ReadOnlyBackend:
         return f"ReadOnlyBackend({self.inner!r})"
 
     def describe(self, agent_id: str) -> str:
-        return self.inner.describe(agent_id)
+        return common.describe(self.inner, agent_id)
 
-    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> ItemLog:
-        return _ReadOnlyItemLog(self.inner.items(agent_id, on_quarantine=on_quarantine))
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> Log:
+        return _ReadOnlyLog(self.inner.log(agent_id, name, on_quarantine=on_quarantine))
 
     def read_only(self, agent_id: str) -> bool:
         return True
@@ -144,17 +145,18 @@ class ReadOnlyBackend:
                       recreate: bool = False) -> KeywordIndex | None:
         if recreate:
             raise _refused("recreating the keyword index")
-        return self.inner.keyword_index(agent_id, config, read_only=True)
+        opener = getattr(self.inner, "keyword_index", None)
+        return opener(agent_id, config, read_only=True) if opener is not None else None
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
         return self.inner.vector_index(agent_id, config, tokens, read_only=True)
 
     def traces(self, agent_id: str) -> TraceStore:
-        return _ReadOnlyTraces(self.inner.traces(agent_id))
+        return _ReadOnlyTraces(common.traces(self.inner, agent_id))
 
     def document(self, agent_id: str, name: str) -> DocumentSlot:
-        return _ReadOnlyDocument(self.inner.document(agent_id, name))
+        return _ReadOnlyDocument(common.document(self.inner, agent_id, name))
 
     def journal(self, agent_id: str) -> EventJournal:
         raise _refused("the event journal")

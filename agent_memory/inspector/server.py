@@ -52,6 +52,7 @@ from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.pricing import PriceModel
 from agent_memory.storage import Backend, open_backend
 from agent_memory.transforms import raw_text
+from agent_memory.storage import common
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
@@ -283,7 +284,7 @@ class Inspector:
                 return len(self.memory(agent_id).own_records())
 
             def turn_count(agent_id: str) -> int:
-                return len(self.backend.traces(agent_id).turn_ids())
+                return len(common.traces(self.backend, agent_id).turn_ids())
 
             counts = {s.agent_id: _safe(functools.partial(own_items, s.agent_id), None) for s in scopes}
             turns = {s.agent_id: _safe(functools.partial(turn_count, s.agent_id), None) for s in scopes}

@@ -46,6 +46,7 @@ from agent_memory.pricing import CallTokens, Cost, PriceModel
 from agent_memory.prompt_tokens import message_tokens
 from agent_memory.replay.engine import StrategyCurve
 from agent_memory.storage.contracts import Backend
+from agent_memory.storage import common
 
 __all__ = [
     "AgentScope",
@@ -94,7 +95,7 @@ class AgentScope:
 
 
 def _document(backend: Backend, agent_id: str, name: str) -> bytes | None:
-    data, _ = backend.document(agent_id, name).get()
+    data, _ = common.document(backend, agent_id, name).get()
     return data
 
 
@@ -107,7 +108,7 @@ def agent_scopes(backend: Backend) -> list[AgentScope]:
     ids = backend.agent_ids()
     out: list[AgentScope] = []
     for agent_id in ids:
-        where = backend.describe(agent_id)
+        where = common.describe(backend, agent_id)
         spawn = _document(backend, agent_id, SPAWN_DOCUMENT)
         fork_data = _document(backend, agent_id, FORK_DOCUMENT)
         fork = MemoryFork.from_json(fork_data, where=f"the fork of {where}") if fork_data is not None else None
@@ -226,7 +227,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
         StoreError: if the traces cannot be read.
     """
     agent_id = conversation_id or conversation.agent_id
-    traces = conversation.backend.traces(agent_id)
+    traces = common.traces(conversation.backend, agent_id)
     archive = traces.read_archive()
     raw = sorted([*archive, *traces.list_raw()], key=trace_sort_key)
     episodes = sorted(traces.list_episodic(), key=lambda ep: ep.ts)

@@ -46,6 +46,7 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.pricing import Cost
 from agent_memory.transforms import extractive_summary
+from agent_memory.storage import common
 
 __all__ = ["AgentMemorySession", "OpenAIAgentsMemory", "items_to_messages"]
 
@@ -261,7 +262,7 @@ class AgentMemorySession(SessionABC):
         self.max_tokens = max_tokens
         self.keep_user_turns = keep_user_turns
         self.summary_tokens = summary_tokens
-        self._slot = memory.backend.document(memory.agent_id, f"session.{self.session_id}")
+        self._slot = common.document(memory.backend, memory.agent_id, f"session.{self.session_id}")
 
     def _read(self) -> tuple[list[TResponseInputItem], Any]:
         data, token = self._slot.get()

@@ -2,7 +2,7 @@
 autobyteus/memory/): turns, ingest, token budget, compaction, snapshots.
 
 Records and their store live in :mod:`agent_memory.models.traces` and
-:mod:`agent_memory.store.traces`; this package holds the logic built on them.
+:mod:`agent_memory.storage.traces`; this package holds the logic built on them.
 """
 
 from agent_memory.kernel.turns import TurnTracker

@@ -46,7 +46,7 @@ from agent_memory.models.traces import (
     semantic_id_for,
     window_id_for,
 )
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
 
 __all__ = ["CompactionRecord", "Compactor"]
 

@@ -76,7 +76,8 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import message_tokens, tool_tokens
 from agent_memory.results import result_store_arguments
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
+from agent_memory.storage import common
 
 __all__ = [
     "ASSISTANT_EVENT",
@@ -172,7 +173,7 @@ class MemoryManager(MemoryMarks):
         for observer in self.observers:
             memory.add_observer(observer)
         backend = memory.backend
-        self.store = store if store is not None else backend.traces(self.agent_id)
+        self.store = store if store is not None else common.traces(backend, self.agent_id)
         self.system_prompt = system_prompt
         self.budget = TokenBudget(limits if limits is not None else model_limits(model))
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
@@ -182,7 +183,7 @@ class MemoryManager(MemoryMarks):
         self.snapshot_builder = CompactionSnapshotBuilder()
         self.planner = CompactionPlanner(self)
         self.tracker = TurnTracker(self.store)
-        self.context = WorkingContextSnapshot(backend.document(self.agent_id, WORKING_CONTEXT_DOCUMENT),
+        self.context = WorkingContextSnapshot(common.document(backend, self.agent_id, WORKING_CONTEXT_DOCUMENT),
                                               agent_id=memory.agent_id)
         policy = policy if policy is not None else PresentationPolicy()
         cap = max(MIN_FULL_RESULT_TOKENS, int(FULL_RESULT_SHARE * self.budget.input_budget))

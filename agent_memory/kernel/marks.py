@@ -17,7 +17,7 @@ from agent_memory.kernel.working_context import WorkingContextSnapshot
 from agent_memory.memory import AgentMemory
 from agent_memory.models.traces import SemanticItem, semantic_id_for
 from agent_memory.presentation.context import FORGOTTEN_NOTE
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
 
 __all__ = ["MemoryMarks"]
 

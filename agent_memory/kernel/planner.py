@@ -24,7 +24,7 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message
 from agent_memory.models.traces import turn_number
 from agent_memory.presentation.context import BuiltContext, ContextBuilder
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
 
 __all__ = ["BUNDLE_SHARE", "MIN_BUNDLE_TOKENS", "SUMMARY_ALLOWANCE_TOKENS", "CompactionPlanner", "PlannedConversation"]
 

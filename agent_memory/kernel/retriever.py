@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from agent_memory.kernel.snapshot_builder import MemoryBundle
 from agent_memory.limits import shorten
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
 from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = ["DEFAULT_MAX_EPISODIC", "DEFAULT_MAX_SEMANTIC", "Retriever"]

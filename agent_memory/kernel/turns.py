@@ -14,7 +14,7 @@ import threading
 
 from agent_memory.errors import InvalidArgumentError, map_exceptions
 from agent_memory.models.traces import format_turn_id, turn_number
-from agent_memory.store.traces import TraceStore
+from agent_memory.storage.traces import TraceStore
 
 __all__ = ["TurnTracker"]
 

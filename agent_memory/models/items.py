@@ -13,7 +13,7 @@ the type checks but not the size bounds, so a record stored under other bounds s
 
 Records carry a schema version (:attr:`ItemRecord.schema_version`, :data:`ITEM_SCHEMA_VERSION`);
 a record from a newer version is kept as it is and refused when read
-(:class:`~agent_memory.errors.UnsupportedRecordError`, see :mod:`agent_memory.store.items`).
+(:class:`~agent_memory.errors.UnsupportedRecordError`, see :mod:`agent_memory.records.items`).
 """
 
 from __future__ import annotations

@@ -1,38 +1,54 @@
-"""What agent-memory keeps, as the few operations a storage backend implements.
+"""What agent-memory keeps, as the few shapes a storage backend implements.
 
-A backend (:class:`Backend`) hands out, per agent id, one object for each kind of thing memory
-keeps. Each is a small Protocol; everything else (caching, codecs, damage containment, the
-search fusion, the kernel) is built on them by the library, the way LangGraph's ``BaseStore``
-builds its API on two abstract operations:
+A backend is four classes and twenty methods: a :class:`Backend` that hands out, per agent
+id, **keyed logs** (:class:`Log`: read since a token, write with an ``expect`` token, content
+blobs), **named locks** (:class:`Locks`) and a **vector index**
+(:class:`~agent_memory.storage.vector.VectorIndex`: search by meaning). Everything else memory keeps
+is one of these shapes again, and the library builds it on them
+(:mod:`~agent_memory.storage.common`), the way LangGraph's ``BaseStore`` builds its API on two
+abstract operations (github.com/langchain-ai/langgraph, ``libs/checkpoint/langgraph/store/base``):
 
-============================  =====================================================  ==========
-what                          contract                                               operations
-============================  =====================================================  ==========
-item records + content blobs  :class:`ItemLog`                                       read, write, blob
-keyword search (BM25 / FTS)   :class:`~agent_memory.index.keyword.KeywordIndex`      8
-vector search                 :class:`~agent_memory.index.vector.VectorIndex`        8
-traces, episodes, facts       :class:`~agent_memory.store.traces.TraceStore`         append, read, rewrite, locked
-one document (working context,
-a fork's view)                :class:`DocumentSlot`                                  token, get, put
-the event journal             :class:`~agent_memory.storage.journal.EventJournal`   push, get, next_open,
-                                                                                     set_status, ... (9)
-locks                         :class:`Locks`                                         hold, probe
-============================  =====================================================  ==========
+=================================  ======================================  =====================
+what                               kept as                                 contract
+=================================  ======================================  =====================
+item records + content blobs       the log ``items``                       :class:`Log`
+a document (working context, a     the log ``document.<name>``             :class:`Log`
+fork's view, a session)
+traces, episodes, facts            the logs ``traces.<kind>``              :class:`Log` + locks
+the event journal                  the log ``journal``                     :class:`Log`
+search by meaning                  the vector index                        ``VectorIndex``
+locks                              named locks                             :class:`Locks`
+=================================  ======================================  =====================
+
+The in-process backend (:mod:`~agent_memory.storage.inprocess`, ``memory://``) is a complete
+backend in one module of these four classes. A backend *may* offer more, and the library then uses
+it instead of its default: ``describe(agent_id)`` (where the agent's records are, for messages;
+default: the URL and the agent id), ``read_only(agent_id)`` (the agent's storage cannot be written,
+a read-only mount or role: the memory then reads without writing anything; default ``False``),
+``keyword_index(agent_id, config, *, read_only=False,
+recreate=False)`` (a :class:`~agent_memory.storage.keyword.KeywordIndex`, for hybrid search; without
+one a query is searched by meaning alone and filtered by the item records), and ``document``,
+``traces`` or ``journal`` of their own (the built-in backends keep their on-disk formats so: the
+file backend's traces are AutoByteus' JSONL files, its journal SQLite).
 
 Two rules every backend keeps, and the conformance suite (:mod:`agent_memory.testing.conformance`)
 checks:
 
 - **Nothing acknowledged is lost.** A write that returned is durable (synced to disk, or
   committed); a write that raised left the previous state intact. A process killed at any moment
-  loses at most the write it was making, never an earlier one, and leaves no lock held.
-- **Optimistic concurrency where a write depends on what was read.** An :class:`ItemLog` or a
-  :class:`DocumentSlot` hands out a :data:`ChangeToken` with every read; a write that passes it
-  back as ``expect`` is made only if nothing changed since, else it raises
-  :class:`~agent_memory.errors.ConflictError` and the caller reads again and retries. No lock is
-  held between a read and a write, so a process killed in between blocks nobody.
+  loses at most the write it was making, never an earlier one, and leaves no lock held. (An
+  in-process backend's durability is its process's: it says so.)
+- **Optimistic concurrency where a write depends on what was read.** A :class:`Log` hands out a
+  :data:`ChangeToken` with every read; a write that passes it back as ``expect`` is made only if
+  nothing changed since, else it raises :class:`~agent_memory.errors.ConflictError` and the caller
+  reads again and retries. No lock is held between a read and a write, so a process killed in
+  between blocks nobody.
 """
 
 from __future__ import annotations
+
+import hashlib
+import re
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -40,27 +56,53 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from agent_memory.config import MemoryConfig
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.vector import VectorIndex
-from agent_memory.storage.journal import EventJournal
-from agent_memory.store.traces import TraceStore
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.storage.vector import VectorIndex
 from agent_memory.tokens import TokenCounter
 
 __all__ = [
     "Backend",
+    "ITEMS_LOG",
     "ChangeToken",
     "DocumentSlot",
-    "ItemLog",
+    "Log",
     "LockHolder",
     "Locks",
     "LogChange",
     "LogEntry",
     "LogRead",
     "QuarantineHook",
+    "checked_log_name",
+    "sha256_hex",
 ]
 
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data`` (64 lower-case characters): the key of a content blob in a :class:`Log`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+ITEMS_LOG = "items"
+"""The log of an agent's item records and their content (:class:`~agent_memory.records.items.ItemStore`)."""
+
+_LOG_NAME = re.compile(r"[a-z][A-Za-z0-9_.-]{0,159}")
+
+
+def checked_log_name(name: str) -> str:
+    """``name`` if it is a log name a backend can use as a file or key name: ASCII letters, digits,
+    ``_``, ``-`` and dots, a lower-case letter first, at most 160 characters (``traces.raw``,
+    ``document.session.s-1``; never ``/``, ``..`` or a space).
+
+    Raises:
+        InvalidArgumentError: otherwise.
+    """
+    if not isinstance(name, str) or not _LOG_NAME.fullmatch(name) or ".." in name:
+        raise InvalidArgumentError(f"invalid log name {name!r}: ASCII letters, digits, '_', '-' and dots, "
+                                   "such as 'traces.raw'")
+    return name
+
+
 ChangeToken = str
-"""Opaque: names the state of an :class:`ItemLog` or a :class:`DocumentSlot` as of a read. Equal
+"""Opaque: names the state of a :class:`Log` (or a :class:`DocumentSlot`) as of a read. Equal
 tokens mean nothing changed in between."""
 
 QuarantineHook = Callable[[str, int, str, "str | None"], None]
@@ -71,7 +113,7 @@ hold damage call it (a file edited by hand or by a disk error)."""
 
 @dataclass(frozen=True, slots=True)
 class LogRead:
-    """What :meth:`ItemLog.read` found.
+    """What :meth:`Log.read` found.
 
     A reader applies it to what it holds (a dict by id, in insertion order) in this order: with
     ``reset``, drop everything; remove the ids of ``deleted``; then set each of ``records`` by id
@@ -97,9 +139,10 @@ class LogEntry:
     """One record to write, with the content blob it names."""
 
     id: str
-    """The memory id (the key)."""
+    """The key (the memory id, in the log ``items``): any non-empty text without a newline."""
     record: bytes
-    """The record: one JSON object, UTF-8, no newline."""
+    """The record: one JSON object, UTF-8, no newline, whose ``"id"`` member is :attr:`id` (a
+    backend may read the key from it)."""
     blob: bytes | None = None
     """The content, kept under its sha256 (hex) as key; ``None``: the blob it names is kept
     already (a record written back unchanged)."""
@@ -107,7 +150,7 @@ class LogEntry:
 
 @dataclass(frozen=True, slots=True)
 class LogChange:
-    """One atomic change of an :class:`ItemLog`: all of it is visible, or none (also after a crash)."""
+    """One atomic change of a :class:`Log`: all of it is visible, or none (also after a crash)."""
 
     put: Sequence[LogEntry] = ()
     """Records to add after the others; a record whose id the log holds replaces that record in
@@ -121,10 +164,12 @@ class LogChange:
 
 
 @runtime_checkable
-class ItemLog(Protocol):
-    """An agent's item records (opaque JSON, keyed by memory id, in write order) and the content
+class Log(Protocol):
+    """A keyed log of one agent: records (opaque JSON, keyed, in write order) and the content
     blobs they name (keyed by sha256). The library reads records incrementally (``since``) and
-    keeps them in the process; what a record means is its business, not the log's.
+    keeps them in the process; what a record means is its business, not the log's. An agent has
+    one log per name (``items``, ``journal``, ``traces.raw``, ``document.fork``, ...), each apart
+    from the others, blobs included.
 
     A keyed, append-mostly log: a put of a new id, a put that replaces an id's record and a
     delete are all appended changes that an incremental :meth:`read` hands out (``records`` and
@@ -155,7 +200,9 @@ class ItemLog(Protocol):
 @runtime_checkable
 class DocumentSlot(Protocol):
     """One small document of an agent (the working context snapshot, a fork's view), replaced
-    whole on each write."""
+    whole on each write. Not a backend's to implement: the library builds it on a :class:`Log`
+    (:class:`~agent_memory.storage.common.LogDocument`) unless the backend has its own
+    ``document(agent_id, name)``."""
 
     def token(self) -> ChangeToken:
         """The document's token now, without reading it (a cheap test whether it changed)."""
@@ -207,33 +254,21 @@ class Locks(Protocol):
 @runtime_checkable
 class Backend(Protocol):
     """Where every memory of one installation lives: the default files under a memory directory
-    (:class:`~agent_memory.storage.files.FileBackend`), or a Postgres database
+    (:class:`~agent_memory.storage.files.FileBackend`), a Postgres database
     (:class:`~agent_memory.storage.postgres.PostgresBackend`) that processes on many machines
-    share. Every method takes a validated agent id; one backend serves any number of agents."""
+    share, this process's memory (:class:`~agent_memory.storage.inprocess.InProcessBackend`), or a
+    third party's, opened by URL (:mod:`~agent_memory.storage.schemes`). Every method takes a
+    validated agent id; one backend serves any number of agents."""
 
     url: str
     """How another process opens the same backend (:func:`~agent_memory.storage.open_backend`):
-    the memory directory's absolute path, the database URL without its password, or a URL of the
-    scheme a third party's backend registers (:mod:`agent_memory.storage.schemes`). A fork records
-    it for its child (:class:`~agent_memory.fork.MemoryFork`'s ``parent_store``)."""
+    the memory directory's absolute path, or a URL (a database's without its password)."""
 
-    def describe(self, agent_id: str) -> str:
-        """Where the agent's records are, for messages (a path, or the URL and the agent id)."""
-        ...
-
-    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> ItemLog:
-        """The agent's item log."""
-        ...
-
-    def read_only(self, agent_id: str) -> bool:
-        """Whether the agent's storage cannot be written (a read-only mount, a read-only role):
-        the memory then reads without writing anything."""
-        ...
-
-    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
-                      recreate: bool = False) -> KeywordIndex | None:
-        """The agent's keyword index. ``read_only``: open it without writing (``None`` when there
-        is none to open). ``recreate``: drop what is stored first (a damaged index), empty."""
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> Log:
+        """The agent's log ``name`` (created empty on first write). Names are short ASCII words
+        with dots (``items``, ``journal``, ``traces.raw``, ``document.fork``). ``on_quarantine``:
+        told of a damaged record the log took out of its way (a log that cannot hold damage never
+        calls it)."""
         ...
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
@@ -242,20 +277,8 @@ class Backend(Protocol):
         Chroma). ``read_only``: open it without writing to the backend."""
         ...
 
-    def traces(self, agent_id: str) -> TraceStore:
-        """The agent's conversation traces (raw, archive, episodes, facts)."""
-        ...
-
-    def document(self, agent_id: str, name: str) -> DocumentSlot:
-        """The agent's document ``name`` (``working_context``, ``fork``)."""
-        ...
-
-    def journal(self, agent_id: str) -> EventJournal:
-        """The agent's event journal."""
-        ...
-
     def locks(self, agent_id: str) -> Locks:
-        """The agent's named locks (``items``, ``index``, ``kernel``, ``step``)."""
+        """The agent's named locks (``items``, ``index``, ``kernel``, ``step``, ``traces.<kind>``)."""
         ...
 
     def claim(self, agent_id: str) -> bool:

@@ -14,7 +14,7 @@ next processor finds it still ``applying`` and checks whether its effect was wri
 applies it (see :class:`~agent_memory.agent.events.EventProcessor`). Nothing is lost: a queued
 event stays queued until applied, across crashes and restarts.
 
-:class:`EventJournal` is the contract, as :class:`~agent_memory.store.traces.TraceStore` and
+:class:`EventJournal` is the contract, as :class:`~agent_memory.storage.traces.TraceStore` and
 LangGraph's ``BaseStore`` are: a backend implements the abstract operations (:meth:`push`,
 :meth:`get`, :meth:`next_open`, :meth:`set_status`, :meth:`events`, :meth:`count`,
 :meth:`last_closed`, :meth:`prune`, :meth:`close`), and the rest is built on them. The file

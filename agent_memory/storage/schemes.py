@@ -4,8 +4,9 @@
 ``postgresql://user@host/db``) and opens the backend that the scheme's factory makes. Schemes come
 from two places:
 
-- **Built in** (:data:`BUILTIN_SCHEMES`): ``file`` (a memory directory) and ``postgresql`` /
-  ``postgres`` (the Postgres backend). They are also declared as entry points in agent-memory's
+- **Built in** (:data:`BUILTIN_SCHEMES`): ``file`` (a memory directory), ``memory`` (this
+  process's memory, :mod:`~agent_memory.storage.inprocess`) and ``postgresql`` / ``postgres`` (the
+  Postgres backend). They are also declared as entry points in agent-memory's
   ``pyproject.toml``, but are found without them: a checkout whose installed metadata is missing
   or predates them still opens files and Postgres. A built-in scheme cannot be replaced.
 - **Entry points** of the group :data:`BACKEND_ENTRY_POINT_GROUP` (``agent_memory.backends``), as
@@ -61,6 +62,7 @@ BACKEND_ENTRY_POINT_GROUP = "agent_memory.backends"
 
 BUILTIN_SCHEMES = MappingProxyType({
     "file": "agent_memory.storage.schemes:open_files",
+    "memory": "agent_memory.storage.inprocess:open_inprocess",
     "postgres": "agent_memory.storage.schemes:open_postgres",
     "postgresql": "agent_memory.storage.schemes:open_postgres",
 })

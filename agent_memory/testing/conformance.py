@@ -65,7 +65,8 @@ from agent_memory.models.items import MemoryCriteria
 from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem
 from agent_memory.storage import open_backend
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry, LogRead
-from agent_memory.store.content import sha256_hex
+from agent_memory.storage.contracts import sha256_hex
+from agent_memory.storage import common
 
 __all__ = ["BackendConformance", "cross_process_url"]
 
@@ -135,9 +136,13 @@ class BackendConformance:
         yield open_backend(store)
 
     @pytest.fixture
-    def url(self, store: Any) -> str:
+    def url(self, store: Any, backend: Backend) -> str:
         """What another process opens the store by: the store's URL or path (skips the test, with
-        the reason, when the store is an object; see :func:`cross_process_url`)."""
+        the reason, when the store is an object, see :func:`cross_process_url`, or a backend
+        that keeps its data in this process, ``in_process = True``)."""
+        if getattr(backend, "in_process", False):
+            pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (in_process = True); "
+                        "another process opening the URL sees none of it")
         return cross_process_url(store)
 
     def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
@@ -145,7 +150,7 @@ class BackendConformance:
 
     # -- the item log -----------------------------------------------------------------------------
     def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
-        log = backend.items("log")
+        log = backend.log("log", "items")
         first = log.read()
         assert first.records == [] and first.reset
         log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "a"), b"A"),
@@ -160,7 +165,7 @@ class BackendConformance:
         assert added.token != whole.token
 
     def test_item_log_replaces_in_place_and_deletes(self, backend: Backend) -> None:
-        log = backend.items("log")
+        log = backend.log("log", "items")
         ids = [f"mem_00000000000{n}" for n in range(1, 4)]
         log.write(LogChange(put=[LogEntry(i, _record(i, "old"), i.encode()) for i in ids]))
         token = log.read().token
@@ -177,7 +182,7 @@ class BackendConformance:
         assert [item_id for item_id, _ in log.read().records] == [ids[2]]
 
     def test_item_log_reads_deletes_incrementally(self, backend: Backend) -> None:
-        log = backend.items("log")
+        log = backend.log("log", "items")
         ids = [f"mem_00000000000{n}" for n in range(1, 5)]
         log.write(LogChange(put=[LogEntry(i, _record(i, "a"), i.encode()) for i in ids]))
         first = log.read()
@@ -192,7 +197,7 @@ class BackendConformance:
         assert not later.reset and sorted(later.deleted) == [ids[0], ids[3]]
         assert [(item_id, json.loads(data)["text"]) for item_id, data in later.records] == [(ids[0], "again")]
         held = _applied(_applied(_applied({}, first), after), later)
-        reopened = backend.items("log").read()  # another reader, from scratch
+        reopened = backend.log("log", "items").read()  # another reader, from scratch
         assert reopened.reset and [item_id for item_id, _ in reopened.records] == [ids[2], ids[0]]
         assert list(_applied({}, reopened)) == list(held) == [ids[2], ids[0]]
 
@@ -201,7 +206,7 @@ class BackendConformance:
         # are half the file, Postgres once deletions outnumber records): every reader, whether it
         # followed each change or holds a token from before them all, ends with the same records
         # in the same order as a model of the log.
-        log = backend.items("log")
+        log = backend.log("log", "items")
         ids = [f"mem_{n:012x}" for n in range(1, 1601)]
         model: dict[str, bytes] = {}
         follower: dict[str, bytes] = {}
@@ -233,10 +238,10 @@ class BackendConformance:
         assert [i for i, _ in whole.records] == ids[1200:] + [ids[5]]
         late = log.read(stale)
         assert list(_applied({}, late).items()) == list(model.items())
-        assert [i for i, _ in backend.items("log").read().records] == ids[1200:] + [ids[5]]
+        assert [i for i, _ in backend.log("log", "items").read().records] == ids[1200:] + [ids[5]]
 
     def test_item_log_refuses_a_write_after_another_one(self, backend: Backend) -> None:
-        log = backend.items("log")
+        log = backend.log("log", "items")
         log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "a"), b"A")]))
         seen = log.read().token
         log.write(LogChange(put=[LogEntry("mem_000000000002", _record("mem_000000000002", "b"), b"B")]))
@@ -248,7 +253,7 @@ class BackendConformance:
         assert [item_id for item_id, _ in log.read().records] == ["mem_000000000002"]
 
     def test_item_log_keeps_blobs_by_digest_until_released(self, backend: Backend) -> None:
-        log = backend.items("log")
+        log = backend.log("log", "items")
         data = bytes(range(256)) * 3
         digest = sha256_hex(data)
         log.write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", digest), data)]))
@@ -260,14 +265,14 @@ class BackendConformance:
             log.blob(sha256_hex(b"never stored"))
 
     def test_agents_do_not_see_each_others_items(self, backend: Backend) -> None:
-        backend.items("one").write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "x"), b"x")]))
-        assert backend.items("two").read().records == []
+        backend.log("one", "items").write(LogChange(put=[LogEntry("mem_000000000001", _record("mem_000000000001", "x"), b"x")]))
+        assert backend.log("two", "items").read().records == []
         with pytest.raises(StoreError):
-            backend.items("two").blob(sha256_hex(b"x"))
+            backend.log("two", "items").blob(sha256_hex(b"x"))
 
     # -- documents and locks ------------------------------------------------------------------------
     def test_documents_are_replaced_whole_and_refuse_stale_writes(self, backend: Backend) -> None:
-        slot = backend.document("agent", "working_context")
+        slot = common.document(backend, "agent", "working_context")
         data, absent = slot.get()
         assert data is None and slot.token() == absent
         first = slot.put(b'{"v": 1}', expect=absent)
@@ -278,7 +283,7 @@ class BackendConformance:
         with pytest.raises(ConflictError):
             slot.put(b'{"v": 3}', expect=first)
         assert slot.get() == (b'{"v": 2}', second)
-        assert backend.document("other", "working_context").get()[0] is None
+        assert common.document(backend, "other", "working_context").get()[0] is None
 
     def test_a_lock_excludes_threads_waits_and_names_its_holder(self, backend: Backend) -> None:
         locks = backend.locks("agent")
@@ -349,7 +354,7 @@ class BackendConformance:
 
     # -- the event journal --------------------------------------------------------------------------
     def test_the_journal_numbers_applies_and_prunes_events(self, backend: Backend) -> None:
-        journal = backend.journal("agent")
+        journal = common.journal(backend, "agent")
         when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
         first = journal.push("user_message", {"content": "hi", "raw": b"\x00\xff", "at": when, "$bytes": "kept"})
         second = journal.push("tool_result", {"tool_call_id": "c1", "result": [1, 2]})
@@ -372,11 +377,11 @@ class BackendConformance:
         with pytest.raises(ItemNotFoundError):
             journal.get(first.id)
         assert journal.push("usage_report", {}).seq > third.seq  # numbers are never reused
-        assert backend.journal("other").count() == 0
+        assert common.journal(backend, "other").count() == 0
 
     # -- traces ---------------------------------------------------------------------------------------
     def test_traces_append_archive_and_stay_idempotent(self, backend: Backend) -> None:
-        traces = backend.traces("agent")
+        traces = common.traces(backend, "agent")
         items = [RawTraceItem(turn_id=f"turn_000{turn}", seq=seq, trace_type="user" if seq == 1 else "assistant",
                               content=f"{turn}.{seq}", source_event="test") for turn in (1, 2) for seq in (1, 2)]
         traces.add_raw(items)
@@ -389,8 +394,8 @@ class BackendConformance:
         facts = traces.add_semantic([SemanticItem(fact="The user likes tea."), SemanticItem(fact="the user likes tea.")])
         assert len(traces.list_semantic()) == 1 and len(traces.list_episodic()) == 1
         traces.set_pinned(facts[0].id, True)
-        assert [f.pinned for f in backend.traces("agent").list_semantic()] == [True]  # another object reads it
-        assert backend.traces("other").list_raw() == []
+        assert [f.pinned for f in common.traces(backend, "agent").list_semantic()] == [True]  # another object reads it
+        assert common.traces(backend, "other").list_raw() == []
 
     # -- AgentMemory on the backend -------------------------------------------------------------------
     @pytest.mark.parametrize("content", [

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent_memory.testing.servers import free_port
 
 __all__ = [
     "ANTHROPIC_CACHE_LOOKBACK_BLOCKS",
@@ -353,7 +353,10 @@ class FakeLLMServer:
     """
 
     def __init__(self, *, port: int | None = None, cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS) -> None:
-        self.port = port or free_port()
+        # the socket is bound now and kept until start() listens on it: a port looked up free and
+        # bound later can be taken in between by another process (two test suites at once)
+        self._socket: socket.socket | None = _bound_socket(port or 0)
+        self.port: int = self._socket.getsockname()[1]
         self.cache_min_tokens = cache_min_tokens
         self._anthropic_cache: set[str] = set()
         self.requests: list[dict[str, Any]] = []
@@ -477,7 +480,13 @@ class FakeLLMServer:
                 else:
                     self._send(200, answer(reply, body, n, fake), reply.headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        sock = self._socket if self._socket is not None else _bound_socket(self.port)  # a restart: the same port
+        self._socket = None
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler, bind_and_activate=False)
+        self._server.socket.close()
+        self._server.socket = sock
+        self._server.server_address = sock.getsockname()
+        self._server.server_activate()
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm", daemon=True
@@ -488,6 +497,9 @@ class FakeLLMServer:
     def stop(self) -> None:
         """Stop serving and close the socket (handlers still sleeping are daemon threads)."""
         if self._server is None:
+            if self._socket is not None:  # never started: give the port back
+                self._socket.close()
+                self._socket = None
             return
         self._server.shutdown()
         self._server.server_close()
@@ -500,6 +512,18 @@ class FakeLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _bound_socket(port: int) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:``port`` (0: a free port chosen by the system), not yet listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 FakeOpenAIServer = FakeLLMServer

@@ -3,7 +3,7 @@
 Per agent: ``items.jsonl`` and ``content/`` (:mod:`~agent_memory.storage.files.items`), the
 indexes under ``index/`` (embedded Chroma, or a Chroma server named by the config; the keyword
 index ``lexical.sqlite3``), the conversation's JSONL files
-(:class:`~agent_memory.store.traces.FileTraceStore`), ``working_context_snapshot.json`` and
+(:class:`~agent_memory.storage.traces.FileTraceStore`), ``working_context_snapshot.json`` and
 ``fork.json`` (:mod:`~agent_memory.storage.files.documents`), ``events.sqlite3``
 (:mod:`~agent_memory.storage.files.journal`) and lock files (:mod:`~agent_memory.storage.files.locks`).
 Processes on one machine share it safely; for processes on several machines use the Postgres
@@ -21,22 +21,25 @@ from agent_memory.config import MemoryConfig, resolve_memory_dir
 from agent_memory.errors import StoreError
 from agent_memory.fileio import writable_dir
 from agent_memory.ids import validate_agent_id
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.lexical import LexicalIndex
-from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.keyword import KeywordIndex
+from agent_memory.storage.files.lexical import LexicalIndex
+from agent_memory.storage.vector import VectorIndex
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.storage.contracts import QuarantineHook
+from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name
 from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.files.journal import EventQueue
 from agent_memory.storage.files.locks import FileLocks
-from agent_memory.store.traces import FileTraceStore
+from agent_memory.storage.files.traces import FileTraceStore
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["AGENTS_DIR", "FileBackend"]
 
 AGENTS_DIR = "agents"
 """The directory of the agents, in the memory directory."""
+
+LOGS_DIR = "logs"
+"""The directory of an agent's logs other than ``items`` (each in a directory of its name)."""
 
 
 class FileBackend:
@@ -68,8 +71,15 @@ class FileBackend:
         """Where an agent's records are, for messages: its ``items.jsonl``."""
         return str(self.agent_dir(agent_id) / "items.jsonl")
 
-    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
-        log = FileItemLog(self.agent_dir(agent_id), move_corrupt=not self._read_only)
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
+        """The log ``items`` is ``items.jsonl`` and ``content/`` in the agent directory; any other
+        log ``<name>`` the same files under ``logs/<name>/`` (keys of any form)."""
+        agent_dir = self.agent_dir(agent_id)
+        if name == ITEMS_LOG:
+            log = FileItemLog(agent_dir, move_corrupt=not self._read_only)
+        else:
+            log = FileItemLog(agent_dir / LOGS_DIR / checked_log_name(name), move_corrupt=not self._read_only,
+                              memory_ids=False)
         if on_quarantine is not None:
             log.on_quarantine = lambda line, moved: on_quarantine(
                 str(log.jsonl.path), line.line_no, line.reason, str(moved) if moved is not None else None)
@@ -90,7 +100,7 @@ class FileBackend:
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
         with HEAVY_IMPORTS:  # chromadb and torch: heavy, loaded on first use
-            from agent_memory.index.chroma import ChromaVectorIndex
+            from agent_memory.storage.files.chroma import ChromaVectorIndex
 
         agent_dir = self.agent_dir(agent_id)
         if not read_only:

@@ -16,7 +16,7 @@ from filelock import FileLock, Timeout
 from agent_memory.errors import ConflictError, LockTimeoutError, StoreError
 from agent_memory.fileio import atomic_write_bytes
 from agent_memory.storage.contracts import ChangeToken
-from agent_memory.store.jsonl import LOCK_TIMEOUT_S
+from agent_memory.storage.files.jsonl import LOCK_TIMEOUT_S
 
 __all__ = ["DOCUMENT_FILES", "FileDocumentSlot", "document_file"]
 

@@ -21,13 +21,13 @@ that drops the last record naming them: a crash leaves an unreferenced blob at w
 record without its content. A crash after an append loses nothing it acknowledged (the tombstone
 is synced before the forget returns, so a forgotten item never comes back); a crash mid-append
 leaves a torn last line, which readers skip and the next append moves away. See
-:mod:`agent_memory.store.jsonl` for torn lines and the quarantine of damaged ones. (A version of
+:mod:`agent_memory.storage.files.jsonl` for torn lines and the quarantine of damaged ones. (A version of
 agent-memory before tombstones reads a tombstone as a record it cannot read under the forgotten id:
 the item stays unreadable there, it does not come back.)
 
 The token of a read is ``<device>:<inode>:<offset>:<line>:<fingerprint>``, the
-:class:`~agent_memory.store.jsonl.JsonlPosition` of :meth:`JsonlFile.read_since
-<agent_memory.store.jsonl.JsonlFile.read_since>`: a rewrite makes a new file (a new inode, or a
+:class:`~agent_memory.storage.files.jsonl.JsonlPosition` of :meth:`JsonlFile.read_since
+<agent_memory.storage.files.jsonl.JsonlFile.read_since>`: a rewrite makes a new file (a new inode, or a
 reused inode with other bytes before the offset, which the fingerprint tells), so a reader holding
 an older file's token gets the whole new file (``reset``); an append moves the offset, so it gets
 only the new lines. A token of another form (an older version's four fields) reads the whole file.
@@ -46,8 +46,8 @@ from pydantic_core import PydanticCustomError, ValidationError
 from agent_memory.errors import ConflictError
 from agent_memory.ids import validate_memory_id
 from agent_memory.storage.contracts import ChangeToken, LogChange, LogRead
-from agent_memory.store.content import ContentStore
-from agent_memory.store.jsonl import JsonlFile, JsonlPosition, QuarantineReport
+from agent_memory.storage.files.content import ContentStore
+from agent_memory.storage.files.jsonl import JsonlFile, JsonlPosition, QuarantineReport
 
 __all__ = ["COMPACT_MIN_DEAD_LINES", "ITEMS_FILE", "TOMBSTONE_KEY", "FileItemLog"]
 
@@ -87,7 +87,11 @@ def _tombstone(item_id: str) -> _Line:
 
 
 class _LineCodec:
-    """Reads a line as a :class:`_Line` (anything else is damage, quarantined) and writes its bytes back."""
+    """Reads a line as a :class:`_Line` (anything else is damage, quarantined) and writes its bytes
+    back. ``memory_ids``: a key must be a memory id (the log ``items``); else any non-empty text."""
+
+    def __init__(self, memory_ids: bool = True) -> None:
+        self.memory_ids = memory_ids
 
     def validate_json(self, data: bytes, /, *, context: dict[str, Any] | None = None) -> _Line:
         try:
@@ -96,7 +100,7 @@ class _LineCodec:
             raise _invalid(f"not JSON: {exc}") from None
         item_id = value.get("id") if isinstance(value, dict) else None
         try:
-            if not isinstance(item_id, str) or validate_memory_id(item_id) != item_id:
+            if not isinstance(item_id, str) or not item_id or (self.memory_ids and validate_memory_id(item_id) != item_id):
                 raise ValueError(item_id)
         except ValueError:
             raise _invalid("not a record with a memory id") from None
@@ -127,7 +131,7 @@ def _fold(lines: list[_Line]) -> tuple[dict[str, bytes], dict[str, None]]:
 
 
 class FileItemLog:
-    """:class:`~agent_memory.storage.contracts.ItemLog` on ``<agent_dir>/items.jsonl`` and
+    """:class:`~agent_memory.storage.contracts.Log` on ``<agent_dir>/items.jsonl`` and
     ``<agent_dir>/content/`` (see the module docstring).
 
     Args:
@@ -136,6 +140,8 @@ class FileItemLog:
             skipped, ``None`` as the second argument, when the file cannot be rewritten).
         move_corrupt: whether a read moves damaged lines out of the file (``False``: a reader that
             never writes only skips them).
+        memory_ids: keys are memory ids (the log ``items``; a line under another key is damage);
+            ``False``: any non-empty text (the other logs).
 
     A write knows which ids the file holds, and how many of its lines are dead, from its own
     incremental read of the file (only the lines appended since its last write are read), so a
@@ -143,10 +149,10 @@ class FileItemLog:
     """
 
     def __init__(self, agent_dir: Path, on_quarantine: QuarantineReport | None = None, *,
-                 move_corrupt: bool = True) -> None:
+                 move_corrupt: bool = True, memory_ids: bool = True) -> None:
         self.agent_dir = agent_dir
         self.move_corrupt = move_corrupt
-        self.jsonl: JsonlFile[_Line] = JsonlFile(agent_dir / ITEMS_FILE, _LineCodec())
+        self.jsonl: JsonlFile[_Line] = JsonlFile(agent_dir / ITEMS_FILE, _LineCodec(memory_ids))
         self.content = ContentStore(agent_dir / CONTENT_DIR)
         self.on_quarantine = on_quarantine
         self._mutex = threading.Lock()

@@ -21,10 +21,10 @@ import psycopg
 
 from agent_memory.config import MemoryConfig
 from agent_memory.ids import validate_agent_id
-from agent_memory.index.keyword import KeywordIndex
-from agent_memory.index.vector import VectorIndex
+from agent_memory.storage.keyword import KeywordIndex
+from agent_memory.storage.vector import VectorIndex
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.storage.contracts import QuarantineHook
+from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name
 from agent_memory.storage.postgres.database import Database
 from agent_memory.storage.postgres.documents import PostgresDocumentSlot
 from agent_memory.storage.postgres.items import PostgresItemLog
@@ -65,8 +65,12 @@ class PostgresBackend:
     def describe(self, agent_id: str) -> str:
         return f"{self.url} (agent {validate_agent_id(agent_id)!r})"
 
-    def items(self, agent_id: str, *, on_quarantine: QuarantineHook | None = None) -> PostgresItemLog:
-        return PostgresItemLog(self.database, validate_agent_id(agent_id))  # rows hold no damage to quarantine
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> PostgresItemLog:
+        """The log ``items`` is the agent's rows of ``am_items``; another log ``<name>`` the rows
+        under the key ``<agent_id>/<name>`` (an agent id holds no ``/``). Rows hold no damage to
+        quarantine."""
+        agent_id = validate_agent_id(agent_id)
+        return PostgresItemLog(self.database, agent_id if name == ITEMS_LOG else f"{agent_id}/{checked_log_name(name)}")
 
     def read_only(self, agent_id: str) -> bool:
         return False

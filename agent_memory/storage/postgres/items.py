@@ -35,7 +35,7 @@ its records): a small log is not read whole again for a few forgets."""
 
 
 class PostgresItemLog:
-    """:class:`~agent_memory.storage.contracts.ItemLog` of one agent in ``database`` (see the
+    """:class:`~agent_memory.storage.contracts.Log` of one agent in ``database`` (see the
     module docstring).
 
     Args:
@@ -81,12 +81,15 @@ class PostgresItemLog:
 
     def write(self, change: LogChange, *, expect: ChangeToken | None = None) -> ChangeToken:
         with self.database.transaction() as conn:
-            conn.execute("INSERT INTO am_item_logs (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (self.agent_id,))
+            created = conn.execute("INSERT INTO am_item_logs (agent_id) VALUES (%s) ON CONFLICT DO NOTHING "
+                                   "RETURNING agent_id", (self.agent_id,)).fetchone() is not None
             row = conn.execute("SELECT generation, last_seq, live, tombstones FROM am_item_logs WHERE agent_id = %s "
                                "FOR UPDATE", (self.agent_id,)).fetchone()
             assert row is not None
             generation, last_seq, live, tombstones = (int(value) for value in row)
-            if expect is not None and expect != _token(generation, last_seq):
+            # a log read before it existed has the token of (0, 0): still that state if just created
+            now = _token(0, 0) if created else _token(generation, last_seq)
+            if expect is not None and expect != now:
                 raise ConflictError(f"the items of {self.agent_id!r} changed since they were read")
             blobs = [(self.agent_id, hashlib.sha256(e.blob).hexdigest(), e.blob) for e in change.put if e.blob is not None]
             if blobs:

@@ -30,9 +30,9 @@ import numpy as np
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import EmbeddingError, KeywordIndexError, StoreError, VectorIndexError
-from agent_memory.index.embeddings import SentenceTransformerEmbedder
-from agent_memory.index.lexical import query_words, within_budget
-from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.embeddings import SentenceTransformerEmbedder
+from agent_memory.storage.keyword import query_words, within_budget
+from agent_memory.storage.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.postgres.database import EMBEDDING_DIMENSIONS, Database
 from agent_memory.storage.postgres.text import pg_text, pg_texts
@@ -111,7 +111,7 @@ def _meta_row(agent_id: str, chunk: IndexChunk) -> tuple[Any, ...]:
 
 
 class PostgresVectorIndex:
-    """:class:`~agent_memory.index.vector.VectorIndex` of one agent in ``am_vectors``.
+    """:class:`~agent_memory.storage.vector.VectorIndex` of one agent in ``am_vectors``.
 
     Args:
         database: the database.
@@ -251,7 +251,7 @@ class PostgresVectorIndex:
 
 
 class PostgresKeywordIndex:
-    """:class:`~agent_memory.index.keyword.KeywordIndex` of one agent in ``am_keywords``, ranked by
+    """:class:`~agent_memory.storage.keyword.KeywordIndex` of one agent in ``am_keywords``, ranked by
     BM25 (see :meth:`search`); the document frequency of each lexeme and the agent's chunk count
     and total length are kept up to date with every write (``am_keyword_terms``,
     ``am_keyword_stats``), so a query reads them in one lookup per word."""
@@ -317,7 +317,7 @@ class PostgresKeywordIndex:
         word counted once per chunk (``tsvector`` keeps positions, not counts), its IDF from the
         kept document frequencies: ``ln(1 + (N - df + 0.5) / (df + 0.5))``. With
         ``max_postings``, the commonest words are left out while the words kept appear in more
-        chunks together (:func:`~agent_memory.index.lexical.within_budget`, as the file index does)."""
+        chunks together (:func:`~agent_memory.storage.files.lexical.within_budget`, as the file index does)."""
         words = query_words(text)
         if not words:
             return []

@@ -8,9 +8,8 @@ advisory lock of that kind (re-entrant in a thread), so processes on any machine
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -19,7 +18,7 @@ from agent_memory.models.items import STORED_CONTEXT
 from agent_memory.models.traces import EPISODIC_ADAPTER, RAW_TRACE_ADAPTER, SEMANTIC_ADAPTER
 from agent_memory.storage.postgres.database import Database
 from agent_memory.storage.postgres.locks import PostgresLocks
-from agent_memory.store.traces import TraceKind, TraceRecord, TraceStore
+from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
 
 __all__ = ["PostgresTraceStore"]
 
@@ -27,19 +26,14 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
     "raw": RAW_TRACE_ADAPTER, "archive": RAW_TRACE_ADAPTER, "episodic": EPISODIC_ADAPTER, "semantic": SEMANTIC_ADAPTER,
 }
 
-LOCK_TIMEOUT_S = 60.0
-"""How long a read-modify-write waits for another process's, in seconds."""
-
-
 class PostgresTraceStore(TraceStore):
-    """:class:`~agent_memory.store.traces.TraceStore` of one agent in ``database``."""
+    """:class:`~agent_memory.storage.traces.TraceStore` of one agent in ``database``."""
 
     def __init__(self, database: Database, agent_id: str) -> None:
         super().__init__()
         self.database = database
         self.agent_id = agent_id
         self._locks = PostgresLocks(database, agent_id)
-        self._depth = threading.local()
 
     def __repr__(self) -> str:
         return f"PostgresTraceStore({self.agent_id!r})"
@@ -68,20 +62,5 @@ class PostgresTraceStore(TraceStore):
                 with conn.cursor() as cursor:
                     cursor.executemany("INSERT INTO am_traces (agent_id, kind, record) VALUES (%s, %s, %s)", rows)
 
-    @contextmanager
-    def _locked(self, kind: TraceKind) -> Iterator[None]:
-        depth: dict[str, int] = self._depth.__dict__.setdefault("by_kind", {})
-        with self._kind_locks[kind]:
-            if depth.get(kind, 0):
-                depth[kind] += 1
-                try:
-                    yield
-                finally:
-                    depth[kind] -= 1
-                return
-            with self._locks.hold(f"traces.{kind}", timeout_s=LOCK_TIMEOUT_S):
-                depth[kind] = 1
-                try:
-                    yield
-                finally:
-                    depth[kind] = 0
+    def _locked(self, kind: TraceKind) -> AbstractContextManager[None]:
+        return self._locked_across(self._locks, kind)

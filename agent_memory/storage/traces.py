@@ -5,9 +5,9 @@ a backend implements three methods over four *kinds* of records — ``_append(ki
 ``_read(kind)`` and ``_rewrite(kind, records)`` — and may override ``_locked(kind)`` to make a
 read-modify-write atomic across processes. The kinds are ``raw`` (the active
 ``raw_traces.jsonl``), ``archive`` (``raw_traces_archive.jsonl``), ``episodic`` and ``semantic``.
-:class:`FileTraceStore` keeps them as JSONL files beside the AgentMemory files
-(``memory/agents/<agent_id>/``) with :class:`~agent_memory.store.jsonl.JsonlFile`: locked,
-fsynced appends, atomic rewrites, torn-line repair, quarantine of corrupt lines.
+The file backend keeps them as AutoByteus' JSONL files
+(:class:`~agent_memory.storage.files.traces.FileTraceStore`); a backend without traces of its own
+gets them on its logs (:class:`~agent_memory.storage.common.LogTraceStore`);
 :class:`InMemoryTraceStore` keeps them in lists (tests, throwaway agents).
 
 **Crash order of** :meth:`TraceStore.archive_turns`: the turns' lines are appended to the archive
@@ -28,24 +28,15 @@ Every public method maps dependency errors to :mod:`agent_memory.errors`: a bad 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import Any, Generic, Literal, ParamSpec, TypeGuard, TypeVar
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Literal, ParamSpec, TypeGuard, TypeVar
 
-from pydantic import TypeAdapter
-
-from agent_memory.config import resolve_memory_dir
 from agent_memory.errors import InvalidArgumentError, ItemNotFoundError, StoreError, map_exceptions
-from agent_memory.ids import validate_agent_id
-from agent_memory.models.items import STORED_CONTEXT
 from agent_memory.models.traces import (
-    EPISODIC_ADAPTER,
-    RAW_TRACE_ADAPTER,
-    SEMANTIC_ADAPTER,
     EpisodicItem,
     RawTraceItem,
     SemanticItem,
@@ -53,9 +44,9 @@ from agent_memory.models.traces import (
     trace_sort_key,
     turn_number,
 )
-from agent_memory.store.jsonl import JsonlFile, JsonlPosition, QuarantineReport
+from agent_memory.storage.contracts import Locks
 
-__all__ = ["TRACE_FILES", "FileTraceStore", "InMemoryTraceStore", "TraceKind", "TraceRecord", "TraceStore"]
+__all__ = ["KINDS", "InMemoryTraceStore", "RawKind", "TraceKind", "TraceRecord", "TraceStore", "typed_records"]
 
 TraceKind = Literal["raw", "archive", "episodic", "semantic"]
 """Which records: ``raw`` (active raw traces), ``archive`` (compacted or truncated raw traces),
@@ -71,14 +62,8 @@ R = TypeVar("R", RawTraceItem, EpisodicItem, SemanticItem)
 
 KINDS: tuple[TraceKind, ...] = ("raw", "archive", "episodic", "semantic")
 
-TRACE_FILES: dict[TraceKind, str] = {
-    "raw": "raw_traces.jsonl",
-    "archive": "raw_traces_archive.jsonl",
-    "episodic": "episodic.jsonl",
-    "semantic": "semantic.jsonl",
-}
-"""File name of each kind in the agent directory (AutoByteus' file store layout,
-github.com/AutoByteus/autobyteus, autobyteus/memory/)."""
+CROSS_PROCESS_LOCK_TIMEOUT_S = 60.0
+"""How long a read-modify-write of traces waits for another process's, in seconds."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -138,7 +123,7 @@ def _all_of(records: Sequence[TraceRecord], model: type[R]) -> TypeGuard[Sequenc
     return all(isinstance(record, model) for record in records)
 
 
-def _only(model: type[R], records: Sequence[TraceRecord], kind: TraceKind) -> list[R]:
+def typed_records(model: type[R], records: Sequence[TraceRecord], kind: TraceKind) -> list[R]:
     """``records`` as a list of ``model``, the record type of ``kind`` (a new list).
 
     Raises:
@@ -166,6 +151,28 @@ class TraceStore(ABC):
 
     def __init__(self) -> None:
         self._kind_locks = {kind: threading.RLock() for kind in KINDS}
+        self._depth = threading.local()
+
+    @contextmanager
+    def _locked_across(self, locks: Locks, kind: TraceKind, *, timeout_s: float = CROSS_PROCESS_LOCK_TIMEOUT_S) -> Iterator[None]:
+        """A :meth:`_locked` for a backend shared by processes: this process's lock of ``kind``,
+        then the backend's lock ``traces.<kind>`` (held once per thread however deep the calls
+        nest, as :meth:`_locked` must be re-entrant)."""
+        depth: dict[str, int] = self._depth.__dict__.setdefault("by_kind", {})
+        with self._kind_locks[kind]:
+            if depth.get(kind, 0):
+                depth[kind] += 1
+                try:
+                    yield
+                finally:
+                    depth[kind] -= 1
+                return
+            with locks.hold(f"traces.{kind}", timeout_s=timeout_s):
+                depth[kind] = 1
+                try:
+                    yield
+                finally:
+                    depth[kind] = 0
 
     # -- the backend ------------------------------------------------------------------------
     @abstractmethod
@@ -192,15 +199,15 @@ class TraceStore(ABC):
     # backend that keeps the kinds apart may override them to skip the check.
     def _read_raw(self, kind: RawKind) -> list[RawTraceItem]:
         """:meth:`_read` of ``raw`` or ``archive``, typed."""
-        return _only(RawTraceItem, self._read(kind), kind)
+        return typed_records(RawTraceItem, self._read(kind), kind)
 
     def _read_episodic(self) -> list[EpisodicItem]:
         """:meth:`_read` of ``episodic``, typed."""
-        return _only(EpisodicItem, self._read("episodic"), "episodic")
+        return typed_records(EpisodicItem, self._read("episodic"), "episodic")
 
     def _read_semantic(self) -> list[SemanticItem]:
         """:meth:`_read` of ``semantic``, typed."""
-        return _only(SemanticItem, self._read("semantic"), "semantic")
+        return typed_records(SemanticItem, self._read("semantic"), "semantic")
 
     # -- raw traces -------------------------------------------------------------------------
     @_public
@@ -537,127 +544,3 @@ class InMemoryTraceStore(TraceStore):
     def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
         with self._kind_locks[kind]:
             self._records[kind] = list(records)
-
-
-class _CachedJsonl(Generic[R]):
-    """The records of one JSONL file, kept in the process and refreshed by
-    :meth:`JsonlFile.read_since` (only what was appended since the last read, the whole file when
-    it was replaced)."""
-
-    def __init__(self, jsonl: JsonlFile[R], on_quarantine: QuarantineReport | None) -> None:
-        self.jsonl: JsonlFile[R] = jsonl
-        self._on_quarantine = on_quarantine
-        self._mutex = threading.Lock()
-        self._records: list[R] = []
-        self._position: JsonlPosition | None = None
-
-    def invalidate(self) -> None:
-        """Forget the cache: the next read starts from the beginning of the file."""
-        with self._mutex:
-            self._records, self._position = [], None
-
-    def records(self) -> list[R]:
-        """Every record, in file order (quarantining damaged lines first).
-
-        Raises:
-            StoreError: if the file cannot be read.
-        """
-        with self._mutex:
-            found = self.jsonl.read_since(self._position, on_quarantine=self._on_quarantine)
-            if found.reset:
-                self._records = []
-            self._records.extend(found.records)
-            self._position = found.position
-            return list(self._records)
-
-
-class FileTraceStore(TraceStore):
-    """The default store: four JSONL files in the agent directory (``TRACE_FILES``).
-
-    Records are cached per file and refreshed incrementally, so lines another process appended
-    are seen on the next read without re-reading the file, and a rewrite by another process
-    (a new file) is read whole. A line that does not parse is quarantined to ``<file>.corrupt``
-    (see :meth:`JsonlFile.quarantine`) and reported; the other lines stay readable.
-
-    Args:
-        agent_dir: ``memory/agents/<agent_id>``; created on first write.
-        fsync: fsync every append (durable against power loss). Default ``True``.
-        on_quarantine: called with each bad line and where its bytes went (the ``.corrupt``
-            file, or ``None`` if moving it failed and it is only skipped); ``None``: not reported.
-    """
-
-    def __init__(
-        self,
-        agent_dir: str | os.PathLike[str],
-        *,
-        fsync: bool = True,
-        on_quarantine: QuarantineReport | None = None,
-    ) -> None:
-        super().__init__()
-        self.agent_dir = Path(agent_dir)
-
-        def cached(kind: TraceKind, adapter: TypeAdapter[R]) -> _CachedJsonl[R]:
-            jsonl = JsonlFile(self.agent_dir / TRACE_FILES[kind], adapter, fsync=fsync, context=STORED_CONTEXT)
-            return _CachedJsonl(jsonl, on_quarantine)
-
-        self._raw_files: dict[RawKind, _CachedJsonl[RawTraceItem]] = {
-            "raw": cached("raw", RAW_TRACE_ADAPTER),
-            "archive": cached("archive", RAW_TRACE_ADAPTER),
-        }
-        self._episodic_file = cached("episodic", EPISODIC_ADAPTER)
-        self._semantic_file = cached("semantic", SEMANTIC_ADAPTER)
-        self._files: dict[TraceKind, _CachedJsonl[RawTraceItem] | _CachedJsonl[EpisodicItem] | _CachedJsonl[SemanticItem]]
-        self._files = {
-            "raw": self._raw_files["raw"],
-            "archive": self._raw_files["archive"],
-            "episodic": self._episodic_file,
-            "semantic": self._semantic_file,
-        }
-
-    @classmethod
-    def for_agent(
-        cls, agent_id: str, memory_dir: str | os.PathLike[str] | None = None, **kwargs: Any
-    ) -> FileTraceStore:
-        """The store of ``agent_id`` under ``<memory_dir>/agents/<agent_id>/``, beside its
-        AgentMemory files. ``memory_dir`` ``None``: ``AGENT_MEMORY_DIR`` or ``./memory``.
-
-        Raises:
-            InvalidIdError: if ``agent_id`` is not a safe directory name.
-        """
-        return cls(resolve_memory_dir(memory_dir) / "agents" / validate_agent_id(agent_id), **kwargs)
-
-    def path(self, kind: TraceKind) -> Path:
-        """The file of ``kind``."""
-        return self._files[kind].jsonl.path
-
-    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        if kind == "raw" or kind == "archive":
-            self._raw_files[kind].jsonl.append(_only(RawTraceItem, records, kind))
-        elif kind == "episodic":
-            self._episodic_file.jsonl.append(_only(EpisodicItem, records, kind))
-        else:
-            self._semantic_file.jsonl.append(_only(SemanticItem, records, kind))
-
-    def _read(self, kind: TraceKind) -> list[TraceRecord]:
-        return [*self._files[kind].records()]
-
-    def _read_raw(self, kind: RawKind) -> list[RawTraceItem]:
-        return self._raw_files[kind].records()
-
-    def _read_episodic(self) -> list[EpisodicItem]:
-        return self._episodic_file.records()
-
-    def _read_semantic(self) -> list[SemanticItem]:
-        return self._semantic_file.records()
-
-    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        if kind == "raw" or kind == "archive":
-            self._raw_files[kind].jsonl.rewrite(_only(RawTraceItem, records, kind))
-        elif kind == "episodic":
-            self._episodic_file.jsonl.rewrite(_only(EpisodicItem, records, kind))
-        else:
-            self._semantic_file.jsonl.rewrite(_only(SemanticItem, records, kind))
-        self._files[kind].invalidate()
-
-    def _locked(self, kind: TraceKind) -> AbstractContextManager[Any]:
-        return self._files[kind].jsonl.locked()

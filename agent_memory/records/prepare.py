@@ -27,8 +27,8 @@ from agent_memory.models.items import (
     content_from_bytes,
     content_to_bytes,
 )
-from agent_memory.store.content import sha256_hex
-from agent_memory.store.items import ItemStore
+from agent_memory.storage.contracts import sha256_hex
+from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
 from agent_memory.transforms import raw_text, readable_text
 

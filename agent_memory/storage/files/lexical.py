@@ -37,32 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_memory.errors import KeywordIndexError
-from agent_memory.index.vector import ChunkHit, IndexChunk
+from agent_memory.storage.keyword import is_corruption, query_words, within_budget
+from agent_memory.storage.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
-__all__ = ["LexicalIndex", "fts_query", "is_corruption"]
+__all__ = ["LexicalIndex", "fts_query"]
 
 
-def is_corruption(exc: BaseException) -> bool:
-    """Whether ``exc`` (or its cause) is SQLite saying the file is not a database or is
-    malformed, as opposed to a passing problem (locked, disk full)."""
-    while exc is not None:
-        if isinstance(exc, sqlite3.DatabaseError):
-            name = getattr(exc, "sqlite_errorname", "") or ""
-            if name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT"):
-                return True
-            text = str(exc).lower()
-            if "not a database" in text or "malformed" in text:
-                return True
-        exc = exc.__cause__  # type: ignore[assignment]
-    return False
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-_STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have he her his i in is it its of on or she that the their "
-    "them they this to was were what when where which who whom why with you your how did do does "
-    "than then there these those which while will would can could should into about after before".split()
-)
 _TOKENIZER = "porter unicode61"
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS chunk_meta (
@@ -91,50 +72,12 @@ scratch table through which query words pass FTS5's own tokenizer, so that each 
 terms are exactly the ones the index holds."""
 
 
-MAX_QUERY_WORDS = 64
-"""Distinct words of a query text the keyword search considers (the first ones)."""
-
-
-def query_words(text: str) -> list[str]:
-    """The distinct non-stopword words of ``text``, lower case, in order, at most
-    :data:`MAX_QUERY_WORDS`."""
-    words: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if word not in _STOPWORDS and word not in words:
-            words.append(word)
-            if len(words) == MAX_QUERY_WORDS:
-                break
-    return words
-
-
 def fts_query(words: Sequence[str]) -> str | None:
     """An FTS5 ``MATCH`` expression: ``words`` (see :func:`query_words`) joined by OR, each quoted
     so no FTS5 syntax leaks in. ``None`` when there is no word."""
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
-
-
-def within_budget(costs: Sequence[tuple[str, int]], budget: int | None) -> list[str]:
-    """The words a keyword search keeps: ``costs`` are ``(word, postings)`` (the document
-    frequencies of the word's terms in the index). Words that match nothing are dropped; the
-    rest are taken rarest first while their postings sum to at most ``budget``, and the rarest
-    is always kept. The kept words come back in their original order. ``None``: no budget.
-
-    This is the cutoff of Lucene's ``CommonTermsQuery``, made a budget: FTS5 scores every chunk
-    that contains any query term (~2 µs per posting measured at 123k chunks), so the commonest
-    terms cost the most time and, by BM25's IDF, add the least to a score."""
-    present = [(n, word, postings) for n, (word, postings) in enumerate(costs) if postings > 0]
-    if budget is None:
-        return [word for _, word, _ in present]
-    kept: set[int] = set()
-    spent = 0
-    for n, _, postings in sorted(present, key=lambda entry: (entry[2], entry[0])):
-        if kept and spent + postings > budget:
-            break
-        kept.add(n)
-        spent += postings
-    return [word for n, word, _ in present if n in kept]
 
 
 class LexicalIndex:

@@ -7,21 +7,16 @@ checked with a strict pattern before it becomes a path.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 from agent_memory.errors import StoreError
 from agent_memory.fileio import atomic_write_bytes
+from agent_memory.storage.contracts import sha256_hex
 
 __all__ = ["ContentStore", "sha256_hex"]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def sha256_hex(data: bytes) -> str:
-    """Hex sha256 of ``data`` (64 lower-case characters)."""
-    return hashlib.sha256(data).hexdigest()
 
 
 class ContentStore:

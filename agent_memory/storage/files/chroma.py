@@ -19,7 +19,7 @@ the client (and with it chromadb's SQLite connections).
 
 Filters (type, source, tags, time range) are never translated here: the memory's filter authority
 (the keyword index's table, or the item records) hands each filtered search a ``passing`` test
-(:class:`~agent_memory.index.vector.ItemFilter`). A filtered search first over-fetches the
+(:class:`~agent_memory.storage.vector.ItemFilter`). A filtered search first over-fetches the
 unfiltered HNSW index as ids and keeps the chunks that pass; when too few pass (a selective filter
 in a large index) it searches only the chunks of the passing items (``where`` on their ids, in
 pages of :data:`RESTRICT_PAGE`). Exact either way. Without a ``passing`` test a search is
@@ -62,8 +62,8 @@ from filelock import FileLock
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, VectorIndexError
 from agent_memory.fileio import atomic_write_bytes
-from agent_memory.index.embeddings import SentenceTransformerEmbedder
-from agent_memory.index.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
+from agent_memory.embeddings import SentenceTransformerEmbedder
+from agent_memory.storage.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
 from agent_memory.limits import MAX_TAGS
 from agent_memory.models.items import MemoryCriteria
 
@@ -251,7 +251,7 @@ class _EmbeddedClients:
 
 
 class ChromaVectorIndex:
-    """A :class:`~agent_memory.index.vector.VectorIndex` in one chromadb collection per agent.
+    """A :class:`~agent_memory.storage.vector.VectorIndex` in one chromadb collection per agent.
 
     Args:
         agent_id: the agent (names the collection).

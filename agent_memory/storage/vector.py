@@ -8,7 +8,7 @@ may filter by it instead of translating the criteria (the built-in Chroma index 
 Postgres filters in the same SQL statement as its keyword index).
 
 A backend implements :class:`VectorIndex` (a Protocol); the built-in one is
-:class:`~agent_memory.index.chroma.ChromaVectorIndex`. The index holds only derived data: it can
+:class:`~agent_memory.storage.files.chroma.ChromaVectorIndex`. The index holds only derived data: it can
 be dropped and rebuilt from ``items.jsonl`` at any time (``AgentMemory.rebuild_index``).
 """
 

@@ -1,7 +1,7 @@
 """The item store: an agent's item records and their content, over a backend's item log.
 
 This is the source of truth of an agent's memory; the indexes are derived from it and can be
-rebuilt at any time. The records live in an :class:`~agent_memory.storage.contracts.ItemLog`
+rebuilt at any time. The records live in a :class:`~agent_memory.storage.contracts.Log`
 (``items.jsonl`` + ``content/`` for files, tables for Postgres); the store decodes them, caches
 them in the process and refreshes the cache incrementally, so items another process added,
 replaced or deleted are seen on the next read without reading every record again. It counts the
@@ -54,7 +54,7 @@ from agent_memory.models.items import (
     MemoryItem,
     content_from_bytes,
 )
-from agent_memory.storage.contracts import ChangeToken, ItemLog, LogChange, LogEntry
+from agent_memory.storage.contracts import ChangeToken, Log, LogChange, LogEntry
 
 __all__ = [
     "CONFLICT_BACKOFF_S",
@@ -163,7 +163,7 @@ class ItemStore:
 
     def __init__(
         self,
-        log: ItemLog,
+        log: Log,
         *,
         where: str,
         on_unreadable: Callable[[UnreadableRecord], None] | None = None,
