@@ -150,7 +150,7 @@ def run_compacted(name: str, turns: list[Turn], qas: list[QA], root: Path, budge
         "turns": len(turns), "questions": len(qas), "compactions": len(recorder.of_type(Compacted)),
         "truncations": len(recorder.of_type(Truncated)), "largest_prompt": largest,
         "input_budget": manager.budget.input_budget, "turns_in_context": len(in_context),
-        "archived_turns": len(manager.store.turn_ids()) - len(manager.store.active_turn_ids()),
+        "archived_turns": len(manager.traces.turn_ids()) - len(manager.traces.active_turn_ids()),
         "ingest_s": round(ingest_s, 1), "rows": rows,
     }
 

@@ -33,7 +33,7 @@ from agent_memory.agent.step_lock import StepLock
 from agent_memory.errors import LockTimeoutError
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.observers import Compacted, EventApplied, NoticeRecorder, TraceIngested, Truncated
-from agent_memory.storage.files.journal import EVENTS_FILE, EventQueue
+from agent_memory.storage.files.journal import EVENTS_FILE, FileJournal
 from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
 from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
 from agent_memory.storage.files.traces import FileTraceStore
@@ -67,7 +67,7 @@ def test_an_event_is_journaled_and_committed_before_its_effect_is_written(tmp_pa
     turn = processor.user_message("hello")
     assert turn == "turn_0001"
     assert seen == [("user_message", "applying")]  # committed, visible to another process, before the trace
-    (event,) = processor.queue.events()
+    (event,) = processor.journal.events()
     assert (event.status, event.result, event.id.startswith("qevt_")) == ("applied", {"turn_id": "turn_0001"}, True)
     assert [item.trace_type for item in traces_of(tmp_path, event.id)] == ["user"]
 
@@ -89,12 +89,12 @@ def test_auto_applies_at_once_and_stepping_only_queues_until_a_step(tmp_path: Pa
         processor.execution_mode = "fast"
     with pytest.raises(InvalidArgumentError):
         processor.dispatch("user_message", {"text": "no content key"})
-    assert processor.queue.count() == 2  # a malformed event is refused before it is journaled
+    assert processor.journal.count() == 2  # a malformed event is refused before it is journaled
 
 
 def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_back(tmp_path: Path) -> None:
     processor = EventProcessor(open_manager(tmp_path))
-    journal = processor.queue
+    journal = processor.journal
     reads: list[str] = []
     for name in ("next_open", "get", "events", "pending"):  # every way to read a payload back
         original = getattr(journal, name)
@@ -146,7 +146,7 @@ def test_a_step_applies_one_event_else_a_truncation_else_a_compaction(tmp_path: 
     assert (third.event_processed, third.truncation_performed, third.compaction_performed) == (False, True, False)
     assert third.truncated_turn_ids[0] == "turn_0001"
     assert [e.turn_ids for e in recorder.of_type(Truncated)] == [third.truncated_turn_ids]
-    archived = {item.turn_id for item in manager.store.read_archive()}
+    archived = {item.turn_id for item in manager.traces.read_archive()}
     assert set(third.truncated_turn_ids) == archived
     assert not processor.has_pending_truncation and third.has_pending_operations  # the compaction is still due
 
@@ -194,7 +194,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
     first = open_manager(tmp_path)
     first.ingest_user_message("before")
     first.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="c0", name="fetch"),)))
-    queue = EventQueue(first.memory.agent_dir)
+    queue = FileJournal(first.memory.agent_dir)
     calls = (ToolCall(id="c1", name="search"), ToolCall(id="c2", name="fetch"))
     kind, payload = {
         "user_message": ("user_message", {"content": "hello"}),
@@ -252,7 +252,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
 KILL_CHILD = r"""
 import os, signal, sys
 from agent_memory import AgentMemory, EventProcessor, MemoryConfig, MemoryManager, Message, ToolCall
-from agent_memory.storage.files.journal import EventQueue
+from agent_memory.storage.files.journal import FileJournal
 
 root, point = sys.argv[1], sys.argv[2]
 memory = AgentMemory("events", root, config=MemoryConfig(index_on_store=False))
@@ -267,7 +267,7 @@ if point == "resume":
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-set_status = EventQueue.set_status
+set_status = FileJournal.set_status
 def die_when_marked_applied(self, event_id, status, **kwargs):  # the effect is written, the mark is not
     if status == "applied":
         die()
@@ -275,7 +275,7 @@ def die_when_marked_applied(self, event_id, status, **kwargs):  # the effect is 
 
 processor.user_message("fetch two pages")
 if point == "assistant-written":
-    EventQueue.set_status = die_when_marked_applied
+    FileJournal.set_status = die_when_marked_applied
 if point == "assistant-appended":  # right after the first append of the answer's traces
     from agent_memory.storage.files.traces import FileTraceStore
     append = FileTraceStore._append
@@ -292,7 +292,7 @@ if point == "result-stored":
         die()
     AgentMemory.store = store_then_die
 if point == "result-written":
-    EventQueue.set_status = die_when_marked_applied
+    FileJournal.set_status = die_when_marked_applied
 processor.tool_result("a", "page a " * 200)
 """
 
@@ -302,7 +302,7 @@ def test_a_process_killed_while_applying_an_event_applies_it_once_on_restart(tmp
     crashed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), point], env=ENV, capture_output=True,
                              text=True, timeout=120, check=False)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    queue = EventQueue(tmp_path / "agents" / "events")
+    queue = FileJournal(tmp_path / "agents" / "events")
     (inflight,) = queue.pending()
     assert inflight.status == "applying"
     resumed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "resume"], env=ENV,
@@ -395,7 +395,7 @@ def test_observers_hear_ingest_retrieval_and_each_event_applied_or_refused(tmp_p
     processor.assistant_response("done")
     processor.manager.memory.retrieve(ref)
     applied = recorder.of_type(EventApplied)
-    events = processor.queue.events()
+    events = processor.journal.events()
     assert [(e.event_id, e.event_kind, e.seq, e.status) for e in applied] == [
         (e.id, e.kind.value, e.seq, e.status) for e in events
     ]
@@ -419,7 +419,7 @@ def test_forget_and_pin_events(tmp_path: Path) -> None:
     processor.pin_item(ref)
     assert processor.manager.pinned_items == (ref,)
     fact_id = processor.pin_fact("The user prefers metric units")
-    assert [f.id for f in processor.manager.store.list_semantic(pinned=True)] == [fact_id]
+    assert [f.id for f in processor.manager.traces.list_semantic(pinned=True)] == [fact_id]
     assert processor.forget(ref) is True
     assert ref not in processor.manager.memory and processor.manager.pinned_items == ()
     assert processor.forget(ref) is False

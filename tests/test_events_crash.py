@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent_memory import AgentMemory, MemoryConfig, MemoryManager, Message
 from agent_memory.agent.events import event_memory_id
-from agent_memory.storage.files.journal import EventQueue
+from agent_memory.storage.files.journal import FileJournal
 from agent_memory.models.traces import turn_number
 from agent_memory.storage.files.traces import FileTraceStore
 
@@ -63,7 +63,7 @@ memory = AgentMemory("crash", root, config=MemoryConfig(index_on_store=False))
 processor = EventProcessor(MemoryManager(memory, system_prompt="S"), mode=mode, keep_applied=None)
 processor.manager.on(lambda e: print("recovered", e.event_id, flush=True) if getattr(e, "recovered", False) else None)
 print("ready", flush=True)
-queue = processor.queue
+queue = processor.journal
 if mode == "stepping":
     while True:
         journaled = queue.count()
@@ -97,7 +97,7 @@ def expected_traces(kind: str, payload: dict) -> int:
 def check(agent_dir: Path, *, final: bool) -> dict[str, int]:
     """Every event's effect is whole if applied, absent if queued, all-or-nothing if interrupted;
     ``final``: every event is applied, exactly once. Returns the count of events per status."""
-    queue = EventQueue(agent_dir)
+    queue = FileJournal(agent_dir)
     events = queue.events()
     assert [event.seq for event in events] == list(range(1, len(events) + 1)), "a journaled event is missing"
     for index, event in enumerate(events):  # the journal is the script, in order, each event once
@@ -168,7 +168,7 @@ def test_kill_9_while_applying_events_loses_none_and_applies_none_twice(tmp_path
         counts = check(agent_dir, final=False)
         interrupted += counts.get("applying", 0)
 
-    journaled = EventQueue(agent_dir).count()
+    journaled = FileJournal(agent_dir).count()
     final = -(-(journaled + FINAL_EVENTS) // 5) * 5  # the script ends with a whole turn: every call answered
     for mode in ("stepping", "auto"):  # the last children apply what the kills left, and go on to the end
         total = (journaled + final) // 2 if mode == "stepping" else final
@@ -185,7 +185,7 @@ def test_kill_9_while_applying_events_loses_none_and_applies_none_twice(tmp_path
     assert manager.pending_tool_calls == []  # every call answered, none answered twice
     held = manager.get_working_context_messages()
     held_ids = {m.id for m in held} | {call.id for m in held for call in m.tool_calls}
-    for item in manager.store.list_raw():  # the restarted working context holds every active trace once
+    for item in manager.traces.list_raw():  # the restarted working context holds every active trace once
         assert (item.tool_call_id if item.trace_type == "tool_call" else item.id) in held_ids, item
     print(f"\n{KILLS} kills, {journaled} events, {interrupted} left in flight, {len(recovered)} recovered "
           f"without re-applying, {time.monotonic() - started:.1f} s")

@@ -69,7 +69,7 @@ def test_16_1_plain_answer(tmp_path: Path, server: FakeLLMServer) -> None:
                                      {"role": "user", "content": "What is the capital of France?"}]
     assert "tools" not in server.requests[-1]  # nothing cited yet: no memory tool is offered
     assert result.message.content == "Paris."
-    traces = manager.store.list_raw()
+    traces = manager.traces.list_raw()
     assert [(t.turn_id, t.seq, t.trace_type, t.content) for t in traces] == [
         (turn, 1, "user", "What is the capital of France?"), (turn, 2, "assistant", "Paris.")]
     assert [m.role for m in manager.get_working_context_messages()] == ["system", "user", "assistant"]
@@ -99,7 +99,7 @@ def test_16_2_tool_call_and_result(tmp_path: Path, server: FakeLLMServer) -> Non
     third = sent_messages(server)
     assert f'retrieve_memory(id="{ref}")' in third[3]["content"] and listing not in third[3]["content"]
     assert [t["function"]["name"] for t in server.requests[-1]["tools"]] == ["retrieve_memory"]
-    kinds = [t.trace_type for t in manager.store.list_raw()]
+    kinds = [t.trace_type for t in manager.traces.list_raw()]
     assert kinds == ["user", "tool_call", "tool_result", "assistant", "user", "assistant"]
     (interaction,) = manager.get_tool_interactions()
     assert interaction.status == "SUCCESS" and interaction.result_ref == ref
@@ -138,7 +138,7 @@ def test_16_3_compaction_boundary_changes_the_next_prompt(tmp_path: Path, server
     (event,) = recorder.of_type(Compacted)
     assert event.tokens_before == 7_000 and event.tokens_after < manager.budget.target_tokens
     assert set(event.turn_ids) | set(event.tail_turn_ids) | {manager.tracker.current_turn_id} == set(
-        manager.store.turn_ids())
+        manager.traces.turn_ids())
     assert manager.context.epoch_id == 2
 
 
@@ -150,7 +150,7 @@ def test_tool_results_keep_their_turn_when_late(tmp_path: Path) -> None:
     manager.ingest_tool_result("p1", "page a")
     second = manager.ingest_user_message("meanwhile, something else")
     manager.ingest_tool_result("p2", "page b")  # arrives after the next user message
-    late = [t for t in manager.store.list_raw() if t.tool_call_id == "p2" and t.trace_type == "tool_result"]
+    late = [t for t in manager.traces.list_raw() if t.tool_call_id == "p2" and t.trace_type == "tool_result"]
     assert late[0].turn_id == first != second and late[0].seq == 5
     built = manager.build_prompt().messages
     roles = [m.role for m in built]
@@ -219,7 +219,7 @@ def test_truncation_when_even_compaction_cannot_fit(tmp_path: Path) -> None:
     assert truncated.tokens_after <= manager.budget.target_tokens < truncated.tokens_before
     assert manager.count_tokens(manager.build_prompt().messages) <= manager.budget.target_tokens
     # nothing is lost: every turn is archived or still active, and truncated turns are searchable
-    assert sorted(manager.store.turn_ids(), key=lambda t: int(t[5:])) == [f"turn_{n:04d}" for n in range(1, 31)]
+    assert sorted(manager.traces.turn_ids(), key=lambda t: int(t[5:])) == [f"turn_{n:04d}" for n in range(1, 31)]
     toolkit = MemoryToolkit(manager.memory, manager=manager)
     assert toolkit.dispatch("retrieve_memory", {"id": truncated.turn_ids[0]}).ok
 
@@ -230,13 +230,13 @@ def test_originals_stay_reachable_after_compaction(tmp_path: Path) -> None:
         manager.ingest_user_message(f"Note {i}: the code name of project {i} is {'ALPHA BRAVO CHARLIE DELTA ECHO FOXTROT GOLF HOTEL INDIA JULIET KILO LIMA'.split()[i]}.")
         manager.ingest_assistant_response(f"Noted project {i}.")
     manager.compact()
-    archived = [t for t in manager.store.turn_ids() if t not in manager.store.active_turn_ids()]
+    archived = [t for t in manager.traces.turn_ids() if t not in manager.traces.active_turn_ids()]
     assert "turn_0003" in archived
     toolkit = MemoryToolkit(manager.memory, manager=manager)
     turn = toolkit.dispatch("retrieve_memory", {"id": "turn_0003"})
     assert turn.ok and "Note 2: the code name of project 2 is CHARLIE." in turn.content
     assert turn.content.splitlines()[1] == "Turn 3:"
-    active = manager.store.active_turn_ids()[-1]
+    active = manager.traces.active_turn_ids()[-1]
     missing = toolkit.dispatch("retrieve_memory", {"id": active})
     assert missing.error == "not_found" and "has not been compacted" in missing.content
     found = toolkit.dispatch("query_memory", {"query": "code name of project 2"})
@@ -274,7 +274,7 @@ class ArchiveFailsOnce(FileTraceStore):
 
 def test_a_retried_compaction_adds_no_second_summary(tmp_path: Path) -> None:
     store = ArchiveFailsOnce(tmp_path / "agents" / "kernel")
-    manager = make_manager(tmp_path, context=6_000, output=1_000, store=store)
+    manager = make_manager(tmp_path, context=6_000, output=1_000, traces=store)
     for i in range(10):
         manager.ingest_user_message(f"message {i}")
         manager.ingest_assistant_response(f"reply {i}")
@@ -291,7 +291,7 @@ def test_a_retried_compaction_adds_no_second_summary(tmp_path: Path) -> None:
 def test_a_long_conversation_compacts_a_bounded_number_of_times(tmp_path: Path) -> None:
     recorder = NoticeRecorder()
     store = FileTraceStore(tmp_path / "agents" / "kernel", fsync=False)  # durability is tested elsewhere
-    manager = make_manager(tmp_path, context=8_000, output=1_000, observers=[recorder], store=store)
+    manager = make_manager(tmp_path, context=8_000, output=1_000, observers=[recorder], traces=store)
     largest = 0
     for i in range(2_000):
         manager.ingest_user_message(f"Turn {i}: record the reading {i % 97} for sensor {i % 13}.")
@@ -306,7 +306,7 @@ def test_a_long_conversation_compacts_a_bounded_number_of_times(tmp_path: Path) 
     # every compaction frees at least (hard - target) tokens of new content: bounded by content, not history
     assert compactions <= 2_000 * per_turn // (manager.budget.hard_tokens - manager.budget.target_tokens) + 1
     assert compactions >= 10
-    assert len(manager.store.turn_ids()) == 2_000
+    assert len(manager.traces.turn_ids()) == 2_000
 
 
 def test_a_long_single_turn_compacts_its_finished_steps(tmp_path: Path) -> None:
@@ -326,17 +326,17 @@ def test_a_long_single_turn_compacts_its_finished_steps(tmp_path: Path) -> None:
         manager.commit(built)
         manager.observe_usage(None, estimate=tokens)
     assert largest <= manager.budget.input_budget
-    assert recorder.of_type(Compacted) and manager.store.active_turn_ids() == [turn]
+    assert recorder.of_type(Compacted) and manager.traces.active_turn_ids() == [turn]
     messages = manager.build_prompt().messages
     assert messages[0].content == SYSTEM and messages[2].content == "Fix the failing test in tests/test_parser.py."
     assert_pairs_intact([{"role": m.role, "tool_call_id": m.tool_call_id,
                           "tool_calls": [{"id": c.id} for c in m.tool_calls]} for m in messages])
-    episodes = manager.store.list_episodic()
+    episodes = manager.traces.list_episodic()
     assert episodes and all(e.turn_ids == (turn,) for e in episodes)
     windows = [e.window_id for e in episodes]
     assert len(windows) == len(set(windows))
-    archived = manager.store.read_archive([turn])
-    assert archived and len(manager.store.find_turn(turn)) == 1 + 40 * 3  # every trace kept, active or archived
+    archived = manager.traces.read_archive([turn])
+    assert archived and len(manager.traces.find_turn(turn)) == 1 + 40 * 3  # every trace kept, active or archived
     found = manager.memory.query(limit=20, type="conversation_turn")
     assert any("(steps" in (hit.item.metadata.title or "") for hit in found)
 

@@ -404,6 +404,6 @@ def test_clearing_the_kernel_forgets_the_conversation_and_what_was_shown(tmp_pat
     manager.ingest_tool_result("x", ARTICLE)
     manager.commit(manager.build_prompt())
     manager.clear()
-    assert len(memory) == 0 and manager.store.turn_ids() == []
+    assert len(memory) == 0 and manager.traces.turn_ids() == []
     assert [m.content for m in manager.build_prompt().messages] == ["S"]
     assert manager.presentation.state.calls == 0 and manager.ingest_user_message("again") == "turn_0001"

@@ -78,7 +78,7 @@ def _check(store: str, config: MemoryConfig, done: Acknowledged) -> None:
         manager = MemoryManager(memory)
         pins = manager.pinned_items
         assert len(pins) == len(set(pins)) and set(done.pinned.get(agent, [])) <= set(pins), f"{agent}: pins lost"
-        users = Counter(t.turn_id for t in [*manager.store.list_raw(), *manager.store.read_archive()]
+        users = Counter(t.turn_id for t in [*manager.traces.list_raw(), *manager.traces.read_archive()]
                         if t.trace_type == "user")
         assert all(users[turn] == 1 for turn in done.turns.get(agent, [])), f"{agent}: a turn lost or twice"
         locks = memory.backend.locks(agent)
@@ -114,7 +114,7 @@ def test_eight_writers_on_two_agents_and_two_conversations_lose_nothing(
     _check(store, config, done)
     memory = AgentMemory(agents[0], store=store, config=config)
     assert memory.query(text="a note about the violin", limit=3)  # every item indexed by now
-    assert len(MemoryManager(memory).store.read_archive()) > 0  # the conversations compacted
+    assert len(MemoryManager(memory).traces.read_archive()) > 0  # the conversations compacted
 
 
 def test_a_process_killed_at_random_loses_nothing_it_acknowledged(store_and_config: tuple[str, MemoryConfig]) -> None:

@@ -243,7 +243,7 @@ def test_compact_pin_and_forget(server: StdioSession, memory_dir: Path) -> None:
     seen = kernel(memory_dir)  # what the agent's own kernel finds on disk
     assert seen.compaction_required
     assert item_id in seen.pinned_items
-    assert fact.structured_content["id"] in {item.id for item in seen.store.list_semantic(pinned=True)}
+    assert fact.structured_content["id"] in {item.id for item in seen.traces.list_semantic(pinned=True)}
 
     forgot = server.call("forget_memory", {"id": item_id})
     assert not forgot.is_error, text_of(forgot)

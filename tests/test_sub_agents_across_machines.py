@@ -37,7 +37,7 @@ SHARED_CHILD = textwrap.dedent("""
     except ItemNotFoundError:
         out["sibling"] = "refused"
     out["stored"] = memory.store("The child found: the bridge closes at midnight.")
-    out["turns"] = manager.store.active_turn_ids()
+    out["turns"] = manager.traces.active_turn_ids()
     print(json.dumps(out))
     """)
 

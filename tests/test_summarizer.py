@@ -111,7 +111,7 @@ def test_a_failing_llm_summarizer_never_drops_a_turn(tmp_path: Path, server: Fak
     server.enqueue(ScriptedReply("down", status=503))
     outcome = manager.compact()
     assert outcome.fallback_reason == "http_status" and outcome.turn_ids
-    (episode,) = manager.store.list_episodic()
+    (episode,) = manager.traces.list_episodic()
     assert episode.summarizer == "extractive" and episode.fallback_reason == "http_status"
     assert set(episode.turn_ids) == set(outcome.turn_ids)
-    assert len(manager.store.turn_ids()) == 8  # every turn is archived or active
+    assert len(manager.traces.turn_ids()) == 8  # every turn is archived or active

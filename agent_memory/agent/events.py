@@ -156,20 +156,20 @@ class EventProcessor:
         manager: the memory's kernel; events are applied through its public methods.
         mode: ``"auto"`` or ``"stepping"`` (:class:`ExecutionMode`); settable later
             (:attr:`execution_mode`).
-        queue: the event journal; ``None``: the memory backend's journal of the manager's agent
-            (``events.sqlite3`` in its directory, or a Postgres table).
+        journal: the event journal; ``None``: the memory backend's journal of the manager's agent
+            (``events.sqlite3`` in its directory, a Postgres table, or the log ``journal``).
         observers: added to the manager and its memory: they hear ingest, compaction,
             truncation, retrieval and :class:`~agent_memory.observers.EventApplied`.
         tools: the tool definitions sent with each prompt, counted when a step truncates or
             compacts (as :meth:`MemoryManager.compact` counts them).
         lock_timeout_s: how long a step or an auto-mode dispatch waits for the step lock, in
             seconds, unless the call says otherwise.
-        keep_applied: applied and failed events kept in the queue (older ones deleted);
+        keep_applied: applied and failed events kept in the journal (older ones deleted);
             ``None``: keep every event.
 
     Raises:
         InvalidArgumentError: for an unknown mode.
-        StoreError: if the queue cannot be opened.
+        StoreError: if the journal cannot be opened.
     """
 
     def __init__(
@@ -177,7 +177,7 @@ class EventProcessor:
         manager: MemoryManager,
         *,
         mode: ExecutionMode | str = ExecutionMode.AUTO,
-        queue: EventJournal | None = None,
+        journal: EventJournal | None = None,
         observers: Iterable[MemoryObserver] = (),
         tools: Sequence[dict[str, Any]] = (),
         lock_timeout_s: float = DEFAULT_STEP_LOCK_TIMEOUT_S,
@@ -186,7 +186,7 @@ class EventProcessor:
         self.manager = manager
         self.execution_mode = mode  # validated by the setter
         backend = manager.memory.backend
-        self.queue = queue if queue is not None else common.journal(backend, manager.agent_id)
+        self.journal = journal if journal is not None else common.journal(backend, manager.agent_id)
         self.step_lock = StepLock(backend.locks(manager.agent_id), key=f"{backend.url}|{manager.agent_id}")
         self.tools = list(tools)
         self.lock_timeout_s = lock_timeout_s
@@ -195,7 +195,7 @@ class EventProcessor:
             manager.observers.add(observer)
             manager.memory.add_observer(observer)
         self._token = _manager_token(manager)
-        self._known_seq = self.queue.last_closed()[0]  # the manager was built after these were applied
+        self._known_seq = self.journal.last_closed()[0]  # the manager was built after these were applied
         self._owner: int | None = None
         self._applied_since_prune = 0
 
@@ -203,9 +203,9 @@ class EventProcessor:
         return f"EventProcessor({self.manager.agent_id!r}, mode={self._mode.value}, queued={self.queue_length})"
 
     def close(self) -> None:
-        """Close the queue's database connection (reopened by the next use). The manager and its
+        """Close the journal's database connection (reopened by the next use). The manager and its
         memory stay open: close them yourself."""
-        self.queue.close()
+        self.journal.close()
 
     # -- mode and views ------------------------------------------------------------------------
     @property
@@ -223,12 +223,12 @@ class EventProcessor:
 
     def pending_events(self) -> list[QueuedEvent]:
         """The events not applied yet, oldest first."""
-        return self.queue.pending()
+        return self.journal.pending()
 
     @property
     def queue_length(self) -> int:
         """How many events wait to be applied."""
-        return self.queue.open_count()
+        return self.journal.open_count()
 
     @property
     def has_pending_truncation(self) -> bool:
@@ -280,7 +280,7 @@ class EventProcessor:
         kind = checked_kind(kind, {} if payload is None else payload)
         with map_exceptions("EventProcessor.dispatch"):
             checked = checked_payload(kind, dict(payload or {}))
-        event = self.queue.push(kind, checked)  # the one write of the payload; it is not read back
+        event = self.journal.push(kind, checked)  # the one write of the payload; it is not read back
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
             return event
         own: QueuedEvent | None = None
@@ -294,7 +294,7 @@ class EventProcessor:
             except Exception:  # noqa: BLE001 - the event is applied; the maintenance stays pending
                 logger.warning("truncation or compaction after event %s failed; it stays pending", event.id,
                                exc_info=True)
-        done = own if own is not None else self.queue.get(event.id)  # else another process applied it
+        done = own if own is not None else self.journal.get(event.id)  # else another process applied it
         if done.status == "failed":
             if own_error is not None:
                 raise own_error
@@ -329,7 +329,7 @@ class EventProcessor:
                     truncated, did_truncate = self.manager.truncate_oldest(tools=self.tools), True
                 elif self.manager.compaction_required:
                     compacted, did_compact = self.manager.compact(tools=self.tools).turn_ids, True
-            queued = self.queue.open_count()
+            queued = self.journal.open_count()
             pending = queued > 0 or self.manager.truncation_required or self.manager.compaction_required
             return StepResult(
                 step_id=step_id, event_processed=applied is not None, event=applied[0] if applied else None,
@@ -434,7 +434,7 @@ class EventProcessor:
                 self._owner = None
 
     def _check_fresh(self) -> None:
-        seq, applied_by = self.queue.last_closed()
+        seq, applied_by = self.journal.last_closed()
         if seq > self._known_seq and applied_by not in (None, self._token):
             raise ConfigurationError(
                 f"another MemoryManager applied events to {self.manager.agent_id!r} (up to event #{seq}) since this "
@@ -448,20 +448,20 @@ class EventProcessor:
         ``held``: an event this processor just journaled, with its payload in hand: when it is the
         oldest open one and still ``queued``, it is applied from that payload, and the journal is
         asked only for its id and status (the payload, perhaps megabytes, is not read back)."""
-        head = self.queue.peek_open() if held is not None else None
+        head = self.journal.peek_open() if held is not None else None
         if held is not None and head == (held.id, "queued"):
             event: QueuedEvent | None = held
         elif held is not None and head is None:
             return None
         else:
-            event = self.queue.next_open()
+            event = self.journal.next_open()
         if event is None:
             return None
         recovered, result = False, None
         if event.status == "applying":  # interrupted: its effect may be written already
             recovered, result = self._effect_of(event)
         else:
-            self.queue.mark_applying(event.id)
+            self.journal.mark_applying(event.id)
         if not recovered:
             try:
                 result = self._apply(event)
@@ -478,7 +478,7 @@ class EventProcessor:
                error: str | None = None) -> QueuedEvent:
         """Mark ``event`` applied or failed (as :meth:`EventJournal.mark_applied` does, not
         durable at once) and return it as now stored, without reading it back."""
-        self.queue.set_status(event.id, status, result=result, error=error, applied_by=self._token, durable=False)
+        self.journal.set_status(event.id, status, result=result, error=error, applied_by=self._token, durable=False)
         return event.model_copy(update={"status": status, "result": result, "error": error, "applied_at": time.time()})
 
     def _closed(self, event: QueuedEvent, *, recovered: bool) -> None:
@@ -490,7 +490,7 @@ class EventProcessor:
         self._applied_since_prune += 1
         if self.keep_applied is not None and self._applied_since_prune >= PRUNE_EVERY_EVENTS:
             self._applied_since_prune = 0
-            self.queue.prune(self.keep_applied)
+            self.journal.prune(self.keep_applied)
 
     def _maintain(self) -> None:
         """Run a pending truncation, then a pending compaction (auto mode, after the queue)."""
@@ -501,7 +501,7 @@ class EventProcessor:
 
     def _traces_of(self, event_id: str) -> list[RawTraceItem]:
         """The raw traces (active or archived) an event wrote, by seq."""
-        store = self.manager.store
+        store = self.manager.traces
         found = {item.id: item for item in (*store.read_archive(), *store.list_raw()) if item.correlation_id == event_id}
         return sorted(found.values(), key=lambda item: (item.turn_id, item.seq))
 

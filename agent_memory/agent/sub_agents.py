@@ -273,8 +273,8 @@ def spawn(
     base = parent.memory
     text = task
     if history_turns:
-        turn_ids = parent.manager.store.active_turn_ids()[-history_turns:]
-        history = render_turns(parent.manager.store.list_raw(turn_ids))
+        turn_ids = parent.manager.traces.active_turn_ids()[-history_turns:]
+        history = render_turns(parent.manager.traces.list_raw(turn_ids))
         text = f"Context from the agent that gave you this task (its last turns):\n{history}\n\nYour task: {task}"
     child_id = _claim_child(parent, agent_id)  # the first write: nothing is written before it
     own_memory: AgentMemory | None = None  # the child's memory when it is not the parent's

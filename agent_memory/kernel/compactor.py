@@ -81,7 +81,7 @@ class Compactor:
     """Compacts windows of whole turns of one agent.
 
     Args:
-        store: the agent's trace store.
+        traces: the agent's trace store.
         memory: the agent's AgentMemory (compacted turns, episodes and facts are stored there for
             search and retrieval).
         summarizer: makes the episode and facts.
@@ -94,9 +94,9 @@ class Compactor:
         InvalidIdError: if ``agent_id`` is malformed.
     """
 
-    def __init__(self, store: TraceStore, memory: AgentMemory, summarizer: Summarizer, *,
+    def __init__(self, traces: TraceStore, memory: AgentMemory, summarizer: Summarizer, *,
                  agent_id: str | None = None) -> None:
-        self.store = store
+        self.traces = traces
         self.memory = memory
         self.summarizer = summarizer
         self.agent_id = validate_agent_id(agent_id) if agent_id is not None else memory.agent_id
@@ -107,19 +107,19 @@ class Compactor:
         Raises:
             StoreError: if writing fails; what was written is completed by the next compaction.
         """
-        traces = self.store.list_raw(turn_ids)
+        traces = self.traces.list_raw(turn_ids)
         turns = group_turns(traces)
         if not turns:
             return CompactionRecord(turn_ids=())
         # Turns an earlier, interrupted compaction already summarized keep that summary: they are
         # only indexed and archived now (a window that overlaps them would summarize them twice).
-        episodes = self.store.list_episodic()
+        episodes = self.traces.list_episodic()
         done = {turn for episode in episodes for turn in episode.turn_ids}
         fresh = {turn: items for turn, items in turns.items() if turn not in done}
         if not fresh:
             covering = [e for e in episodes if set(e.turn_ids) & set(turns)]
             indexed = self._index(turns, None, [])
-            self.store.archive_turns(turns)
+            self.traces.archive_turns(turns)
             earlier = covering[0] if len(covering) == 1 else None
             return CompactionRecord(turn_ids=tuple(turns), indexed_items=indexed,
                                     window_id=earlier.window_id if earlier else None, episode=earlier,
@@ -127,21 +127,21 @@ class Compactor:
         window = window_id_for(fresh)
         result: CompactionResult = self.summarizer.summarize([item for items in fresh.values() for item in items])
         payload = result.payload
-        episode = self.store.add_episodic(EpisodicItem(
+        episode = self.traces.add_episodic(EpisodicItem(
             id=episodic_id_for(window), window_id=window, turn_ids=tuple(fresh),
             summary=payload.episodic_summary, tags=(), salience=0.5,
             decisions=tuple(payload.decisions), constraints=tuple(payload.constraints),
             open_questions=tuple(payload.open_questions), next_steps=tuple(payload.next_steps),
             done=tuple(payload.done), summarizer=result.summarizer, fallback_reason=result.fallback_reason,
         ))
-        facts = self.store.add_semantic([
+        facts = self.traces.add_semantic([
             SemanticItem(id=semantic_id_for(fact.fact), fact=fact.fact, tags=tuple(fact.tags),
                          confidence=fact.confidence, salience=fact.confidence, source_turn_ids=tuple(fresh),
                          window_id=window)
             for fact in payload.semantic_facts
         ])
         indexed = self._index(turns, episode, facts)
-        self.store.archive_turns(turns)
+        self.traces.archive_turns(turns)
         return CompactionRecord(
             turn_ids=tuple(turns), window_id=window, episode=episode, facts=facts, summarizer=result.summarizer,
             fallback_reason=result.fallback_reason, indexed_items=indexed,
@@ -157,24 +157,24 @@ class Compactor:
             StoreError: if writing fails; what was written is completed by the next compaction.
         """
         wanted = set(trace_ids)
-        traces = [item for item in self.store.list_raw([turn_id]) if item.id in wanted]
+        traces = [item for item in self.traces.list_raw([turn_id]) if item.id in wanted]
         if not traces:
             return CompactionRecord(turn_ids=())
         seqs = sorted(item.seq for item in traces)
         window = f"{window_id_for([turn_id])}_s{seqs[0]}-{seqs[-1]}"
-        existing = next((e for e in self.store.list_episodic() if e.window_id == window), None)
+        existing = next((e for e in self.traces.list_episodic() if e.window_id == window), None)
         summarizer: str | None
         if existing is None:
             result = self.summarizer.summarize(traces)
             payload = result.payload
-            episode = self.store.add_episodic(EpisodicItem(
+            episode = self.traces.add_episodic(EpisodicItem(
                 id=episodic_id_for(window), window_id=window, turn_ids=(turn_id,),
                 summary=payload.episodic_summary, salience=0.5, decisions=tuple(payload.decisions),
                 constraints=tuple(payload.constraints), open_questions=tuple(payload.open_questions),
                 next_steps=tuple(payload.next_steps), done=tuple(payload.done), summarizer=result.summarizer,
                 fallback_reason=result.fallback_reason,
             ))
-            facts = self.store.add_semantic([
+            facts = self.traces.add_semantic([
                 SemanticItem(id=semantic_id_for(fact.fact), fact=fact.fact, tags=tuple(fact.tags),
                              confidence=fact.confidence, salience=fact.confidence, source_turn_ids=(turn_id,),
                              window_id=window)
@@ -190,7 +190,7 @@ class Compactor:
             "item_id": turn_part_memory_id(turn_id, seqs[0], seqs[-1], agent_id=self.agent_id),
         }
         indexed = self._index({}, episode, facts, extra=[part])
-        self.store.archive_traces([item.id for item in traces])
+        self.traces.archive_traces([item.id for item in traces])
         return CompactionRecord(turn_ids=(), window_id=window, episode=episode, facts=facts, summarizer=summarizer,
                                  fallback_reason=reason, indexed_items=indexed)
 
@@ -200,10 +200,10 @@ class Compactor:
         Raises:
             StoreError: if writing fails.
         """
-        turns = group_turns(self.store.list_raw(turn_ids))
+        turns = group_turns(self.traces.list_raw(turn_ids))
         indexed = self._index(turns, None, [])
         if turns:
-            self.store.archive_turns(turns)
+            self.traces.archive_turns(turns)
         return CompactionRecord(turn_ids=tuple(turns), indexed_items=indexed)
 
     def _index(self, turns: dict[str, list[RawTraceItem]], episode: EpisodicItem | None,
@@ -212,7 +212,7 @@ class Compactor:
         stored whole (its lines archived earlier by a step compaction too)."""
         entries = list(extra)
         for turn_id in turns:
-            items = self.store.find_turn(turn_id)
+            items = self.traces.find_turn(turn_id)
             asked = " ".join(i.content for i in items if i.trace_type == "user").split()
             title = f"{turn_id}: " + " ".join(asked[:TITLE_WORDS]) if asked else turn_id
             entries.append({

@@ -122,8 +122,8 @@ class MemoryManager(MemoryMarks):
 
     Args:
         memory: the agent's AgentMemory (tool results, and the conversation's search items).
-        store: the RAW_TRACE / EPISODIC / SEMANTIC store; ``None``: the memory's backend keeps
-            them for ``agent_id`` (JSONL files in its directory, or Postgres tables).
+        traces: the RAW_TRACE / EPISODIC / SEMANTIC trace store; ``None``: the memory's backend
+            keeps them for ``agent_id`` (JSONL files in its directory, Postgres tables, or its logs).
         system_prompt: kept verbatim at the start of every prompt; ``None``: none.
         model: the model's name, for its limits (:func:`~agent_memory.kernel.budget.model_limits`).
         limits: the limits themselves (overrides ``model``).
@@ -152,7 +152,7 @@ class MemoryManager(MemoryMarks):
         self,
         memory: AgentMemory,
         *,
-        store: TraceStore | None = None,
+        traces: TraceStore | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         limits: ModelLimits | None = None,
@@ -173,16 +173,16 @@ class MemoryManager(MemoryMarks):
         for observer in self.observers:
             memory.add_observer(observer)
         backend = memory.backend
-        self.store = store if store is not None else common.traces(backend, self.agent_id)
+        self.traces = traces if traces is not None else common.traces(backend, self.agent_id)
         self.system_prompt = system_prompt
         self.budget = TokenBudget(limits if limits is not None else model_limits(model))
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(counter=memory.tokens)
         self.tail_turns = tail_turns
-        self.compactor = Compactor(self.store, memory, self.summarizer, agent_id=self.agent_id)
-        self.retriever = Retriever(self.store, pinned_items=self._pinned_item_texts, counter=memory.tokens)
+        self.compactor = Compactor(self.traces, memory, self.summarizer, agent_id=self.agent_id)
+        self.retriever = Retriever(self.traces, pinned_items=self._pinned_item_texts, counter=memory.tokens)
         self.snapshot_builder = CompactionSnapshotBuilder()
         self.planner = CompactionPlanner(self)
-        self.tracker = TurnTracker(self.store)
+        self.tracker = TurnTracker(self.traces)
         self.context = WorkingContextSnapshot(common.document(backend, self.agent_id, WORKING_CONTEXT_DOCUMENT),
                                               agent_id=memory.agent_id)
         policy = policy if policy is not None else PresentationPolicy()
@@ -198,7 +198,7 @@ class MemoryManager(MemoryMarks):
         self._count = functools.lru_cache(maxsize=COUNT_CACHE_SIZE)(memory.tokens.count)
         self._pending: dict[str, ToolCall | None] = {}
         self._call_turns: dict[str, str] = {}
-        for item in self.store.list_raw():  # calls made before a restart and not answered yet
+        for item in self.traces.list_raw():  # calls made before a restart and not answered yet
             if item.trace_type == "tool_call" and item.tool_call_id:
                 self._call_turns[item.tool_call_id] = item.turn_id
                 self._pending[item.tool_call_id] = None
@@ -216,7 +216,7 @@ class MemoryManager(MemoryMarks):
         calls = {call.id for m in held for call in m.tool_calls}
         results = {m.tool_call_id for m in held if m.role == "tool"}
         missing = [
-            item for item in self.store.list_raw()
+            item for item in self.traces.list_raw()
             if item.id not in ids
             and not (item.trace_type == "tool_call" and item.tool_call_id in calls)
             and not (item.trace_type == "tool_result" and item.tool_call_id in results)
@@ -244,7 +244,7 @@ class MemoryManager(MemoryMarks):
 
     def _write(self, items: list[RawTraceItem]) -> list[RawTraceItem]:
         """Write the traces of one event in one synced append (after a crash: all or none)."""
-        self.store.add_raw(items)
+        self.traces.add_raw(items)
         for item in items:
             self._notify(TraceIngested(agent_id=self.agent_id, turn_id=item.turn_id, trace_id=item.id,
                                      trace_type=item.trace_type, tool_result_ref=item.tool_result_ref))
@@ -397,12 +397,12 @@ class MemoryManager(MemoryMarks):
 
     def get_raw_tail(self, tail_turns: int, exclude_turn_id: str | None = None) -> list[RawTraceItem]:
         """The raw traces of the last ``tail_turns`` active turns (except ``exclude_turn_id``)."""
-        turns = [t for t in self.store.active_turn_ids() if t != exclude_turn_id][-tail_turns:] if tail_turns > 0 else []
-        return self.store.list_raw(turns)
+        turns = [t for t in self.traces.active_turn_ids() if t != exclude_turn_id][-tail_turns:] if tail_turns > 0 else []
+        return self.traces.list_raw(turns)
 
     def get_tool_interactions(self, turn_id: str | None = None) -> list[ToolInteraction]:
         """Tool calls paired with their results (PENDING / SUCCESS / ERROR), of one turn or all active."""
-        return build_tool_interactions(self.store.list_raw([turn_id] if turn_id else None))
+        return build_tool_interactions(self.traces.list_raw([turn_id] if turn_id else None))
 
     def retrieve_turn(self, turn_id: str) -> str:
         """A turn, active or archived, verbatim (``Turn N:`` as AutoByteus' compaction snapshot).
@@ -410,7 +410,7 @@ class MemoryManager(MemoryMarks):
         Raises:
             ItemNotFoundError: if no trace has this turn id.
         """
-        items = self.store.find_turn(turn_id)
+        items = self.traces.find_turn(turn_id)
         if not items:
             raise ItemNotFoundError(f"no turn {turn_id!r}", item_id=turn_id)
         return render_turn(turn_id, items)
@@ -600,15 +600,15 @@ class MemoryManager(MemoryMarks):
         is left: a cleared memory's citations would name items that no longer exist)."""
         with self._lock:
             self.memory.clear()
-            self.store.clear()
+            self.traces.clear()
             self.context.clear()
             self.presentation.reset()
             self._pending.clear()
             self._call_turns.clear()
-            self.tracker = TurnTracker(self.store)
+            self.tracker = TurnTracker(self.traces)
             if self.system_prompt:
                 self.context.reset([Message(role="system", content=self.system_prompt)], new_epoch=False)
 
     def turns(self) -> dict[str, list[RawTraceItem]]:
         """Every active turn's raw traces, in order."""
-        return group_turns(self.store.list_raw())
+        return group_turns(self.traces.list_raw())

@@ -26,7 +26,7 @@ class MemoryMarks:
     """Pins and forgetting, over the manager's memory, trace store and working context."""
 
     memory: AgentMemory
-    store: TraceStore
+    traces: TraceStore
     context: WorkingContextSnapshot
     _lock: threading.RLock
 
@@ -65,7 +65,7 @@ class MemoryMarks:
         Raises:
             ItemNotFoundError: if no fact has this id.
         """
-        self.store.set_pinned(fact_id, False)
+        self.traces.set_pinned(fact_id, False)
 
     # -- forget ---------------------------------------------------------------------------------
     def forget(self, item_id: str) -> bool:
@@ -85,7 +85,7 @@ class MemoryMarks:
         """
         with self._lock:
             removed = self.memory.forget(item_id)
-            self.store.redact_result(item_id, FORGOTTEN_NOTE.format(id=item_id))
+            self.traces.redact_result(item_id, FORGOTTEN_NOTE.format(id=item_id))
             self._redact_compacted_turns(item_id)
             self.unpin_item(item_id)
             return removed
@@ -94,7 +94,7 @@ class MemoryMarks:
         """Rewrite the compacted-turn items (``conversation_turn``, stored for search and for
         ``retrieve_memory(id="turn_…")``) that quote the forgotten result's preview, from the
         redacted traces. Returns how many items were rewritten."""
-        traces = [t for t in (*self.store.read_archive(), *self.store.list_raw()) if t.tool_result_ref == item_id]
+        traces = [t for t in (*self.traces.read_archive(), *self.traces.list_raw()) if t.tool_result_ref == item_id]
         turns = {trace.turn_id for trace in traces}
         changed = 0
         for record in self.memory.own_records() if turns else ():
@@ -110,7 +110,7 @@ class MemoryMarks:
 
     def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str:
         """Keep a fact in every compaction snapshot; returns its id."""
-        stored = self.store.add_semantic([SemanticItem(id=semantic_id_for(fact), fact=fact, tags=tuple(tags),
+        stored = self.traces.add_semantic([SemanticItem(id=semantic_id_for(fact), fact=fact, tags=tuple(tags),
                                                        confidence=1.0, salience=1.0, pinned=True)])
         return stored[0].id
 

@@ -46,7 +46,7 @@ class PlannedConversation(Protocol):
     presentation, budget, counting, the parts that compact, the turns, and the tool calls still
     unanswered."""
 
-    store: TraceStore
+    traces: TraceStore
     context: WorkingContextSnapshot
     presentation: ContextBuilder
     budget: TokenBudget
@@ -82,7 +82,7 @@ class CompactionPlanner:
         (steps a step compaction archived are left out); rebuilt from the raw traces when the
         working context does not hold a turn."""
         wanted = set(turn_ids)
-        traces = self.manager.store.list_raw(turn_ids)
+        traces = self.manager.traces.list_raw(turn_ids)
         ids = {item.id for item in traces}
         calls = {item.tool_call_id for item in traces if item.trace_type == "tool_call"}
         held = [
@@ -118,7 +118,7 @@ class CompactionPlanner:
         old = steps[:-keep]
         pending = self.manager.pending_call_ids
         finished = [step for step in old if not any(call.id in pending for m in step for call in m.tool_calls)]
-        traces = {item.tool_call_id: item.id for item in self.manager.store.list_raw([turn_id]) if item.trace_type == "tool_call"}
+        traces = {item.tool_call_id: item.id for item in self.manager.traces.list_raw([turn_id]) if item.trace_type == "tool_call"}
         trace_ids = [m.id for step in finished for m in step if m.id]
         trace_ids += [traces[call.id] for step in finished for m in step for call in m.tool_calls if call.id in traces]
         if not trace_ids:
@@ -177,7 +177,7 @@ class CompactionPlanner:
         and any started after it)."""
         manager = self.manager
         current = manager.tracker.current_turn_id
-        active = manager.store.active_turn_ids()
+        active = manager.traces.active_turn_ids()
         older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
         return older, [t for t in active if t not in older]
 

@@ -32,7 +32,7 @@ class Retriever:
     """Loads the memory bundle of a compaction snapshot from a trace store.
 
     Args:
-        store: the agent's trace store.
+        traces: the agent's trace store.
         max_episodic: newest episodes shown.
         max_semantic: facts shown (pinned ones count, and are never dropped).
         pinned_items: called for the pinned memory items as ``(id, text)`` pairs; ``None``: none.
@@ -42,7 +42,7 @@ class Retriever:
 
     def __init__(
         self,
-        store: TraceStore,
+        traces: TraceStore,
         *,
         max_episodic: int = DEFAULT_MAX_EPISODIC,
         max_semantic: int = DEFAULT_MAX_SEMANTIC,
@@ -50,7 +50,7 @@ class Retriever:
         max_pinned_item_tokens: int = DEFAULT_MAX_PINNED_ITEM_TOKENS,
         counter: TokenCounter | None = None,
     ) -> None:
-        self.store = store
+        self.traces = traces
         self.max_episodic = max_episodic
         self.max_semantic = max_semantic
         self.pinned_items = pinned_items
@@ -61,8 +61,8 @@ class Retriever:
         """The bundle for the next snapshot (``None`` limits: the retriever's)."""
         n_episodic = self.max_episodic if max_episodic is None else max_episodic
         n_semantic = self.max_semantic if max_semantic is None else max_semantic
-        episodic = tuple(self.store.list_episodic(n_episodic)) if n_episodic > 0 else ()
-        facts = self.store.list_semantic()
+        episodic = tuple(self.traces.list_episodic(n_episodic)) if n_episodic > 0 else ()
+        facts = self.traces.list_semantic()
         pinned = [fact for fact in facts if fact.pinned]
         others = [fact for fact in facts if not fact.pinned]
         ranked = sorted(enumerate(others), key=lambda pair: (-pair[1].salience, -pair[0]))

@@ -32,7 +32,7 @@ class TurnTracker:
     continues after that turn's highest stored ``seq``.
 
     Args:
-        store: where earlier turns are; ``None``: no earlier turns (unless ``last_turn_number``).
+        traces: where earlier turns are; ``None``: no earlier turns (unless ``last_turn_number``).
         last_turn_number: the number of the last turn already used, overriding the store's
             (``0``: the first turn is ``turn_0001``); ``None``: read it from ``store``.
 
@@ -41,12 +41,12 @@ class TurnTracker:
         StoreError: if the store cannot be read.
     """
 
-    def __init__(self, store: TraceStore | None = None, *, last_turn_number: int | None = None) -> None:
+    def __init__(self, traces: TraceStore | None = None, *, last_turn_number: int | None = None) -> None:
         if last_turn_number is None:
-            last_turn_number = store.highest_turn_number() if store is not None else 0
+            last_turn_number = traces.highest_turn_number() if traces is not None else 0
         elif not isinstance(last_turn_number, int) or isinstance(last_turn_number, bool) or last_turn_number < 0:
             raise InvalidArgumentError(f"last_turn_number must be an int >= 0, not {last_turn_number!r}")
-        self._store = store
+        self._traces = traces
         self._last = last_turn_number
         self._current: str | None = format_turn_id(last_turn_number) if last_turn_number else None
         self._seq: dict[str, int] = {}
@@ -85,7 +85,7 @@ class TurnTracker:
             number = turn_number(turn_id)
         with self._lock:
             if turn_id not in self._seq:
-                stored = self._store.find_turn(turn_id) if self._store is not None else []
+                stored = self._traces.find_turn(turn_id) if self._traces is not None else []
                 self._seq[turn_id] = max((item.seq for item in stored), default=0)
                 if number > self._last:
                     self._last = number

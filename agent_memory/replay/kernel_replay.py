@@ -144,7 +144,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
             started += 1
     result.compactions = len(recorder.of_type(Compacted))
     result.truncations = len(recorder.of_type(Truncated))
-    result.turns = len(manager.store.turn_ids())
+    result.turns = len(manager.traces.turn_ids())
     if result.turns < started:
         result.failures.append(f"{started - result.turns} turn(s) lost")
     return result

@@ -18,7 +18,7 @@ event stays queued until applied, across crashes and restarts.
 LangGraph's ``BaseStore`` are: a backend implements the abstract operations (:meth:`push`,
 :meth:`get`, :meth:`next_open`, :meth:`set_status`, :meth:`events`, :meth:`count`,
 :meth:`last_closed`, :meth:`prune`, :meth:`close`), and the rest is built on them. The file
-backend's is SQLite (:class:`~agent_memory.storage.files.journal.EventQueue`), Postgres's a table
+backend's is SQLite (:class:`~agent_memory.storage.files.journal.FileJournal`), Postgres's a table
 (:mod:`agent_memory.storage.postgres`). Payloads are JSON; ``bytes`` (a tool's binary result) and
 ``datetime`` values round-trip through tagged objects (:func:`encode_payload`).
 """

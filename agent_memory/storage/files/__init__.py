@@ -28,7 +28,7 @@ from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name
 from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
-from agent_memory.storage.files.journal import EventQueue
+from agent_memory.storage.files.journal import FileJournal
 from agent_memory.storage.files.locks import FileLocks
 from agent_memory.storage.files.traces import FileTraceStore
 from agent_memory.tokens import TokenCounter
@@ -113,8 +113,8 @@ class FileBackend:
     def document(self, agent_id: str, name: str) -> FileDocumentSlot:
         return FileDocumentSlot(self.agent_dir(agent_id) / document_file(name))
 
-    def journal(self, agent_id: str) -> EventQueue:
-        return EventQueue(self.agent_dir(agent_id))
+    def journal(self, agent_id: str) -> FileJournal:
+        return FileJournal(self.agent_dir(agent_id))
 
     def locks(self, agent_id: str) -> FileLocks:
         agent_dir = self.agent_dir(agent_id)

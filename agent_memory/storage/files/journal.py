@@ -29,7 +29,7 @@ from agent_memory.storage.journal import (
     statuses,
 )
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "EVENTS_FILE", "EventQueue"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "EVENTS_FILE", "FileJournal"]
 
 EVENTS_FILE = "events.sqlite3"
 """File name of the journal, in the agent directory (``memory/agents/<agent_id>/``)."""
@@ -82,7 +82,7 @@ def _row_event(row: tuple[Any, ...]) -> QueuedEvent:
     )
 
 
-class EventQueue(EventJournal):
+class FileJournal(EventJournal):
     """The journal of one agent's events in ``<agent_dir>/events.sqlite3``; thread-safe, and
     shared by every process that opens the same directory.
 
@@ -104,7 +104,7 @@ class EventQueue(EventJournal):
         self._durable = True
 
     def __repr__(self) -> str:
-        return f"EventQueue({str(self.path)!r})"
+        return f"FileJournal({str(self.path)!r})"
 
     @contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
