@@ -37,7 +37,7 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from secrets import token_hex
 from typing import Any
@@ -151,6 +151,7 @@ class LogTraceStore(TraceStore):
     def __init__(self, logs: dict[TraceKind, Log], locks: Locks) -> None:
         super().__init__()
         self._held = {kind: _Folded(log) for kind, log in logs.items()}
+        self._parsed: dict[TraceKind, dict[str, tuple[bytes, TraceRecord]]] = {kind: {} for kind in logs}
         self._locks = locks
         self._mutex = threading.Lock()
 
@@ -172,8 +173,18 @@ class LogTraceStore(TraceStore):
     def _read(self, kind: TraceKind) -> list[TraceRecord]:
         adapter = _ADAPTERS[kind]
         with self._mutex:
-            records = list(self._held[kind].refresh().values())
-        return [adapter.validate_python(json.loads(record)["record"], context=STORED_CONTEXT) for record in records]
+            records = self._held[kind].refresh()
+            parsed = self._parsed[kind]
+            out = []
+            for key, record in records.items():  # each record validated once, not on every read
+                held = parsed.get(key)
+                if held is None or held[0] is not record:
+                    held = parsed[key] = (record, adapter.validate_python(json.loads(record)["record"],
+                                                                          context=STORED_CONTEXT))
+                out.append(held[1])
+            if len(parsed) > len(records):
+                self._parsed[kind] = {key: value for key, value in parsed.items() if key in records}
+        return out
 
     def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
         self._held[kind].log.write(LogChange(put=self._entries(kind, records), replace_all=True))
@@ -227,7 +238,7 @@ class LogJournal(EventJournal):
             self._parsed = {key: value for key, value in self._parsed.items() if key in records}
         return sorted(out, key=lambda event: event["seq"])
 
-    def _write(self, change: Any) -> None:
+    def _write(self, change: Callable[[list[dict[str, Any]]], LogChange | None]) -> None:
         """Write what ``change(events)`` returns (a :class:`LogChange`, or ``None``: nothing),
         decided on a fresh read and retried while another writer was first."""
         for _ in range(CONFLICT_RETRIES):

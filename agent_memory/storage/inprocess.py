@@ -64,6 +64,11 @@ class InProcessLog:
     def _token(self) -> ChangeToken:
         return f"{self._generation}:{len(self._changes)}"
 
+    @property
+    def written(self) -> bool:
+        """Whether anything was ever written (a claim's test; no copy of the records)."""
+        return bool(self._changes) or self._generation > 1
+
     def read(self, since: ChangeToken | None = None) -> LogRead:
         with self._mutex:
             generation, _, version = (since or "").partition(":")
@@ -243,7 +248,7 @@ class InProcessBackend:
 
     def _stored(self, agent_id: str) -> bool:
         """Whether anything was written under ``agent_id`` (called under the mutex)."""
-        return any(log.read().token != "1:0" for (agent, _), log in self._logs.items() if agent == agent_id)
+        return any(log.written for (agent, _), log in self._logs.items() if agent == agent_id)
 
     def locks(self, agent_id: str) -> InProcessLocks:
         with self._mutex:
