@@ -10,7 +10,7 @@
 #   make local-llm  the bundled local model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible
 #                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (see README, research agent)
 #   make postgres   a local Postgres with pgvector (pgserver's) in ./postgres-data, left running;
-#                prints its URL for AGENT_MEMORY_URL / --store (README, "Many machines")
+#                prints its URL for AGENT_MEMORY_URL / --backend (README, "Many machines")
 #   make postgres-stop  stop it
 #   make clean   remove .venv, build metadata and caches (never memory data)
 

@@ -19,7 +19,7 @@
     agent-memory replay ../shared/data/traces --pages ../shared/data/webpages/readability  # token report
     agent-memory inspect ./memory --report replay-report                # a read-only web page on 127.0.0.1
 
-``--memory-dir`` (or ``--store`` with a ``postgresql://`` URL, or ``AGENT_MEMORY_URL``) and
+``--memory-dir`` (or ``--backend`` with a ``postgresql://`` URL, or ``AGENT_MEMORY_URL``) and
 ``--agent-id`` choose the memory; every command that opens one takes them, before or after its name (``agent-memory --agent-id bot query ...`` and ``agent-memory query ...
 --agent-id bot`` are the same; after the name wins). ``--agent`` is a deprecated spelling of
 ``--agent-id``, still accepted (hidden; a warning on stderr). Results are rich tables on a
@@ -105,11 +105,11 @@ MemoryDirOption = Annotated[Path | None, typer.Option(
     "--memory-dir", help="Base directory of the memory. Default: $AGENT_MEMORY_DIR, else ./memory.")]
 """``--memory-dir``, taken by the app and by every command that opens a memory."""
 
-StoreOption = Annotated[str | None, typer.Option(
-    "--store", metavar="URL",
+BackendOption = Annotated[str | None, typer.Option(
+    "--backend", metavar="URL",
     help="Where the memory lives instead of a directory: a postgresql:// URL (shared by many machines). "
     "Default: $AGENT_MEMORY_URL, else --memory-dir.")]
-"""``--store``, taken by the app and by every command that opens a memory."""
+"""``--backend``, taken by the app and by every command that opens a memory."""
 
 AgentIdOption = Annotated[str | None, typer.Option(
     "--agent-id", help=f"Agent whose memory to use (a directory under agents/). Default: {DEFAULT_AGENT_ID!r}.")]
@@ -136,7 +136,7 @@ class _Globals:
 
     memory_dir: Path | None
     agent_id: str
-    store: str | None = None
+    backend: str | None = None
 
     def argv(self) -> list[str]:
         """The memory options as command-line words (only those that differ from the defaults; a
@@ -144,8 +144,8 @@ class _Globals:
         words: list[str] = []
         if self.memory_dir is not None:
             words += ["--memory-dir", str(self.memory_dir)]
-        if self.store is not None:
-            words += ["--store", redacted_url(self.store)]
+        if self.backend is not None:
+            words += ["--backend", redacted_url(self.backend)]
         if self.agent_id != DEFAULT_AGENT_ID:
             words += ["--agent-id", self.agent_id]
         return words
@@ -159,14 +159,14 @@ def _agent_id(agent_id: str | None, agent: str | None) -> str | None:
 
 
 def _use(ctx: typer.Context, memory_dir: Path | None, agent_id: str | None, agent: str | None,
-         store: str | None = None) -> None:
-    """Apply a command's own ``--memory-dir`` / ``--store`` / ``--agent-id`` (they beat those given
+         backend: str | None = None) -> None:
+    """Apply a command's own ``--memory-dir`` / ``--backend`` / ``--agent-id`` (they beat those given
     before it)."""
     options: _Globals = ctx.obj
     chosen = _agent_id(agent_id, agent)
     ctx.obj = _Globals(memory_dir=memory_dir if memory_dir is not None else options.memory_dir,
                        agent_id=chosen if chosen is not None else options.agent_id,
-                       store=store if store is not None else options.store)
+                       backend=backend if backend is not None else options.backend)
 
 
 def _offline_quiet_env() -> None:
@@ -185,9 +185,9 @@ def _offline_quiet_env() -> None:
 
 def _open(ctx: typer.Context, *, config: MemoryConfig | None = None) -> AgentMemory:
     options: _Globals = ctx.obj
-    if options.store is not None and options.memory_dir is not None:
-        _fail("give --store or --memory-dir, not both")
-    return AgentMemory(options.agent_id, options.memory_dir, store=options.store, config=config)
+    if options.backend is not None and options.memory_dir is not None:
+        _fail("give --backend or --memory-dir, not both")
+    return AgentMemory(options.agent_id, options.memory_dir, backend=options.backend, config=config)
 
 
 MAX_LISTED_AGENTS = 20
@@ -237,7 +237,7 @@ def _print_json(data: Any) -> None:
 def main(
     ctx: typer.Context,
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
@@ -245,7 +245,7 @@ def main(
     _offline_quiet_env()
     chosen = _agent_id(agent_id, agent)
     ctx.obj = _Globals(memory_dir=memory_dir, agent_id=chosen if chosen is not None else DEFAULT_AGENT_ID,
-                       store=store)
+                       backend=backend)
 
 
 @app.command()
@@ -273,12 +273,12 @@ def store(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the new ids, one per line."),
     as_json: bool = typer.Option(False, "--json", help="Print the new items' records as JSON."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Store files, directories, JSONL lines or stdin; print the new memory ids."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -451,12 +451,12 @@ def retrieve(
     raw: bool = typer.Option(False, "--raw", help="Show HTML pages as markup instead of their main text."),
     as_json: bool = typer.Option(False, "--json", help="Print the result (content, pages, notes) as JSON."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         spec, words = _build_transform(transform, {
             "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
@@ -540,7 +540,7 @@ def query(
     limit: int = typer.Option(DEFAULT_QUERY_LIMIT, "--limit", min=1, max=MAX_QUERY_LIMIT, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the hits as JSON."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
@@ -550,7 +550,7 @@ def query(
     rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
     cosine similarity.
     """
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():
         if text is not None and not text.strip():
@@ -579,12 +579,12 @@ def list_items(
     limit: int = typer.Option(DEFAULT_LIST_LIMIT, "--limit", min=1, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """List stored items, newest first (reads items.jsonl; no index needed)."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         if type_ is not None and type_ not in MEMORY_TYPES:
             _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
@@ -613,13 +613,13 @@ def get(
     as_json: bool = typer.Option(False, "--json", help="Print the item's record (id, type, metadata) as JSON "
                                  "instead of its content."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Write an item's content to stdout exactly as stored: text as UTF-8, bytes as they are, JSON
     as its stored document; nothing added (no newline, no cap; `retrieve` shapes and pages)."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         item = _open(ctx).get(item_id)
         if as_json:
@@ -646,13 +646,13 @@ def forget(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Memory ids to delete."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Delete items for good (record, content, index entries) and take them out of the agent's
     conversation, as the forget_memory tool does. Every id must exist, or nothing is deleted."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids)
@@ -669,13 +669,13 @@ def pin(
                                          help="Memory ids to pin. None: list the pinned items."),
     as_json: bool = typer.Option(False, "--json", help="Print the pinned ids as a JSON list."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Pin items: every compaction of the agent's conversation keeps them verbatim (as the
     pin_memory tool does); without ids, list the pinned items, in pinning order."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids or [])
@@ -696,13 +696,13 @@ def unpin(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Pinned memory ids."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Unpin items: compactions summarize them like the rest again. An id that was not pinned is
     an error (exit code 1), after the others are unpinned."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = [validate_memory_id(item_id) for item_id in item_ids]
@@ -721,13 +721,13 @@ def stats(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """What the memory holds: items, content bytes and tokens in total and by type, items not
     yet indexed (embedded by the next query), pinned items, tags, dates and disk use."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         pinned: tuple[str, ...] = ()
@@ -769,13 +769,13 @@ def export(
     ctx: typer.Context,
     out: str = typer.Argument("-", metavar="FILE", help="The JSONL file to write ('-', the default: stdout)."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Write every item with its content as JSONL, restorable with `import`. The file is written
     atomically (complete or not at all)."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open_stored(ctx)
         count = len(memory.records())
@@ -797,14 +797,14 @@ def import_items(
     replace: bool = typer.Option(False, "--replace", help="Make the memory hold exactly the file's items "
                                  "(its present items are removed). Default: add them beside the present ones."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Restore exported items: ids, metadata and content as they were (each content checked
     against its sha256), then index them. All or nothing: an id already in the memory (without
     --replace) or a bad line imports nothing."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         data = typer.get_binary_stream("stdin").read() if source == "-" else Path(source).read_bytes()
         imported = read_export(data, source=source)
@@ -827,12 +827,12 @@ def import_items(
 def rebuild_index(
     ctx: typer.Context,
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Drop the vector index and rebuild it from items.jsonl; print how many items were indexed."""
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
@@ -890,7 +890,7 @@ def serve_mcp(
         "is read). Default: none; the tools read no files (text comes as content, in parts when long).",
     ),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
@@ -898,10 +898,10 @@ def serve_mcp(
     for Claude Desktop, Claude Code, Cursor or an agent's MCP client. Logs go to stderr."""
     from agent_memory.mcp_server import serve_mcp as serve
 
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     options: _Globals = ctx.obj
     with _reported_errors():
-        serve(options.memory_dir, options.agent_id, allow_read=allow_read, store=options.store)
+        serve(options.memory_dir, options.agent_id, allow_read=allow_read, backend=options.backend)
 
 
 
@@ -910,7 +910,7 @@ def serve_mcp(
 def inspect_memory(
     ctx: typer.Context,
     target: str | None = typer.Argument(
-        None, metavar="[STORE]", help="A memory directory or a postgresql:// URL. Default: --store / --memory-dir, "
+        None, metavar="[BACKEND]", help="A memory directory or a postgresql:// URL. Default: --backend / --memory-dir, "
         "else $AGENT_MEMORY_URL, else $AGENT_MEMORY_DIR, else ./memory."),
     report: Path | None = typer.Option(
         None, "--report", metavar="DIR", exists=True, file_okay=False, dir_okay=True, resolve_path=True,
@@ -923,26 +923,26 @@ def inspect_memory(
                                     help="Price the rebuilt calls under this model (genai-prices id); 'none': "
                                     "tokens only."),
     memory_dir: MemoryDirOption = None,
-    store: StoreOption = None,
+    backend: BackendOption = None,
     agent_id: AgentIdOption = None,
     agent: AgentAliasOption = None,
 ) -> None:
     """Serve a read-only web page over a memory: items (Query Memory, filters, one item's citation
     and content), each conversation's LLM calls (what each result looked like to the model, tokens,
-    cost, epochs, compactions), sub-agents and their scopes, and a replay report's plots. Pages show
+    cost, prompt versions, compactions), sub-agents and their scopes, and a replay report's plots. Pages show
     the --agent-id agent, else the one with the most items. Nothing is written to the memory. Stop
     it with Ctrl-C."""
     from agent_memory.inspector import Inspector, InspectorServer, check_bind_host
     from agent_memory.pricing import PriceModel
     from agent_memory.storage import url_scheme
 
-    _use(ctx, memory_dir, agent_id, agent, store)
+    _use(ctx, memory_dir, agent_id, agent, backend)
     options: _Globals = ctx.obj
     with _reported_errors():
         check_bind_host(host, allow_remote=allow_remote)  # before anything is opened
-        given = [value for value in (target, options.store, options.memory_dir) if value is not None]
+        given = [value for value in (target, options.backend, options.memory_dir) if value is not None]
         if len(given) > 1:
-            _fail("give one store: STORE, --store or --memory-dir")
+            _fail("give one backend: BACKEND, --backend or --memory-dir")
         chosen: str | None = str(given[0]) if given else None
         scheme = url_scheme(chosen) if chosen is not None else None  # a URL of another scheme opens as it says
         if chosen is not None and scheme in (None, "file") and \
@@ -957,7 +957,7 @@ def inspect_memory(
         inspector = Inspector(chosen, agent_id=options.agent_id if named is not None else None, report_dir=report,
                               price_model=prices)
         if named is not None and options.agent_id not in inspector.agents():
-            typer.echo(f"warning: no agent {options.agent_id!r} in this store (yet): its pages say so; the "
+            typer.echo(f"warning: no agent {options.agent_id!r} in this backend (yet): its pages say so; the "
                        "agents page lists those there are", err=True)
         server = InspectorServer(inspector, host=host, port=port, allow_remote=allow_remote)
         typer.echo(f"Inspecting {inspector.backend.url} (read-only) at {server.url} (Ctrl-C stops it)", err=True)

@@ -272,7 +272,7 @@ class BackendUnavailableError(StoreError):
         message: what happened, naming the server and since when.
         host: where the server was looked for: ``host:port``, or the directory of its Unix socket,
             keyword-only.
-        since: when the outage was first seen, in seconds since the epoch (``time.time()``),
+        since: when the outage was first seen, in Unix time, seconds (``time.time()``),
             keyword-only; the same for every error of one outage.
     """
 

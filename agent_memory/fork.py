@@ -6,7 +6,7 @@ A :class:`MemoryFork` names a parent memory (its backend's URL and its agent id)
 items it held when the fork was taken, and when. It is a small JSON document the spawn saves for
 the child in the backend (:meth:`MemoryFork.save_for`: ``fork.json`` in the child's directory, or a
 row in Postgres), so a child in another process, or on another machine with only the URL, opens
-the same view. ``AgentMemory(child_id, store=..., base=fork)`` is then a memory in two layers, as an
+the same view. ``AgentMemory(child_id, backend=..., base=fork)`` is then a memory in two layers, as an
 overlay file system:
 
 - the child's own layer: where every write goes (store, forget of its items);
@@ -38,8 +38,9 @@ from agent_memory.storage import common
 
 __all__ = ["FORK_DOCUMENT", "FORK_FILE", "SPAWN_DOCUMENT", "ForkableMemory", "MemoryFork", "ParentLayer", "SpawnRecord"]
 
-FORK_SCHEMA_VERSION = 2
-"""Version of the fork document's JSON layout (1: the parent named by ``parent_memory_dir``)."""
+FORK_SCHEMA_VERSION = 3
+"""Version of the fork document's JSON layout (1: the parent named by ``parent_memory_dir``, 2: by
+``parent_store``, 3: by ``parent_backend``); every earlier version is read."""
 
 FORK_DOCUMENT = "fork"
 """The name of a forked memory's fork among the child's documents in the backend."""
@@ -84,7 +85,7 @@ class MemoryFork(BaseModel):
     schema_version: int = FORK_SCHEMA_VERSION
     parent_agent_id: str
     """The parent's agent id."""
-    parent_store: str
+    parent_backend: str
     """The parent's backend, as :func:`~agent_memory.storage.open_backend` takes it: the memory
     directory (absolute) or the database URL (without its password)."""
     item_ids: frozenset[str] = Field(default_factory=frozenset)
@@ -95,17 +96,21 @@ class MemoryFork(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _earlier_layout(cls, data: Any) -> Any:
-        """A fork written by version 1 named the parent's directory ``parent_memory_dir``."""
-        if isinstance(data, dict) and "parent_memory_dir" in data and "parent_store" not in data:
-            data = {**data, "parent_store": data["parent_memory_dir"], "schema_version": FORK_SCHEMA_VERSION}
-            del data["parent_memory_dir"]
+        """A fork written by version 1 named the parent's backend ``parent_memory_dir``, by version 2
+        ``parent_store``."""
+        if isinstance(data, dict) and "parent_backend" not in data:
+            for old in ("parent_store", "parent_memory_dir"):
+                if old in data:
+                    data = {**data, "parent_backend": data[old], "schema_version": FORK_SCHEMA_VERSION}
+                    del data[old]
+                    break
         return data
 
     @classmethod
     def of(cls, memory: ForkableMemory) -> MemoryFork:
         """A fork of ``memory`` as it is now (every item it holds, its own and those of its own
         base when it is itself a fork). O(items) ids; no content is read."""
-        return cls(parent_agent_id=memory.agent_id, parent_store=memory.backend.url,
+        return cls(parent_agent_id=memory.agent_id, parent_backend=memory.backend.url,
                    item_ids=frozenset(record.id for record in memory.records()))
 
     def to_json(self) -> bytes:
@@ -123,7 +128,7 @@ class MemoryFork(BaseModel):
         """
         try:
             payload = json.loads(data)
-            if not isinstance(payload, dict) or payload.get("schema_version") not in (1, FORK_SCHEMA_VERSION):
+            if not isinstance(payload, dict) or payload.get("schema_version") not in range(1, FORK_SCHEMA_VERSION + 1):
                 raise ValueError(f"schema version {payload.get('schema_version') if isinstance(payload, dict) else None}")
             fork = cls.model_validate(payload)
             validate_agent_id(fork.parent_agent_id)
@@ -141,7 +146,7 @@ class MemoryFork(BaseModel):
             StoreError: if the document cannot be written (an earlier one is then unchanged).
         """
         with map_exceptions("MemoryFork.save_for"):
-            if validate_agent_id(child_id) == self.parent_agent_id and backend.url == self.parent_store:
+            if validate_agent_id(child_id) == self.parent_agent_id and backend.url == self.parent_backend:
                 raise InvalidArgumentError(
                     f"a fork of {self.parent_agent_id!r} cannot be saved for that agent itself: a sub-agent's "
                     "fork goes with the sub-agent")
@@ -151,7 +156,7 @@ class MemoryFork(BaseModel):
 class SpawnRecord(BaseModel):
     """Who spawned a sub-agent and with which memory: the child's ``spawn`` document, written by
     ``spawn`` right after the child's id is claimed, so a reader (the inspector) can tell a
-    sub-agent's parent and scope from what the store keeps, in any process, on either backend."""
+    sub-agent's parent and scope from what the backend keeps, in any process, on either backend."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 

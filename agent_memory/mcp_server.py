@@ -371,12 +371,12 @@ def build_server(
     config: MemoryConfig | None = None,
     name: str = SERVER_NAME,
     allow_read: str | os.PathLike[str] | None = None,
-    store: str | None = None,
+    backend: str | None = None,
 ) -> MemoryMCPServer:
     """An MCP server for the memory of ``agent_id`` under ``memory_dir`` (not started).
 
     Args:
-        memory_dir: base directory of the memory; ``None``: ``store``, else ``AGENT_MEMORY_URL``,
+        memory_dir: base directory of the memory; ``None``: ``backend``, else ``AGENT_MEMORY_URL``,
             else ``AGENT_MEMORY_DIR``, else ``./memory`` (resolved against the current directory;
             ``~`` is expanded).
         agent_id: the agent whose memory is served (``<memory_dir>/agents/<agent_id>/``).
@@ -385,7 +385,7 @@ def build_server(
         name: the server's name in the MCP handshake.
         allow_read: a directory whose files ``store_memory`` may store by ``path``; ``None``:
             the tools read no files.
-        store: where the memory lives instead of ``memory_dir``: a ``postgresql://`` URL (see
+        backend: where the memory lives instead of ``memory_dir``: a ``postgresql://`` URL (see
             :func:`~agent_memory.storage.open_backend`); give one of the two.
 
     Returns:
@@ -397,7 +397,7 @@ def build_server(
             no memory toolkit is installed.
         StoreError: if the agent's conversation state cannot be read.
     """
-    memory = AgentMemory(agent_id, memory_dir, store=store, config=config)
+    memory = AgentMemory(agent_id, memory_dir, backend=backend, config=config)
     try:
         return MemoryMCPServer(memory, name=name, allow_read=allow_read)
     except BaseException:
@@ -411,13 +411,13 @@ def serve_mcp(
     *,
     config: MemoryConfig | None = None,
     allow_read: str | os.PathLike[str] | None = None,
-    store: str | None = None,
+    backend: str | None = None,
 ) -> None:
     """Serve the memory tools over stdio until the client closes stdin, then release the memory.
 
     Arguments and errors as :func:`build_server`. Nothing but MCP messages reaches stdout.
     """
-    server = build_server(memory_dir, agent_id, config=config, allow_read=allow_read, store=store)
+    server = build_server(memory_dir, agent_id, config=config, allow_read=allow_read, backend=backend)
     try:
         server.run("stdio")
     finally:

@@ -100,12 +100,12 @@ class AgentMemory:
     Args:
         agent_id: names the agent; 1-128 of ``A-Z a-z 0-9 _ . -``.
         memory_dir: the memory directory of the default file backend (``<memory_dir>/agents/<agent_id>/``);
-            ``None``: ``store``, else ``AGENT_MEMORY_URL``, else ``AGENT_MEMORY_DIR`` or ``./memory``.
-        store: where memory lives instead: a ``postgresql://`` URL (the ``postgres`` extra; one
+            ``None``: ``backend``, else ``AGENT_MEMORY_URL``, else ``AGENT_MEMORY_DIR`` or ``./memory``.
+        backend: where memory lives instead: a ``postgresql://`` URL (the ``postgres`` extra; one
             database serves many agents and machines), a URL of a scheme an installed package
             registers (:mod:`agent_memory.storage.schemes`), a memory directory, or a
             :class:`~agent_memory.storage.contracts.Backend`; see :func:`~agent_memory.storage.open_backend`.
-            Give ``memory_dir`` or ``store``, not both.
+            Give ``memory_dir`` or ``backend``, not both.
         config: storage and index settings; ``None``: ``MemoryConfig()``.
         token_counter: counts tokens; ``None``: tiktoken with ``config.token_encoding``.
         index: a vector index to use instead of the backend's (the caller keeps it: :meth:`close`
@@ -125,7 +125,7 @@ class AgentMemory:
         InvalidIdError: if ``agent_id`` is not a safe name.
         InvalidArgumentError: if an argument has the wrong type.
         ConfigurationError: if ``memory_dir`` is (or lies under) a file; if both ``memory_dir``
-            and ``store`` are given; if a URL's scheme is not known (the message lists the known
+            and ``backend`` are given; if a URL's scheme is not known (the message lists the known
             ones) or its backend's factory fails; if a database cannot be reached; if the index cannot be
             opened (lazily, on first index use).
 
@@ -151,7 +151,7 @@ class AgentMemory:
         agent_id: str = DEFAULT_AGENT_ID,
         memory_dir: str | os.PathLike[str] | None = None,
         *,
-        store: str | os.PathLike[str] | Backend | None = None,
+        backend: str | os.PathLike[str] | Backend | None = None,
         config: MemoryConfig | None = None,
         token_counter: TokenCounter | None = None,
         index: VectorIndex | None = None,
@@ -163,7 +163,7 @@ class AgentMemory:
         self.agent_id = validate_agent_id(agent_id)
         if memory_dir is not None and not isinstance(memory_dir, str | os.PathLike):
             raise InvalidArgumentError(f"memory_dir must be a path, not {type(memory_dir).__name__}")
-        self.backend: Backend = open_backend(store, memory_dir)
+        self.backend: Backend = open_backend(backend, memory_dir)
         if isinstance(self.backend, FileBackend):
             _check_memory_dir(self.backend.memory_dir)
         for name, value, kind in (
@@ -181,10 +181,10 @@ class AgentMemory:
             raise InvalidArgumentError(f"observers must be a list of observers, not {type(observers).__name__}")
         self._observers = ObserverList(observers)
         log = self.backend.log(self.agent_id, ITEMS_LOG, on_quarantine=self._quarantined)
-        self._store = ItemStore(log, where=common.describe(self.backend, self.agent_id), on_unreadable=self._unreadable)
+        self._items = ItemStore(log, where=common.describe(self.backend, self.agent_id), on_unreadable=self._unreadable)
         self._upkeep = IndexUpkeep(
             agent_id=self.agent_id, backend=self.backend, config=self.config, tokens=self.tokens,
-            store=self._store, index=index, notify=self._observers.notify,
+            items=self._items, index=index, notify=self._observers.notify,
         )
         self._mutex = threading.RLock()
         self._plugins = plugins
@@ -196,8 +196,8 @@ class AgentMemory:
     def _parent_opener(self, fork: MemoryFork) -> Callable[[], AgentMemory]:
         """Opens the parent's memory of ``fork``: through this memory's backend when the parent is in
         the same store (its connection, password included), else by the fork's URL or path."""
-        store: str | Backend = self.backend if fork.parent_store == self.backend.url else fork.parent_store
-        return lambda: AgentMemory(fork.parent_agent_id, store=store, config=self.config, token_counter=self.tokens)
+        parent: str | Backend = self.backend if fork.parent_backend == self.backend.url else fork.parent_backend
+        return lambda: AgentMemory(fork.parent_agent_id, backend=parent, config=self.config, token_counter=self.tokens)
 
     @property
     def memory_dir(self) -> Path:
@@ -225,7 +225,7 @@ class AgentMemory:
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
-        return f"AgentMemory(agent_id={self.agent_id!r}, store={self.backend.url!r}{state})"
+        return f"AgentMemory(agent_id={self.agent_id!r}, backend={self.backend.url!r}{state})"
 
     # -- life cycle and observers ----------------------------------------------------------------
     def close(self) -> None:
@@ -247,7 +247,7 @@ class AgentMemory:
 
     def __enter__(self) -> AgentMemory:
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._items.where}")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -271,7 +271,7 @@ class AgentMemory:
     def _unreadable(self, record: UnreadableRecord) -> None:
         self._observers.notify(
             RecordUnsupported(
-                agent_id=self.agent_id, path=self._store.where, item_id=record.id,
+                agent_id=self.agent_id, path=self._items.where, item_id=record.id,
                 schema_version=record.schema_version, reason=record.reason,
             )
         )
@@ -290,7 +290,7 @@ class AgentMemory:
     def index(self) -> VectorIndex:
         """The vector index (opened on first use)."""
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._items.where}")
         return self._upkeep.index
 
     @property
@@ -298,7 +298,7 @@ class AgentMemory:
         """The keyword index (the file backend's ``index/lexical.sqlite3``, SQLite FTS5), or
         ``None`` if hybrid search is off."""
         if self._closed:
-            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._store.where}")
+            raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._items.where}")
         return self._upkeep.lexical
 
     # -- store -----------------------------------------------------------------------------------
@@ -359,11 +359,11 @@ class AgentMemory:
         if item_id is not None and self._base is not None and item_id in self._base.ids:
             raise IsolationError(f"{item_id} is an item of the parent's memory: a sub-agent cannot overwrite it")
         item = prepare_item(
-            self._store, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
+            self._items, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
             title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
             allow_empty=allow_empty,
         )
-        self._store.add(item.record, item.data)
+        self._items.add(item.record, item.data)
         if self.config.index_on_store:
             self._upkeep.add_stored([(item.record, item.content)])
         return item.record.id
@@ -385,15 +385,15 @@ class AgentMemory:
         reserved: set[str] = set()
         for n, entry in enumerate(entries):
             if isinstance(entry, MemoryItem):
-                prepared.append(prepare_item(self._store, self.tokens, entry, reserved=reserved))
+                prepared.append(prepare_item(self._items, self.tokens, entry, reserved=reserved))
             elif isinstance(entry, dict):
                 if "content" not in entry:
                     raise InvalidArgumentError(f"entry {n} of store_many has no 'content'")
                 kwargs = dict(entry)
-                prepared.append(prepare_item(self._store, self.tokens, kwargs.pop("content"), reserved=reserved, **kwargs))
+                prepared.append(prepare_item(self._items, self.tokens, kwargs.pop("content"), reserved=reserved, **kwargs))
             else:
                 raise InvalidArgumentError(f"entry {n} of store_many must be a MemoryItem or a dict, not {type(entry).__name__}")
-        self._store.add_many([(item.record, item.data) for item in prepared])
+        self._items.add_many([(item.record, item.data) for item in prepared])
         if self.config.index_on_store:
             self._upkeep.add_stored([(item.record, item.content) for item in prepared])
         return [item.record.id for item in prepared]
@@ -418,8 +418,8 @@ class AgentMemory:
 
     def _load_item(self, item_id: str) -> MemoryItem:
         """An item of the own layer, else of the parent's (a fork's read-only layer)."""
-        if self._base is None or self._store.contains(item_id):
-            return self._store.load_item(item_id)
+        if self._base is None or self._items.contains(item_id):
+            return self._items.load_item(item_id)
         return self._base.load_item(item_id)
 
     @property
@@ -430,7 +430,7 @@ class AgentMemory:
     @_public
     def own_records(self) -> list[ItemRecord]:
         """The records of this memory's own items (a fork's writes), oldest first."""
-        return self._store.records()
+        return self._items.records()
 
     @_public
     def __contains__(self, item_id: object) -> bool:
@@ -438,7 +438,7 @@ class AgentMemory:
             return False
         try:
             item_id = validate_memory_id(item_id)
-            return self._store.contains(item_id) or (self._base is not None and self._base.contains(item_id))
+            return self._items.contains(item_id) or (self._base is not None and self._base.contains(item_id))
         except ValueError:
             return False
 
@@ -470,7 +470,7 @@ class AgentMemory:
         """
         if since is not None and not isinstance(since, str):
             raise InvalidArgumentError(f"since must be the token of an earlier answer (a str), not {type(since).__name__}")
-        found = self._store.log.read(since)
+        found = self._items.log.read(since)
         records: list[ItemRecord] = []
         unreadable: list[str] = []
         for _, data in found.records:
@@ -486,7 +486,7 @@ class AgentMemory:
     def records(self) -> list[ItemRecord]:
         """Every item record (no content), oldest first (a fork: the parent's snapshot, then its own).
         Records of a newer version this version cannot read are left out (and reported)."""
-        own = self._store.records()
+        own = self._items.records()
         return own if self._base is None else [*self._base.records(), *own]
 
     @_public
@@ -656,10 +656,10 @@ class AgentMemory:
         def find() -> list[QueryHit]:
             self._upkeep.flush()
             if wanted.text is None:
-                return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._store.get_record,
-                              records=self._store.records)
+                return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,
+                              records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
-                          get_record=self._store.get_record, records=self._store.records)
+                          get_record=self._items.get_record, records=self._items.records)
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
@@ -756,13 +756,13 @@ class AgentMemory:
         with self._mutex:
             if self._base is not None:
                 parents = [item_id for item_id in wanted
-                           if not self._store.contains(item_id) and self._base.contains(item_id)]
+                           if not self._items.contains(item_id) and self._base.contains(item_id)]
                 if len(parents) == 1:
                     raise IsolationError(f"{parents[0]} belongs to the parent's memory: a sub-agent cannot forget it")
                 if parents:
                     shown = ", ".join(parents[:5]) + (f" and {len(parents) - 5:,} more" if len(parents) > 5 else "")
                     raise IsolationError(f"{shown} belong to the parent's memory: a sub-agent cannot forget them")
-            gone = {record.id for record in self._store.remove(wanted)}
+            gone = {record.id for record in self._items.remove(wanted)}
             removed = [item_id for item_id in wanted if item_id in gone]
             if not removed:
                 return []
@@ -795,16 +795,16 @@ class AgentMemory:
         with self._mutex:
             if self._base is not None and item_id in self._base.ids:
                 raise IsolationError(f"{item_id} belongs to the parent's memory: a sub-agent cannot rewrite it")
-            record = self._store.get_record(item_id)
+            record = self._items.get_record(item_id)
             meta = record.metadata
             item = prepare_item(
-                self._store, self.tokens, content, type=record.type, source=meta.source, tags=meta.tags,
-                related_to=[ref for ref in meta.related_to if self._store.contains(ref)], title=meta.title,
+                self._items, self.tokens, content, type=record.type, source=meta.source, tags=meta.tags,
+                related_to=[related_id for related_id in meta.related_to if self._items.contains(related_id)], title=meta.title,
                 media_type=meta.media_type, extra=dict(meta.extra), timestamp=meta.timestamp, item_id=item_id,
                 replacing=True,
             )
             self._upkeep.delete([item_id])
-            self._store.replace(item.record, item.data)
+            self._items.replace(item.record, item.data)
             self._upkeep.add_stored([(item.record, item.content)])
 
     @_public
@@ -815,7 +815,7 @@ class AgentMemory:
         Raises:
             StoreError: if the rewrite fails (the old items are then intact).
         """
-        self._store.replace_all([])
+        self._items.replace_all([])
         self._reindex_after_replace()
 
     def _reindex_after_replace(self) -> None:
@@ -825,7 +825,7 @@ class AgentMemory:
             self._upkeep.reset()
             self._upkeep.flush()
         except Exception as exc:  # noqa: BLE001 - the store is replaced; the index catches up later
-            ids = tuple(record.id for record in self._store.records())
+            ids = tuple(record.id for record in self._items.records())
             self._observers.notify(
                 IndexFailed(agent_id=self.agent_id, item_ids=ids, error=f"{type(exc).__name__}: {exc}"[:300], pending=True)
             )
@@ -839,9 +839,9 @@ class AgentMemory:
                 item): a snapshot is a faithful copy or none. ``UnsupportedRecordError`` if a
                 record was written by a newer version (it cannot be copied faithfully).
         """
-        unreadable = self._store.unreadable()
+        unreadable = self._items.unreadable()
         if unreadable:
-            raise self._store.unsupported(unreadable[0])
+            raise self._items.unsupported(unreadable[0])
         items = tuple(self._load_item(record.id) for record in self.records())
         return MemorySnapshot(agent_id=self.agent_id, items=items)
 
@@ -865,7 +865,7 @@ class AgentMemory:
                 writing fails (the previous items are then intact).
         """
         pairs = snapshot_pairs(snapshot)
-        self._store.replace_all(pairs)
+        self._items.replace_all(pairs)
         self._reindex_after_replace()
 
     @property

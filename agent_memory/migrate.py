@@ -131,12 +131,12 @@ def _copy_agent(source: Backend, target: Backend, agent_id: str, *, index: bool,
             continue
         if name == FORK_DOCUMENT:
             fork = MemoryFork.from_json(document, where=f"the fork of {agent_id!r}")
-            if fork.parent_store == source.url:  # the parent moves with it
-                document = fork.model_copy(update={"parent_store": target.url}).to_json()
+            if fork.parent_backend == source.url:  # the parent moves with it
+                document = fork.model_copy(update={"parent_backend": target.url}).to_json()
         common.document(target, agent_id, name).put(document)
         copy.documents.append(name)
     if index and records:
-        with AgentMemory(agent_id, store=target, config=config) as memory:
+        with AgentMemory(agent_id, backend=target, config=config) as memory:
             copy.indexed = memory.flush_index()
     return copy
 

@@ -30,15 +30,15 @@ def message_tokens(message: Message, count: Callable[[str], int]) -> int:
     return tokens
 
 
-def tool_tokens(tools: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
+def tool_tokens(tool_definitions: Sequence[dict[str, Any]], count: Callable[[str], int]) -> int:
     """Tokens of tool definitions as sent: the list as JSON (``json.dumps`` defaults), 0 for none."""
-    return count(json.dumps(list(tools))) if tools else 0
+    return count(json.dumps(list(tool_definitions))) if tool_definitions else 0
 
 
-def count_prompt_tokens(messages: Sequence[Message], tools: Sequence[dict[str, Any]] = (), *,
+def count_prompt_tokens(messages: Sequence[Message], tool_definitions: Sequence[dict[str, Any]] = (), *,
                         counter: TokenCounter | None = None) -> int:
     """Our own count of a prompt, for when a provider reports no usage: every message
     (:func:`message_tokens`) plus the tool definitions (:func:`tool_tokens`), o200k_base by
     default. The replay counts prompts the same way."""
     count = (counter or default_token_counter()).count
-    return sum(message_tokens(m, count) for m in messages) + tool_tokens(tools, count)
+    return sum(message_tokens(m, count) for m in messages) + tool_tokens(tool_definitions, count)

@@ -40,7 +40,7 @@ class MemoryStats(BaseModel):
     agent_id: str
     path: str | None
     """The agent's directory; ``None`` on a database backend."""
-    store: str
+    backend: str
     """Where the memory lives: the memory directory's path, or the database URL without its
     password."""
     items: int
@@ -118,7 +118,7 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
     return MemoryStats(
         agent_id=memory.agent_id,
         path=str(memory.path) if files else None,
-        store=memory.backend.url,
+        backend=memory.backend.url,
         items=len(records),
         size_bytes=sum(row["size_bytes"] for row in by_type.values()),
         tokens=sum(row["tokens"] for row in by_type.values()),

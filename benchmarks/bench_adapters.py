@@ -71,7 +71,7 @@ from agent_memory.pricing import CallTokens, PriceModel  # noqa: E402
 from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens  # noqa: E402
 from agent_memory.replay.engine import StrategyCurve, _agent_prompt  # noqa: E402 - the replay's own prompt
 from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
-from agent_memory.results import result_store_arguments  # noqa: E402
+from agent_memory.records.prepare import result_store_arguments  # noqa: E402
 from agent_memory.tokens import default_token_counter  # noqa: E402
 
 SIDES = ("naive", "langchain", "openai_agents")
@@ -172,7 +172,7 @@ def _same(a: tuple[list[Message], list[dict[str, Any]]], b: tuple[list[Message],
 def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
     counter = default_token_counter()
     messages = _normalised(run)
-    own_tools = [dict(t) for t in run.tools]
+    own_tools = [dict(t) for t in run.tool_definitions]
     chat = ChatOpenAI(model="gpt-4o", api_key="not-used", base_url="http://127.0.0.1:9/v1")  # never called
 
     def memory(name: str) -> AgentMemory:

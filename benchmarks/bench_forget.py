@@ -157,9 +157,9 @@ def compaction_s(memory: AgentMemory) -> float:
         return time.perf_counter() - started
 
 
-def directory_delete(store: str, corpus: list[tuple[str, str, str]], cached: CachedEmbedder) -> dict[str, Any]:
+def directory_delete(backend: str, corpus: list[tuple[str, str, str]], cached: CachedEmbedder) -> dict[str, Any]:
     """Create :data:`DIRECTORY_FILES` files through the memory tool, index them, time the delete."""
-    memory = AgentMemory("claude", store=store, config=DEFERRED)
+    memory = AgentMemory("claude", backend=backend, config=DEFERRED)
     real = _cache_embeddings(memory, cached)
     tool = AgentMemoryTool(memory)
     for n in range(DIRECTORY_FILES):
@@ -180,10 +180,10 @@ def directory_delete(store: str, corpus: list[tuple[str, str, str]], cached: Cac
             "per_file_ms": round(1000 * seconds / DIRECTORY_FILES, 3)}
 
 
-def run_backend(name: str, store: str, sizes: Sequence[int], corpus: list[tuple[str, str, str]],
+def run_backend(name: str, backend: str, sizes: Sequence[int], corpus: list[tuple[str, str, str]],
                 cached: CachedEmbedder) -> dict[str, Any]:
     rng = random.Random(27)
-    memory = AgentMemory("forget", store=store, config=DEFERRED)
+    memory = AgentMemory("forget", backend=backend, config=DEFERRED)
     real = _cache_embeddings(memory, cached)
     rows: dict[str, Any] = {}
     stored = 0
@@ -201,7 +201,7 @@ def run_backend(name: str, store: str, sizes: Sequence[int], corpus: list[tuple[
     getattr(memory.index, "embedding_function", memory.index).embedder = real
     memory.clear()
     memory.close()
-    result["directory_delete"] = directory_delete(store, corpus, cached)
+    result["directory_delete"] = directory_delete(backend, corpus, cached)
     print(f"{name}: delete of a directory of {DIRECTORY_FILES:,} files: {result['directory_delete']['delete_s']} s",
           file=sys.stderr)
     return result
@@ -246,15 +246,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name in args.backends:
             if name == "files":
-                store = str(root / "memory")
+                backend = str(root / "memory")
             elif args.postgres_url:
-                store = args.postgres_url
+                backend = args.postgres_url
             else:
                 from agent_memory.testing import PostgresServer
 
                 server = PostgresServer(root / "postgres").start()
-                store = server.new_database("am_forget")
-            results["backends"][name] = run_backend(name, store, sorted(args.sizes), corpus, cached)
+                backend = server.new_database("am_forget")
+            results["backends"][name] = run_backend(name, backend, sorted(args.sizes), corpus, cached)
     finally:
         if server is not None:
             server.stop()

@@ -52,7 +52,7 @@ def first_write_after(memory: AgentMemory, every_s: float) -> tuple[float, int]:
 
 def outage(server: PostgresServer, seconds: float) -> dict[str, Any]:
     """Stop the server for ``seconds`` under a client storing every 0.2 s, start it again."""
-    memory = AgentMemory("harbour", store=server.new_database(), config=MemoryConfig(index_on_store=False))
+    memory = AgentMemory("harbour", backend=server.new_database(), config=MemoryConfig(index_on_store=False))
     acknowledged = [memory.store(f"Note {n} of the harbour log.") for n in range(20)]
     server.stop()
     down_at, durations, errors = time.monotonic(), [], set()
@@ -79,7 +79,7 @@ def outage(server: PostgresServer, seconds: float) -> dict[str, Any]:
 
 def quiet_restart(server: PostgresServer) -> dict[str, Any]:
     """Restart the server while no call runs, with 8 idle connections in the pool; one store."""
-    memory = AgentMemory("quiet", store=server.new_database(), config=MemoryConfig(index_on_store=False))
+    memory = AgentMemory("quiet", backend=server.new_database(), config=MemoryConfig(index_on_store=False))
     with ThreadPoolExecutor(8) as pool:
         acknowledged = list(pool.map(lambda n: memory.store(f"Note {n}."), range(64)))
     backend = memory.backend

@@ -138,7 +138,7 @@ def build(store: str, n: int, corpus: list[tuple[str, str, str]], cached: Cached
     """A memory of ``n`` items in ``store`` (a directory or a database URL), indexed; returns it
     and the seconds building took."""
     started = time.perf_counter()
-    memory = AgentMemory(f"scale-{n}", store=store, config=MemoryConfig(index_on_store=False))
+    memory = AgentMemory(f"scale-{n}", backend=store, config=MemoryConfig(index_on_store=False))
     index = memory.index
     function = getattr(index, "embedding_function", index)  # Chroma's keeps the embedder in its function
     real = function.embedder
@@ -197,7 +197,7 @@ def quality(memory: AgentMemory, hotpotqa: list[tuple[str, set[str]]], copies: i
 def measure(memory: AgentMemory, questions: list[str], rng: random.Random) -> dict[str, Any]:
     ids = [record.id for record in memory.records()]
     default = text_queries(memory, questions, rng)
-    with AgentMemory(memory.agent_id, store=memory.backend, config=SINGLE_QUERY) as single_memory:
+    with AgentMemory(memory.agent_id, backend=memory.backend, config=SINGLE_QUERY) as single_memory:
         single = text_queries(single_memory, questions, rng)
     result = {
         "query_text": default["text"],
@@ -267,7 +267,7 @@ def run_backend(name: str, store: Callable[[], str], sizes: Sequence[int], corpu
         memory.clear()
         memory.close()
         print(f"{name}: {n:,} items built in {build_s:.0f} s", file=sys.stderr)
-    return {"store": "a temporary directory" if name == "files" else "postgres, a new database per size",
+    return {"backend": "a temporary directory" if name == "files" else "postgres, a new database per size",
             "sizes": rows}
 
 

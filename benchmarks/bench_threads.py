@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.postgres:
             from agent_memory.testing import PostgresServer
 
-            with PostgresServer(Path(tmp) / "pg") as server, AgentMemory("service", store=server.new_database()) as memory:
+            with PostgresServer(Path(tmp) / "pg") as server, AgentMemory("service", backend=server.new_database()) as memory:
                 results["postgres"] = hammer(memory, texts, threads=args.threads, seconds=args.seconds, seed=args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""One process of tests/test_many_processes.py: opens a memory by its store (a directory or a URL)
+"""One process of tests/test_many_processes.py: opens a memory by its backend (a directory or a URL)
 and works on it, printing a line for every operation the moment it returned (acknowledged):
 
 - ``writer STORE AGENT SEED OPS CONFIG QUERY``: stores notes, forgets some of its own, pins some
@@ -68,8 +68,8 @@ def talker(memory: AgentMemory, rng: random.Random, ops: int, query: bool) -> No
 
 
 def main() -> None:
-    role, store, agent, seed, ops, config, query = sys.argv[1:8]
-    memory = AgentMemory(agent, store=store, config=MemoryConfig.model_validate(json.loads(config)))
+    role, backend, agent, seed, ops, config, query = sys.argv[1:8]
+    memory = AgentMemory(agent, backend=backend, config=MemoryConfig.model_validate(json.loads(config)))
     rng = random.Random(int(seed))
     {"writer": writer, "talker": talker}[role](memory, rng, int(ops), query == "query")
     memory.close()

@@ -22,13 +22,13 @@ from agent_memory.tokens import TokenCounter
 
 class TestFileBackend(BackendConformance):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> str:
+    def new_backend(self, tmp_path: Path) -> str:
         return str(tmp_path / "memory")
 
 
 class TestPostgresBackend(BackendConformance):
     @pytest.fixture
-    def store(self, postgres_server: PostgresServer) -> str:
+    def new_backend(self, postgres_server: PostgresServer) -> str:
         return postgres_server.new_database()
 
 
@@ -37,8 +37,8 @@ class TestInProcessBackend(BackendConformance):
     so the suite skips its tests of several processes (with that reason)."""
 
     @pytest.fixture
-    def store(self, request: pytest.FixtureRequest) -> str:
-        return f"memory://{request.node.name}"  # a new, empty store per test
+    def new_backend(self, request: pytest.FixtureRequest) -> str:
+        return f"memory://{request.node.name}"  # a new, empty backend per test
 
 
 class _RequiredOnly:
@@ -75,13 +75,13 @@ class _RequiredOnly:
 
 class TestFileLogsOnly(BackendConformance):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> Backend:
+    def new_backend(self, tmp_path: Path) -> Backend:
         return _RequiredOnly(FileBackend(tmp_path / "memory"))
 
 
 class TestPostgresLogsOnly(BackendConformance):
     @pytest.fixture
-    def store(self, postgres_server: PostgresServer) -> Backend:
+    def new_backend(self, postgres_server: PostgresServer) -> Backend:
         return _RequiredOnly(open_backend(postgres_server.new_database()))
 
 

@@ -120,9 +120,9 @@ def test_an_unknown_scheme_is_an_error_naming_the_known_ones(tmp_path: Path, mon
         open_backend("nosuch://x")
     assert f"known: {known} " in str(raised.value) and BACKEND_ENTRY_POINT_GROUP in str(raised.value)
     with pytest.raises(ConfigurationError, match=f"unknown backend URL scheme 'nosuch' .*; known: {known} "):
-        AgentMemory("a", store="nosuch://x")
+        AgentMemory("a", backend="nosuch://x")
     with pytest.raises(ConfigurationError, match="unknown backend URL scheme 'mybackend'"):
-        AgentMemory("a", store="MyBackend://x")  # schemes are case-insensitive
+        AgentMemory("a", backend="MyBackend://x")  # schemes are case-insensitive
     monkeypatch.setenv("AGENT_MEMORY_URL", "nosuch://from-the-environment")
     with pytest.raises(ConfigurationError, match="unknown backend URL scheme 'nosuch'"):
         AgentMemory("a")
@@ -137,13 +137,13 @@ def test_a_password_is_not_shown_in_the_error() -> None:
 
 def test_paths_and_file_urls_open_the_files_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for store in ("memory", "file://memory", f"file://{tmp_path}/memory", f"FILE://{tmp_path}/memory",
+    for given in ("memory", "file://memory", f"file://{tmp_path}/memory", f"FILE://{tmp_path}/memory",
                   tmp_path / "memory"):
-        backend = open_backend(store)
-        assert isinstance(backend, FileBackend) and backend.memory_dir == tmp_path / "memory", store
+        backend = open_backend(given)
+        assert isinstance(backend, FileBackend) and backend.memory_dir == tmp_path / "memory", given
     assert open_backend("memory") is not open_backend("memory")  # a FileBackend is not shared
     assert open_backend("file://memory", read_only=True).read_only("a")
-    memory = AgentMemory("a", store=f"file://{tmp_path}/memory", config=FAST)
+    memory = AgentMemory("a", backend=f"file://{tmp_path}/memory", config=FAST)
     assert memory.get(memory.store("by a file URL")).content == "by a file URL"
     assert (tmp_path / "memory" / "agents" / "a" / "items.jsonl").is_file()
 
@@ -153,10 +153,10 @@ def test_a_registered_scheme_opens_the_third_partys_backend(third_party: Any, tm
     schemes = backend_schemes()
     assert schemes["thirdparty"] == "thirdparty_mod:open_thirdparty" and schemes["file"] == BUILTIN_SCHEMES["file"]
     url = f"thirdparty://{tmp_path}/memory"
-    memory = AgentMemory("a", store=url, config=FAST)
+    memory = AgentMemory("a", backend=url, config=FAST)
     item_id = memory.store("kept by the third party's backend", tags=["third"])
     assert third_party.CALLS == [(url, False)]
-    again = AgentMemory("a", store=url, config=FAST)  # the process's backend for this URL
+    again = AgentMemory("a", backend=url, config=FAST)  # the process's backend for this URL
     assert again.backend is memory.backend and again.get(item_id).content == "kept by the third party's backend"
     assert [hit.item.id for hit in again.query(tags=["third"], limit=5)] == [item_id]
     assert (tmp_path / "memory" / "agents" / "a" / "items.jsonl").is_file()  # under the URL's path
@@ -168,10 +168,10 @@ def test_a_registered_scheme_opens_the_third_partys_backend(third_party: Any, tm
 
 def test_another_process_opens_the_third_partys_scheme(third_party: Any, tmp_path: Path) -> None:
     url = f"thirdparty://{tmp_path}/memory"
-    item_id = AgentMemory("a", store=url, config=FAST).store("written here")
+    item_id = AgentMemory("a", backend=url, config=FAST).store("written here")
     script = textwrap.dedent(f"""
         from agent_memory import AgentMemory, MemoryConfig
-        memory = AgentMemory("a", store={url!r}, config=MemoryConfig(index_on_store=False))
+        memory = AgentMemory("a", backend={url!r}, config=MemoryConfig(index_on_store=False))
         print(memory.get({item_id!r}).content)
         """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -189,7 +189,7 @@ def test_another_process_opens_the_third_partys_scheme(third_party: Any, tmp_pat
 ])
 def test_a_failing_factory_is_named_with_its_scheme(third_party: Any, scheme: str, expected: str) -> None:
     with pytest.raises(ConfigurationError, match=expected) as raised:
-        AgentMemory("a", store=f"{scheme}://x")
+        AgentMemory("a", backend=f"{scheme}://x")
     assert raised.value.__cause__ is not None or scheme == "nothing"
 
 
@@ -240,8 +240,8 @@ def test_built_in_schemes_work_without_installed_metadata(tmp_path: Path, postgr
         from agent_memory import AgentMemory, MemoryConfig
         from agent_memory.storage import backend_schemes
         print(",".join(backend_schemes()))
-        for store in ({f"file://{tmp_path}/memory"!r}, {database!r}):
-            memory = AgentMemory("a", store=store, config=MemoryConfig(index_on_store=False))
+        for backend in ({f"file://{tmp_path}/memory"!r}, {database!r}):
+            memory = AgentMemory("a", backend=backend, config=MemoryConfig(index_on_store=False))
             print(type(memory.backend).__name__, memory.get(memory.store("no metadata")).content)
             memory.backend.close()
         """)
@@ -259,7 +259,7 @@ def test_the_suite_skips_cross_process_tests_of_an_object_saying_why(tmp_path: P
     assert cross_process_url(f"thirdparty://{tmp_path}") == f"thirdparty://{tmp_path}"
     assert cross_process_url(tmp_path) == str(tmp_path)
     backend = FileBackend(tmp_path)
-    with pytest.raises(pytest.skip.Exception, match=r"cross-process test: the store fixture gave a FileBackend "
+    with pytest.raises(pytest.skip.Exception, match=r"cross-process test: the new_backend fixture gave a FileBackend "
                                                     r"object \(url '.*'\), which another process cannot open; "
                                                     r"return its URL or path"):
         cross_process_url(backend)
@@ -270,5 +270,5 @@ class TestThirdPartyBackendByUrl(BackendConformance):
     every process a test starts (none of its tests is skipped)."""
 
     @pytest.fixture
-    def store(self, third_party: Any, tmp_path: Path) -> str:
+    def new_backend(self, third_party: Any, tmp_path: Path) -> str:
         return f"thirdparty://{tmp_path}/memory"

@@ -1,6 +1,6 @@
 """Cache-aware presentation (issue 15): under a price model, a swap of a result for its citation,
 and the start of citing, happen only when they pay with prompt caching; the kernel's compaction is
-an epoch that makes every due swap; net tokens never exceed the naive prompt's.
+a rewrite that makes every due swap; net tokens never exceed the naive prompt's.
 
 Decisions are asserted (what is shown in full, what is cited, when citing starts), never costs at
 rounding precision. Real AgentMemory, real citations, real price table (genai-prices)."""
@@ -18,11 +18,11 @@ from agent_memory.models.messages import Message, ToolCall
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
 from agent_memory.presentation.context import ContextBuilder
-from agent_memory.presentation.epochs import (
+from agent_memory.presentation.rewrites import (
     CacheRates,
     PromptLayout,
     Swap,
-    decide_epoch,
+    decide_rewrite,
     offer_from_first_call,
     remaining_calls,
 )
@@ -90,26 +90,26 @@ def test_rates_come_from_the_price_table() -> None:
 def test_the_same_swap_pays_at_gpt_4o_rates_and_not_at_anthropic_rates() -> None:
     previous = PromptLayout(fixed_tokens=1_000, message_tokens=(500, 1_000, 4_000))
     swap = [Swap(position=1, saved_tokens=900, key="r")]  # rewrites 5,000 tokens to save 900 on each call
-    for_anthropic = decide_epoch(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=5)
-    for_gpt_4o = decide_epoch(previous, swap, rates=CacheRates.of(GPT_4O), remaining=5)
+    for_anthropic = decide_rewrite(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=5)
+    for_gpt_4o = decide_rewrite(previous, swap, rates=CacheRates.of(GPT_4O), remaining=5)
     assert for_anthropic.swaps == () and for_anthropic.rewrite_from is None
     assert [s.key for s in for_gpt_4o.swaps] == ["r"] and for_gpt_4o.rewrite_from == 1
     # many calls known to come pay for the rewrite at Anthropic's rates too; with the stop-loss of an
     # estimated future, a rewrite costing more than the call itself is not made whatever it promises
-    assert decide_epoch(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=200,
+    assert decide_rewrite(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=200,
                         stop_loss=False).swaps == tuple(swap)
-    assert decide_epoch(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=200).swaps == ()
+    assert decide_rewrite(previous, swap, rates=CacheRates.of(ANTHROPIC), remaining=200).swaps == ()
 
 
 @HEADLINE
-def test_the_epoch_starts_where_it_pays_best(prices: PriceModel) -> None:
+def test_the_rewrite_starts_where_it_pays_best(prices: PriceModel) -> None:
     previous = PromptLayout(fixed_tokens=500, message_tokens=(200, 1_500, 20_000, 100, 3_000))
     swaps = [Swap(1, 1_400, "old"), Swap(4, 2_900, "new")]
-    decision = decide_epoch(previous, swaps, added_tokens=100, rates=CacheRates.of(prices), remaining=3)
+    decision = decide_rewrite(previous, swaps, added_tokens=100, rates=CacheRates.of(prices), remaining=3)
     assert [s.key for s in decision.swaps] == ["new"] and decision.rewrite_from == 4
     assert decision.net_gain > 0
     # tokens alone: every due swap at once, from the oldest
-    everything = decide_epoch(previous, swaps, added_tokens=100, rates=None, remaining=3)
+    everything = decide_rewrite(previous, swaps, added_tokens=100, rates=None, remaining=3)
     assert [s.key for s in everything.swaps] == ["old", "new"] and everything.rewrite_from == 1
 
 
@@ -117,15 +117,15 @@ def test_start_needs_a_token_saving_and_a_price_that_pays() -> None:
     previous = PromptLayout(fixed_tokens=6_000, message_tokens=(300, 2_000, 2_000))
     changes = [Swap(2, 1_800, "a"), Swap(3, 0, "b")]
     rates = CacheRates.of(ANTHROPIC)
-    assert decide_epoch(previous, changes, rates=None, remaining=1, start_tokens=400).rewrite_from == 0
-    assert decide_epoch(previous, changes, rates=None, remaining=1, start_tokens=2_000).swaps == ()
-    assert decide_epoch(previous, changes, rates=rates, remaining=3, start_tokens=400, stop_loss=False).swaps == ()
-    assert decide_epoch(previous, changes, rates=rates, remaining=300, start_tokens=400,
+    assert decide_rewrite(previous, changes, rates=None, remaining=1, start_tokens=400).rewrite_from == 0
+    assert decide_rewrite(previous, changes, rates=None, remaining=1, start_tokens=2_000).swaps == ()
+    assert decide_rewrite(previous, changes, rates=rates, remaining=3, start_tokens=400, stop_loss=False).swaps == ()
+    assert decide_rewrite(previous, changes, rates=rates, remaining=300, start_tokens=400,
                         stop_loss=False).rewrite_from == 0
     # the same start under the stop-loss: rewriting ~10,000 cached tokens costs more than the call
-    assert decide_epoch(previous, changes, rates=rates, remaining=300, start_tokens=400).swaps == ()
+    assert decide_rewrite(previous, changes, rates=rates, remaining=300, start_tokens=400).swaps == ()
     # ...unless the call is expensive anyway: a large new result arrives with it
-    big = decide_epoch(previous, [*changes, Swap(4, 9_000, "c")], added_tokens=12_000, rates=rates, remaining=3,
+    big = decide_rewrite(previous, [*changes, Swap(4, 9_000, "c")], added_tokens=12_000, rates=rates, remaining=3,
                        start_tokens=400)
     assert big.rewrite_from == 0
 

@@ -60,7 +60,7 @@ def test_text_answer_with_usage(kind: str, server: FakeLLMServer) -> None:
     server.enqueue(ScriptedReply(content="app.py and parser.py", usage=ScriptedUsage(1200, 7, cached_tokens=1024)))
     model = make(kind, server)
     assert isinstance(model, ChatModel)
-    result = model.generate(CONVERSATION, tools=TOOLS)
+    result = model.generate(CONVERSATION, tool_definitions=TOOLS)
     assert isinstance(result, ChatResult)
     assert result.message == Message(role="assistant", content="app.py and parser.py")
     assert result.usage == Usage(prompt_tokens=1200, completion_tokens=7, cached_tokens=1024)
@@ -68,7 +68,7 @@ def test_text_answer_with_usage(kind: str, server: FakeLLMServer) -> None:
     assert result.model == "test-model" and result.response_id
     arrived = server.received[-1]
     assert arrived.path == PATHS[kind]
-    assert arrived.body == json.loads(json.dumps(model.render(CONVERSATION, tools=TOOLS)))
+    assert arrived.body == json.loads(json.dumps(model.render(CONVERSATION, tool_definitions=TOOLS)))
     assert arrived.body["model"] == "test-model"
 
 
@@ -78,7 +78,7 @@ def test_parallel_tool_calls_keep_ids_raw_and_parsed_arguments(kind: str, server
         ScriptedToolCall(name="list_directory", arguments='{"path": "src"}', id="call_1"),
         ScriptedToolCall(name="list_directory", arguments='{"path": "tests"}', id="call_2"),
     )))
-    result = make(kind, server).generate(CONVERSATION, tools=TOOLS)
+    result = make(kind, server).generate(CONVERSATION, tool_definitions=TOOLS)
     message = result.message
     assert message.content is None and result.finish_reason == "tool_calls"
     assert [(c.id, c.name, c.input) for c in message.tool_calls] == [
@@ -90,7 +90,7 @@ def test_parallel_tool_calls_keep_ids_raw_and_parsed_arguments(kind: str, server
 def test_malformed_arguments_are_kept_raw(kind: str, server: FakeLLMServer) -> None:
     server.enqueue(ScriptedReply(content="Trying.", tool_calls=(
         ScriptedToolCall(name="list_directory", arguments='{"path": "src"', id="call_bad"),)))
-    (call,) = make(kind, server).generate(CONVERSATION, tools=TOOLS).message.tool_calls
+    (call,) = make(kind, server).generate(CONVERSATION, tool_definitions=TOOLS).message.tool_calls
     assert call.id == "call_bad" and call.input is None
     assert call.arguments == '{"path": "src"'  # verbatim (Anthropic's broken server sent it as a JSON string)
 
@@ -208,15 +208,15 @@ def test_tool_loop_sends_the_calls_and_results_back(kind: str, server: FakeLLMSe
         ScriptedReply(content="src has app.py; docs is missing."),
     )
     model = make(kind, server)
-    first = model.generate(CONVERSATION, tools=TOOLS)
+    first = model.generate(CONVERSATION, tool_definitions=TOOLS)
     history = [*CONVERSATION, first.message,
                Message(role="tool", tool_call_id=first.message.tool_calls[0].id, content='["app.py"]'),
                Message(role="tool", tool_call_id=first.message.tool_calls[1].id, content="no such directory",
                        is_error=True)]
-    second = model.generate(history, tools=TOOLS)
+    second = model.generate(history, tool_definitions=TOOLS)
     assert second.message.content == "src has app.py; docs is missing."
     sent = server.requests[-1]
-    assert sent == json.loads(json.dumps(model.render(history, tools=TOOLS)))
+    assert sent == json.loads(json.dumps(model.render(history, tool_definitions=TOOLS)))
     ids = [c.id for c in first.message.tool_calls]
     text = json.dumps(sent)
     assert all(text.count(call_id) == 2 for call_id in ids)  # each call and its result

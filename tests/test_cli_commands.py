@@ -111,6 +111,7 @@ def test_forget_goes_through_the_kernel(mem: list[str], tmp_path: Path) -> None:
 def test_stats(mem: list[str], tmp_path: Path) -> None:
     empty = json.loads(run("stats", "--json", *mem).stdout)
     assert empty["items"] == 0 and empty["pending_index"] == 0 and empty["by_type"] == {}
+    assert empty["backend"] == AgentMemory("default", tmp_path / "memory", config=LIBRARY).backend.url
 
     notes = [store(mem, "-", "--tag", "alpha", input=f"Note {n}: the tide is high at {n}:00.") for n in range(2)]
     rows = store(mem, "-", "--type", "database_result", input='[{"id": 1, "name": "Ada"}]')

@@ -77,7 +77,7 @@ def test_a_server_reporting_fewer_prompt_tokens_than_the_tools_warns_once(caplog
         with caplog.at_level(logging.WARNING, logger="agent_memory"), warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             for _ in range(3):
-                assert model.generate(QUESTION, tools=TOOLS).message.content == "Jonny Craig."
+                assert model.generate(QUESTION, tool_definitions=TOOLS).message.content == "Jonny Craig."
         server.assert_complete()
     dropped = [w for w in seen if issubclass(w.category, ToolsDroppedWarning)]
     assert len(dropped) == 1, "once per endpoint and model, not once per call"
@@ -97,8 +97,8 @@ def test_a_server_that_counts_the_tools_does_not_warn() -> None:
         model = OpenAIChatModel(unique("served"), base_url=server.base_url, api_key="x", max_retries=0)
         with warnings.catch_warnings():
             warnings.simplefilter("error", AgentMemoryWarning)
-            model.generate(QUESTION, tools=TOOLS)
-            model.generate(QUESTION, tools=TOOLS)
+            model.generate(QUESTION, tool_definitions=TOOLS)
+            model.generate(QUESTION, tool_definitions=TOOLS)
         server.assert_complete()
 
 
@@ -133,9 +133,9 @@ def test_llama_cpp_python_compat_sends_tool_choice_text_content_and_results_as_u
                                                               arguments='{"query": "Jonny Craig bands"}'),)),
                Message(role="tool", tool_call_id="call_1", name="search", content='[{"page": "wiki:Jonny Craig"}]')]
     with FakeLLMServer() as server:
-        plain = OpenAIChatModel("m", base_url=server.base_url, api_key="x").render(history, tools=TOOLS)
+        plain = OpenAIChatModel("m", base_url=server.base_url, api_key="x").render(history, tool_definitions=TOOLS)
         adapted = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat=LLAMA_CPP_PYTHON).render(
-            history, tools=TOOLS)
+            history, tool_definitions=TOOLS)
         untooled = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat=LLAMA_CPP_PYTHON).render(QUESTION)
         by_name = OpenAIChatModel("m", base_url=server.base_url, api_key="x", compat="llama-cpp-python")
         with pytest.raises(ConfigurationError, match="llama-cpp-python"):
@@ -176,7 +176,7 @@ def test_real_llama_cpp_server_gets_the_tools_with_the_working_configuration(lla
     bare = OpenAIChatModel(llama_fc.model, base_url=llama_fc.base_url, api_key="x", max_retries=0, timeout_s=120.0,
                            max_output_tokens=8, options={"temperature": 0})
     with pytest.warns(ToolsDroppedWarning):
-        dropped = bare.generate(QUESTION, tools=TOOLS)
+        dropped = bare.generate(QUESTION, tool_definitions=TOOLS)
     assert dropped.usage.prompt_tokens is not None and dropped.usage.prompt_tokens < tools_tokens()
 
     # With a tool choice the template lists the tools; naming the tool bounds the answer by
@@ -188,7 +188,7 @@ def test_real_llama_cpp_server_gets_the_tools_with_the_working_configuration(lla
                                                                         "function": {"name": "search"}}})
     with warnings.catch_warnings():
         warnings.simplefilter("error", ToolsDroppedWarning)
-        result = forced.generate(QUESTION, tools=TOOLS)
+        result = forced.generate(QUESTION, tool_definitions=TOOLS)
     assert result.usage.prompt_tokens is not None and result.usage.prompt_tokens >= tools_tokens()
     assert result.usage.prompt_tokens > dropped.usage.prompt_tokens + tools_tokens() // 2
     assert [call.name for call in result.message.tool_calls] == ["search"]

@@ -22,8 +22,8 @@ from agent_memory.testing import PostgresServer
 FAST = MemoryConfig(index_on_store=False)
 
 
-def _filled(store: str, n: int, agent_id: str = "agent") -> tuple[AgentMemory, list[str]]:
-    memory = AgentMemory(agent_id, store=store, config=FAST)
+def _filled(backend: str, n: int, agent_id: str = "agent") -> tuple[AgentMemory, list[str]]:
+    memory = AgentMemory(agent_id, backend=backend, config=FAST)
     return memory, memory.store_many([{"content": f"note number {k}"} for k in range(n)])
 
 
@@ -47,15 +47,15 @@ def test_a_forget_appends_one_line_and_rewrites_nothing(tmp_path: Path, n: int) 
 
 @pytest.mark.parametrize("backend_name", ["files", "postgres"])
 def test_a_reader_reads_only_the_forget(tmp_path: Path, backend_name: str, request: pytest.FixtureRequest) -> None:
-    store = str(tmp_path) if backend_name == "files" else request.getfixturevalue("postgres_server").new_database()
-    memory, ids = _filled(store, 300)
-    log = open_backend(store).log("agent", "items")  # another reader (another process, as far as the log knows)
+    backend = str(tmp_path) if backend_name == "files" else request.getfixturevalue("postgres_server").new_database()
+    memory, ids = _filled(backend, 300)
+    log = open_backend(backend).log("agent", "items")  # another reader (another process, as far as the log knows)
     seen = log.read()
     assert memory.forget(ids[7]) and memory.forget_many([ids[8], ids[9]]) == [ids[8], ids[9]]
     found = log.read(seen.token)
     # not the whole log again (reset): the deletes alone, whatever the size
     assert not found.reset and found.records == [] and sorted(found.deleted) == sorted(ids[7:10])
-    other = AgentMemory("agent", store=store, config=FAST)  # a restart: the forgotten items stay forgotten
+    other = AgentMemory("agent", backend=backend, config=FAST)  # a restart: the forgotten items stay forgotten
     assert [r.id for r in other.records()] == ids[:7] + ids[10:]
     for item_id in ids[7:10]:
         with pytest.raises(ItemNotFoundError):
@@ -84,7 +84,7 @@ def test_forget_many_refuses_bad_input_before_writing_anything(tmp_path: Path) -
     backend = parent.backend
     assert backend.claim("parent.sub01")
     MemoryFork.of(parent).save_for(backend, "parent.sub01")
-    child = AgentMemory("parent.sub01", store=backend, config=FAST)
+    child = AgentMemory("parent.sub01", backend=backend, config=FAST)
     own = child.store("the child's own note")
     with pytest.raises(IsolationError):
         child.forget_many([own, ids[0]])
@@ -139,9 +139,9 @@ def test_a_database_of_schema_1_is_migrated_with_its_items(tmp_path: Path, postg
                 digest = json.loads(record)["metadata"]["content_sha256"]
                 conn.execute("INSERT INTO am_blobs (agent_id, digest, data) VALUES ('old', %s, %s)",
                              (digest, log.blob(digest)))
-    memory = AgentMemory("old", store=url, config=FAST)  # migrates to the current schema
+    memory = AgentMemory("old", backend=url, config=FAST)  # migrates to the current schema
     assert [r.id for r in memory.records()] == ids and memory.get(ids[1]).content == "note number 1"
-    assert memory.forget(ids[1]) and [r.id for r in AgentMemory("old", store=url, config=FAST).records()] == [ids[0], ids[2]]
+    assert memory.forget(ids[1]) and [r.id for r in AgentMemory("old", backend=url, config=FAST).records()] == [ids[0], ids[2]]
     with psycopg.connect(url, autocommit=True) as conn:
         counts = conn.execute("SELECT live, tombstones FROM am_item_logs WHERE agent_id = 'old'").fetchone()
         version = conn.execute("SELECT max(version) FROM am_schema").fetchone()

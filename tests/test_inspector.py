@@ -170,7 +170,7 @@ def test_items_page_lists_and_searches_with_escaped_markup(served: tuple[str, di
     assert hits.status_code == 200
     first = re.search(r'class="item-link" href="/items/(mem_[0-9a-f]{12})', hits.text)
     assert first is not None
-    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
+    memory = AgentMemory("researcher", backend=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
     try:
         assert "heron" in memory.get(first.group(1)).metadata.title.lower()
     finally:
@@ -275,7 +275,7 @@ def test_no_route_writes_and_nothing_is_written(served: tuple[str, dict], memory
 
 
 def test_read_only_backend_refuses_writes(memory_root: Path) -> None:
-    memory = AgentMemory("researcher", store=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
+    memory = AgentMemory("researcher", backend=ReadOnlyBackend(open_backend(str(memory_root), read_only=True)))
     try:
         assert memory.read_only and len(memory.records()) >= 4
         with pytest.raises(StoreError, match="read-only"):
@@ -456,7 +456,7 @@ def test_postgres_store_is_inspected_the_same_way(postgres_server) -> None:  # t
     url = postgres_server.new_database("inspected")
     with FakeLLMServer() as server:
         model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
-        with MemoryAgent(model, tools=[fetch_page], agent_id="researcher", store=url,
+        with MemoryAgent(model, tools=[fetch_page], agent_id="researcher", backend=url,
                          config=AgentConfig(allow_sub_agents=True)) as agent:
             server.enqueue(call("fetch_page", url="https://example.org/herons"), "In heronries.")
             agent.run("Where do herons nest?")

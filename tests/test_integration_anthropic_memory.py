@@ -286,7 +286,7 @@ class _CountingBackend(FileBackend):
 
 
 def test_a_directory_delete_is_one_batch(tmp_path: Path) -> None:
-    memory = AgentMemory("assistant", store=_CountingBackend(tmp_path), config=NO_INDEX)
+    memory = AgentMemory("assistant", backend=_CountingBackend(tmp_path), config=NO_INDEX)
     tool = AgentMemoryTool(memory)
     for n in range(40):
         _use(tool, command="create", path=f"/memories/project/file_{n:02d}.md", file_text=f"note {n}")

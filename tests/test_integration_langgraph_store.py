@@ -132,7 +132,7 @@ def open_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
         url = request.getfixturevalue("postgres_server").new_database()
 
         def opener() -> AgentMemory:
-            return AgentMemory("assistant", store=url)
+            return AgentMemory("assistant", backend=url)
     opened: list[AgentMemory] = []
 
     def tracked() -> AgentMemory:

@@ -181,7 +181,7 @@ def test_soft_pressure_offers_compact_memory_and_the_agent_can_use_it(tmp_path: 
     manager.observe_usage(int(0.65 * manager.budget.input_budget))  # soft, not hard
     package = assembler.prepare_request()
     assert package.messages[-1].role == "system" and "compact_memory" in package.messages[-1].content
-    assert "compact_memory" in [t["function"]["name"] for t in package.tools]
+    assert "compact_memory" in [t["function"]["name"] for t in package.tool_definitions]
     assert not manager.compaction_required
     assert toolkit.dispatch("compact_memory", "{}").ok
     assert manager.compaction_required

@@ -19,7 +19,7 @@ FLOORS: list[set[str]] = [
     {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
      "tokens", "embeddings"},
     {"models"},
-    {"prompt_tokens", "transforms", "results", "plugins", "llm"},
+    {"prompt_tokens", "transforms", "plugins", "llm"},
     {"storage"},
     {"records", "index"},
     {"memory", "boundary", "fork", "ingest", "exports", "stats"},

@@ -43,13 +43,13 @@ def test_a_query_at_an_unchanged_store_does_not_scan_the_records(tmp_path: Path)
     _fill(memory)
     memory.query(limit=3)  # indexes everything; the store is now settled
     calls = []
-    records = memory._store.records
+    records = memory._items.records
 
     def counting() -> list:
         calls.append(1)
         return records()
 
-    memory._store.records = counting  # type: ignore[method-assign]
+    memory._items.records = counting  # type: ignore[method-assign]
     memory.query(limit=3)
     memory.query(text="entry 7", limit=3)
     assert calls == []  # nothing changed: no pass over the records

@@ -1,5 +1,5 @@
 """Many processes on one memory, as many machines would be (issue 16): each process opens the
-store by its directory or URL alone, with its own connections.
+backend by its directory or URL alone, with its own connections.
 
 - 8 writer processes on 2 agents store, forget, pin and query at once while 2 processes hold
   conversations on one of the agents (a MemoryManager each, compacting): every acknowledged item,
@@ -58,17 +58,17 @@ class Acknowledged:
                 target.setdefault(agent, []).append(value)
 
 
-def _start(role: str, store: str, agent: str, seed: int, ops: int, config: MemoryConfig, query: bool) -> subprocess.Popen[str]:
+def _start(role: str, backend: str, agent: str, seed: int, ops: int, config: MemoryConfig, query: bool) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, WORKER, role, store, agent, str(seed), str(ops), config.model_dump_json(),
+        [sys.executable, WORKER, role, backend, agent, str(seed), str(ops), config.model_dump_json(),
          "query" if query else "no"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
 
 
-def _check(store: str, config: MemoryConfig, done: Acknowledged) -> None:
+def _check(backend: str, config: MemoryConfig, done: Acknowledged) -> None:
     """Every acknowledged item is present unless forgotten, once; pins and turns are there once."""
     for agent in sorted(set(done.stored) | set(done.turns)):
-        memory = AgentMemory(agent, store=store, config=config)
+        memory = AgentMemory(agent, backend=backend, config=config)
         ids = [record.id for record in memory.records()]
         assert len(ids) == len(set(ids)), f"{agent}: an item twice"
         stored, forgotten = set(done.stored.get(agent, [])), set(done.forgotten.get(agent, []))
@@ -89,7 +89,7 @@ def _check(store: str, config: MemoryConfig, done: Acknowledged) -> None:
 
 
 @pytest.fixture(params=["files", "postgres"])
-def store_and_config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, MemoryConfig]:
+def backend_and_config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, MemoryConfig]:
     if request.param == "files":
         server: ChromaServer = request.getfixturevalue("chroma_server")
         return str(tmp_path / "memory"), MemoryConfig(index_on_store=False, chroma_mode="server",
@@ -99,11 +99,11 @@ def store_and_config(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[st
 
 
 def test_eight_writers_on_two_agents_and_two_conversations_lose_nothing(
-        store_and_config: tuple[str, MemoryConfig]) -> None:
-    store, config = store_and_config
-    agents = [f"stress-{abs(hash(store)) % 10**6}-{n}" for n in range(2)]  # a shared Chroma server: new names
-    workers = [(agents[n % 2], _start("writer", store, agents[n % 2], n, 12, config, query=n < 2)) for n in range(8)]
-    workers += [(agents[0], _start("talker", store, agents[0], 100 + n, 6, config, query=False)) for n in range(2)]
+        backend_and_config: tuple[str, MemoryConfig]) -> None:
+    backend, config = backend_and_config
+    agents = [f"stress-{abs(hash(backend)) % 10**6}-{n}" for n in range(2)]  # a shared Chroma server: new names
+    workers = [(agents[n % 2], _start("writer", backend, agents[n % 2], n, 12, config, query=n < 2)) for n in range(8)]
+    workers += [(agents[0], _start("talker", backend, agents[0], 100 + n, 6, config, query=False)) for n in range(2)]
     done = Acknowledged()
     for agent, process in workers:
         out, err = process.communicate(timeout=TIMEOUT_S)
@@ -111,20 +111,20 @@ def test_eight_writers_on_two_agents_and_two_conversations_lose_nothing(
         done.take(agent, out)
     assert sum(len(v) for v in done.stored.values()) == 96 and len(done.turns[agents[0]]) == 12
     assert done.forgotten and done.pinned
-    _check(store, config, done)
-    memory = AgentMemory(agents[0], store=store, config=config)
+    _check(backend, config, done)
+    memory = AgentMemory(agents[0], backend=backend, config=config)
     assert memory.query(text="a note about the violin", limit=3)  # every item indexed by now
     assert len(MemoryManager(memory).traces.read_archive()) > 0  # the conversations compacted
 
 
-def test_a_process_killed_at_random_loses_nothing_it_acknowledged(store_and_config: tuple[str, MemoryConfig]) -> None:
-    store, config = store_and_config
+def test_a_process_killed_at_random_loses_nothing_it_acknowledged(backend_and_config: tuple[str, MemoryConfig]) -> None:
+    backend, config = backend_and_config
     rng = random.Random(16)
     done = Acknowledged()
-    agent = f"kill-{abs(hash(store)) % 10**6}"
+    agent = f"kill-{abs(hash(backend)) % 10**6}"
     for trial in range(20):
-        workers = [_start("writer", store, agent, 1000 * trial + n, 40, config, query=False) for n in range(2)]
-        workers.append(_start("talker", store, agent, 1000 * trial + 9, 15, config, query=False))
+        workers = [_start("writer", backend, agent, 1000 * trial + n, 40, config, query=False) for n in range(2)]
+        workers.append(_start("talker", backend, agent, 1000 * trial + 9, 15, config, query=False))
         victim = rng.randrange(len(workers))
         time.sleep(rng.uniform(0.3, 1.5))
         os.kill(workers[victim].pid, signal.SIGKILL)
@@ -133,5 +133,5 @@ def test_a_process_killed_at_random_loses_nothing_it_acknowledged(store_and_conf
             assert process.returncode == (-signal.SIGKILL if n == victim else 0) or n == victim, err
             done.take(agent, out)  # the victim's lines too: what it acknowledged before it died
     assert len(done.stored[agent]) > 40 and done.turns.get(agent)
-    _check(store, config, done)
-    assert open_backend(store).locks(agent).probe("kernel") is None
+    _check(backend, config, done)
+    assert open_backend(backend).locks(agent).probe("kernel") is None

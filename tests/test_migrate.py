@@ -69,11 +69,11 @@ def test_a_memory_directory_goes_into_postgres_and_back_byte_for_byte(tmp_path: 
     url = postgres_server.new_database()
     out = run("migrate", "--from", str(source), "--to", url)
     assert "Copied 2 agent(s)" in out.stdout
-    in_db = AgentMemory("lead", store=url)
+    in_db = AgentMemory("lead", backend=url)
     assert [r.id for r in in_db.records()] == kept and in_db.get(kept[1]).content == bytes(range(256))
     assert in_db.query(text="Zurich Tokyo cafe", limit=1)[0].item.id == kept[0]  # indexed at the target
     assert MemoryManager(in_db).pinned_items == (kept[0],)
-    db_child = AgentMemory("lead.sub01", store=url, config=FAST)
+    db_child = AgentMemory("lead.sub01", backend=url, config=FAST)
     assert db_child.fork is not None and db_child.get(kept[2]).content == {"b": 1, "a": [1, 2.5, None]}
     run("migrate", "--from", url, "--to", str(source), code=1)  # the target holds these agents already
 
@@ -85,7 +85,7 @@ def test_a_memory_directory_goes_into_postgres_and_back_byte_for_byte(tmp_path: 
     assert json.loads((back / "agents" / "lead" / "working_context_snapshot.json").read_bytes()) == \
         json.loads((source / "agents" / "lead" / "working_context_snapshot.json").read_bytes())
     fork = json.loads((back / "agents" / "lead.sub01" / "fork.json").read_bytes())
-    assert fork["parent_store"] == str(back.resolve()) and sorted(fork["item_ids"]) == sorted(kept)
+    assert fork["parent_backend"] == str(back.resolve()) and sorted(fork["item_ids"]) == sorted(kept)
     restored = AgentMemory("lead.sub01", back, config=FAST)
     assert restored.get(kept[0]).content == "naïve café – Zürich 東京 🚀\r\n"  # through the moved parent
 

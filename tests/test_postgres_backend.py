@@ -27,8 +27,8 @@ def _stats(url: str, agent: str) -> tuple[dict[str, int], dict[str, int], tuple[
 
 def test_keyword_statistics_follow_every_write(postgres_server: PostgresServer) -> None:
     url = postgres_server.new_database()
-    memory = AgentMemory("stats", store=url)
-    other = AgentMemory("other", store=url)
+    memory = AgentMemory("stats", backend=url)
+    other = AgentMemory("other", backend=url)
     other.store("Violins of Cremona and their varnish.")  # another agent's words never count here
     ids = [memory.store(text) for text in (
         "The Danube flows through ten countries.", "Danube cruises stop in Vienna and Budapest.",
@@ -53,6 +53,6 @@ def test_a_newer_schema_is_refused_and_not_written(postgres_server: PostgresServ
         conn.execute("INSERT INTO am_schema (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'am_%'").fetchone()
     with pytest.raises(ConfigurationError, match="newer|upgrade"):
-        AgentMemory("a", store=url, config=MemoryConfig(index_on_store=False))
+        AgentMemory("a", backend=url, config=MemoryConfig(index_on_store=False))
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'am_%'").fetchone() == tables

@@ -45,7 +45,7 @@ def _queued(memory: AgentMemory) -> int:
 def test_an_outage_is_named_fails_fast_and_ends_when_the_server_returns(server: PostgresServer) -> None:
     url = server.new_database()
     unopened = server.new_database()  # opened first while the server is down
-    memory = AgentMemory("harbour", store=url)
+    memory = AgentMemory("harbour", backend=url)
     acknowledged = {memory.store(note): note for note in NOTES}
     with FakeLLMServer() as llm:
         model = OpenAIChatModel("fake-model", base_url=llm.base_url, api_key="x", max_retries=0)
@@ -73,7 +73,7 @@ def test_an_outage_is_named_fails_fast_and_ends_when_the_server_returns(server: 
         assert read.value.since == searched.value.since == in_agent.value.since == first.value.since
         assert "cannot be reached" in str(in_agent.value)
         with pytest.raises(BackendUnavailableError, match="cannot be reached"):  # not a ConfigurationError
-            AgentMemory("harbour", store=unopened)
+            AgentMemory("harbour", backend=unopened)
         assert _queued(memory) == queued  # no call waited for a connection of the pool
 
         server.start()
@@ -84,7 +84,7 @@ def test_an_outage_is_named_fails_fast_and_ends_when_the_server_returns(server: 
         llm.enqueue("The ferry leaves at noon.")
         assert agent.run("When does the ferry leave?").answer == "The ferry leaves at noon."
 
-    again = AgentMemory("harbour", store=url)  # what every process reads: all acknowledged, no more
+    again = AgentMemory("harbour", backend=url)  # what every process reads: all acknowledged, no more
     assert {r.id: again.get(r.id).content for r in again.own_records()} == acknowledged
     memory.close()
     again.close()

@@ -104,7 +104,7 @@ def conforms(payload: dict[str, Any]) -> None:
 
 
 def test_a_tool_loop_gets_four_breakpoints_system_previous_call_last_answer_and_last_message() -> None:
-    payload = AnthropicRenderer().render(loop(3), tools=TOOLS, model="m", max_tokens=8)
+    payload = AnthropicRenderer().render(loop(3), tool_definitions=TOOLS, model="m", max_tokens=8)
     conforms(payload)
     assert sorted(marked(payload)) == sorted([
         ("system", "0"),  # tools + system
@@ -114,7 +114,7 @@ def test_a_tool_loop_gets_four_breakpoints_system_previous_call_last_answer_and_
     ])
     assert payload["system"] == [{"type": "text", "text": "You research.", "cache_control": MARK}]
     # with fewer places (the first call: no answer yet) the last tool gets one
-    first = AnthropicRenderer().render(loop(0), tools=TOOLS)
+    first = AnthropicRenderer().render(loop(0), tool_definitions=TOOLS)
     assert sorted(marked(first)) == sorted([("tools", "1"), ("system", "0"), last_block(first, -1)])
 
 
@@ -124,7 +124,7 @@ def test_the_previous_breakpoint_is_exactly_where_the_previous_call_put_its_last
     looks back only 20 blocks from a breakpoint)."""
     render = AnthropicRenderer().render
     for parallel in (1, 12):  # 12 parallel calls add 25 blocks in one step
-        before, after = render(loop(2, parallel=parallel), tools=TOOLS), render(loop(3, parallel=parallel), tools=TOOLS)
+        before, after = render(loop(2, parallel=parallel), tool_definitions=TOOLS), render(loop(3, parallel=parallel), tool_definitions=TOOLS)
         assert unmarked(after["system"]) == unmarked(before["system"])
         assert unmarked(after["tools"]) == unmarked(before["tools"])
         assert unmarked(after["messages"][:len(before["messages"])]) == unmarked(before["messages"])
@@ -133,14 +133,14 @@ def test_the_previous_breakpoint_is_exactly_where_the_previous_call_put_its_last
 
 def test_no_tools_and_an_empty_tools_list_mark_the_system_and_the_messages() -> None:
     for tools in (None, []):
-        payload = AnthropicRenderer().render(loop(2), tools=tools)
+        payload = AnthropicRenderer().render(loop(2), tool_definitions=tools)
         assert "tools" not in payload
         assert sorted(marked(payload)) == sorted([("system", "0"), last_block(payload, -3), last_block(payload, -2),
                                                   last_block(payload)])
 
 
 def test_without_a_system_prompt_the_last_tool_holds_the_prefix_breakpoint() -> None:
-    payload = AnthropicRenderer().render(loop(2, system=False), tools=TOOLS)
+    payload = AnthropicRenderer().render(loop(2, system=False), tool_definitions=TOOLS)
     assert "system" not in payload
     assert sorted(marked(payload)) == sorted([("tools", "1"), last_block(payload, -3), last_block(payload, -2),
                                               last_block(payload)])
@@ -159,7 +159,7 @@ def test_a_swap_of_the_newest_results_reads_the_prompt_up_to_them(server: FakeLL
     usages = []
     for messages in (shown, cited):
         server.enqueue("ok")
-        payload = render(messages, tools=TOOLS)
+        payload = render(messages, tool_definitions=TOOLS)
         usages.append(client.messages.create(model="claude-sonnet-4-6", max_tokens=8, **payload).usage)
     first, second = usages
     whole = first.input_tokens + first.cache_creation_input_tokens + first.cache_read_input_tokens
@@ -179,7 +179,7 @@ def test_never_more_than_four_breakpoints_and_the_last_message_always_marked(
     conversation = loop(6, system=system, parallel=2) + [Message(role="user", content="Go on.")]
     options: dict[str, Any] = {"cache_control": MARK} if automatic else {}
     for end in range(1, len(conversation) + 1):
-        payload = AnthropicRenderer().render(conversation[:end], tools=tools, **options)
+        payload = AnthropicRenderer().render(conversation[:end], tool_definitions=tools, **options)
         conforms(payload)
         where = marked(payload)
         assert len(where) <= MAX_CACHE_BREAKPOINTS - automatic
@@ -195,19 +195,19 @@ def test_a_trailing_system_note_stays_in_place_unmarked_and_leaves_the_system_pr
     """The kernel's soft-pressure note comes last and changes every call: in ``system`` it would
     change the start of every prompt and so the whole cached prefix."""
     note = Message(role="system", content="[Memory note: 63% of the budget.]")
-    plain = AnthropicRenderer().render(loop(2), tools=TOOLS)
-    noted = AnthropicRenderer().render([*loop(2), note], tools=TOOLS)
+    plain = AnthropicRenderer().render(loop(2), tool_definitions=TOOLS)
+    noted = AnthropicRenderer().render([*loop(2), note], tool_definitions=TOOLS)
     assert noted["system"] == plain["system"] and noted["tools"] == plain["tools"]
     assert noted["messages"][-1]["content"][-1] == {"type": "text", "text": note.content}
     assert noted["messages"][:-1] == plain["messages"][:-1]
     assert noted["messages"][-1]["content"][:-1] == plain["messages"][-1]["content"]  # the same breakpoint
     assert sorted(marked(noted)) == sorted(marked(plain))
-    old = AnthropicRenderer(cache_breakpoints=False).render([*loop(2), note], tools=TOOLS)
+    old = AnthropicRenderer(cache_breakpoints=False).render([*loop(2), note], tool_definitions=TOOLS)
     assert old["system"] == f"You research.\n\n{note.content}"  # without caching: as before
 
 
 def test_breakpoints_off_sends_no_cache_control_at_all() -> None:
-    payload = AnthropicRenderer(cache_breakpoints=False).render(loop(3), tools=TOOLS)
+    payload = AnthropicRenderer(cache_breakpoints=False).render(loop(3), tool_definitions=TOOLS)
     assert "cache_control" not in json.dumps(payload)
     assert payload["system"] == "You research."
     assert AnthropicChatModel("claude-sonnet-4-6", api_key="x", cache_breakpoints=False).render(loop(1))[

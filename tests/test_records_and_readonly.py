@@ -29,7 +29,7 @@ from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig, Memory
 from agent_memory.errors import UnsupportedRecordError
 from agent_memory.models.items import ItemRecord
 from agent_memory.observers import NoticeRecorder, RecordQuarantined, RecordUnsupported
-from agent_memory.results import result_store_arguments
+from agent_memory.records.prepare import result_store_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 

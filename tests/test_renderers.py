@@ -93,7 +93,7 @@ CHAT_TOOLS = [
 
 
 def test_openai_chat_golden() -> None:
-    payload = OpenAIChatRenderer().render(PARALLEL, tools=TOOLS)
+    payload = OpenAIChatRenderer().render(PARALLEL, tool_definitions=TOOLS)
     assert payload == {
         "messages": [
             {"role": "system", "content": SYSTEM},
@@ -124,7 +124,7 @@ def test_openai_chat_golden() -> None:
 
 
 def test_openai_responses_golden() -> None:
-    payload = OpenAIResponsesRenderer().render(PARALLEL, tools=TOOLS, model="gpt-test")
+    payload = OpenAIResponsesRenderer().render(PARALLEL, tool_definitions=TOOLS, model="gpt-test")
     assert list(payload) == ["model", "instructions", "input", "tools"]
     assert payload == {
         "model": "gpt-test",
@@ -164,7 +164,7 @@ def test_openai_responses_golden() -> None:
 
 def test_anthropic_golden() -> None:
     # The blocks without cache breakpoints; where those go: tests/test_prompt_caching.py.
-    payload = AnthropicRenderer(cache_breakpoints=False).render(PARALLEL, tools=TOOLS, model="claude-test", max_tokens=256)
+    payload = AnthropicRenderer(cache_breakpoints=False).render(PARALLEL, tool_definitions=TOOLS, model="claude-test", max_tokens=256)
     assert payload == {
         "model": "claude-test",
         "max_tokens": 256,
@@ -244,8 +244,8 @@ def test_reasoning_and_bookkeeping_are_not_sent(name: str) -> None:
 def test_render_is_pure_and_deterministic(name: str) -> None:
     renderer = RENDERERS[name]
     tools = copy.deepcopy(TOOLS)
-    first = renderer.render(PARALLEL, tools=tools)
-    assert json.dumps(renderer.render(PARALLEL, tools=tools)) == json.dumps(first)
+    first = renderer.render(PARALLEL, tool_definitions=tools)
+    assert json.dumps(renderer.render(PARALLEL, tool_definitions=tools)) == json.dumps(first)
     assert isinstance(renderer, PromptRenderer)
     blob = json.dumps(first)
     for value in first.values():  # mutate everything the payload holds
@@ -254,7 +254,7 @@ def test_render_is_pure_and_deterministic(name: str) -> None:
                 entry.clear()
     assert tools == TOOLS  # the caller's tool schemas were copied, not aliased
     assert PARALLEL[2].tool_calls[0].input == {"path": "src"}
-    assert json.dumps(renderer.render(PARALLEL, tools=TOOLS)) == blob
+    assert json.dumps(renderer.render(PARALLEL, tool_definitions=TOOLS)) == blob
 
 
 UNRESOLVED = [Message(role="user", content="go"),
@@ -276,7 +276,7 @@ def test_refusals(name: str) -> None:
         with pytest.raises(InvalidArgumentError, match="rendered from the messages"):
             render(CONVERSATIONS["system"], **{reserved: "another system prompt"})
     with pytest.raises(InvalidArgumentError, match="named 'ls'"):
-        render(CONVERSATIONS["plain"], tools=[{"name": "ls"}, {"type": "function", "function": {"name": "ls"}}])
+        render(CONVERSATIONS["plain"], tool_definitions=[{"name": "ls"}, {"type": "function", "function": {"name": "ls"}}])
     resolved = [*UNRESOLVED[:2], UNRESOLVED[2].model_copy(update={"content": "a.py"})]
     assert "a.py" in json.dumps(render(resolved))
 
@@ -376,7 +376,7 @@ def test_sdk_round_trip(name: str, conversation: str, server: FakeLLMServer) -> 
     options: dict[str, Any] = {"model": "test-model"}
     if name == "anthropic":
         options["max_tokens"] = 256
-    payload = RENDERERS[name].render(CONVERSATIONS[conversation], tools=TOOLS, **options)
+    payload = RENDERERS[name].render(CONVERSATIONS[conversation], tool_definitions=TOOLS, **options)
     _check_documented_shape(name, payload)
     server.enqueue("ok")
     before = server.calls

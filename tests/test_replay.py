@@ -216,7 +216,7 @@ def test_page_session_turns_are_the_real_react_runs_and_search_results_real_page
     # 31 pages: the 14th question searches (page 31), looks up, searches twice more, then finishes
     run = load_page_session(data_dir / "webpages" / "readability", react_log=log, max_pages=31)
     assert run.scripted and run.source == "pages" and run.question is None
-    assert [t["function"]["name"] for t in run.tools] == ["search", "lookup"]
+    assert [t["function"]["name"] for t in run.tool_definitions] == ["search", "lookup"]
     react = [r for r in load_react_log(log) if any("\nAction " in m.content and "Search[" in m.content
                                                    for m in r.messages if m.role == "assistant")]
     questions = _questions(run.messages)

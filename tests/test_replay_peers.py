@@ -65,10 +65,10 @@ def _naive(run: ReplayRun) -> list[list[Message]]:
 def test_langchain_clear_tool_uses_keeps_the_newest_results_once_past_its_trigger(tau_run: ReplayRun) -> None:
     naive = _naive(tau_run)
     # At its defaults (100,000 tokens) nothing of a tau-bench run is cleared.
-    assert list(LangChainClearToolUses().prompts(tau_run.messages, tau_run.calls, tools=tau_run.tools,
+    assert list(LangChainClearToolUses().prompts(tau_run.messages, tau_run.calls, tool_definitions=tau_run.tool_definitions,
                                                  counter=COUNTER)) == naive
     edited = list(LangChainClearToolUses(trigger=2_000).prompts(tau_run.messages, tau_run.calls,
-                                                                tools=tau_run.tools, counter=COUNTER))
+                                                                tool_definitions=tau_run.tool_definitions, counter=COUNTER))
     first = next(n for n, (got, full) in enumerate(zip(edited, naive)) if got != full)
     assert edited[:first] == naive[:first]
     # The edit runs once LangChain's approximate count of the messages (system prompt apart) passes 2,000.
@@ -90,7 +90,7 @@ def test_langchain_clear_tool_uses_keeps_the_newest_results_once_past_its_trigge
 @pytest.mark.data
 def test_langchain_summarization_replaces_the_older_history_with_an_extractive_summary(tau_run: ReplayRun) -> None:
     naive = _naive(tau_run)
-    prompts = list(LangChainSummarization().prompts(tau_run.messages, tau_run.calls, tools=tau_run.tools,
+    prompts = list(LangChainSummarization().prompts(tau_run.messages, tau_run.calls, tool_definitions=tau_run.tool_definitions,
                                                     counter=COUNTER))
     first = next(n for n, prompt in enumerate(prompts) if prompt != naive[n])
     assert prompts[:first] == naive[:first]
@@ -118,7 +118,7 @@ def test_langchain_summarization_replaces_the_older_history_with_an_extractive_s
 # -- OpenAI Agents SDK ToolOutputTrimmer ----------------------------------------------------------
 @pytest.mark.data
 def test_openai_agents_trimmer_previews_large_outputs_of_older_turns(tau_run: ReplayRun) -> None:
-    prompts = list(OpenAIAgentsTrimmer().prompts(tau_run.messages, tau_run.calls, tools=tau_run.tools,
+    prompts = list(OpenAIAgentsTrimmer().prompts(tau_run.messages, tau_run.calls, tool_definitions=tau_run.tool_definitions,
                                                  counter=COUNTER))
     trimmed = 0
     for prompt, full in zip(prompts, _naive(tau_run)):
@@ -142,7 +142,7 @@ def test_openai_agents_trimmer_never_trims_a_single_task_run(swe_run: ReplayRun)
     users = [n for n, m in enumerate(swe_run.messages) if m.role == "user"]
     results = [n for n, m in enumerate(swe_run.messages) if m.role == "tool"]
     assert results and max(users) < min(results)  # every user message comes before the first result
-    prompts = OpenAIAgentsTrimmer().prompts(swe_run.messages, swe_run.calls, tools=(), counter=COUNTER)
+    prompts = OpenAIAgentsTrimmer().prompts(swe_run.messages, swe_run.calls, tool_definitions=(), counter=COUNTER)
     assert list(prompts) == _naive(swe_run)
 
 
@@ -159,7 +159,7 @@ def _history(tools: tuple[str, ...] = ("search", "fetch", "search", "fetch", "fe
 
 def _clear(messages: list[Message], tools: tuple[dict, ...] = (), **edit: object) -> list[Message]:
     return anthropic_clear_tool_uses(messages, {"type": "clear_tool_uses_20250919", **edit},  # type: ignore[typeddict-item]
-                                     tools=tools, count=COUNTER.count)
+                                     tool_definitions=tools, count=COUNTER.count)
 
 
 def _cleared(messages: list[Message]) -> list[int]:
@@ -226,10 +226,10 @@ def test_anthropic_text_actions_count_as_tool_uses_and_bad_edits_raise() -> None
 def test_anthropic_peer_replays_every_call_from_the_full_history(tau_run: ReplayRun) -> None:
     edit = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 5_000}}
     peer = AnthropicClearToolUses(edit=edit, label="anthropic_5k")  # type: ignore[arg-type]
-    prompts = list(peer.prompts(tau_run.messages, tau_run.calls, tools=tau_run.tools, counter=COUNTER))
+    prompts = list(peer.prompts(tau_run.messages, tau_run.calls, tool_definitions=tau_run.tool_definitions, counter=COUNTER))
     for prompt, full in zip(prompts, _naive(tau_run)):
-        fires = count_prompt_tokens(full, tau_run.tools) > 5_000
-        assert prompt == (_clear(full, tau_run.tools, trigger=edit["trigger"]) if fires else full)
+        fires = count_prompt_tokens(full, tau_run.tool_definitions) > 5_000
+        assert prompt == (_clear(full, tau_run.tool_definitions, trigger=edit["trigger"]) if fires else full)
         if fires:
             assert _cleared(prompt) == list(range(max(0, sum(m.role == "tool" for m in full) - 3)))
     assert any(_cleared(prompt) for prompt in prompts)

@@ -262,3 +262,22 @@ def test_a_fork_is_never_saved_for_its_parent_itself(tmp_path: Path) -> None:
         assert tree(tmp_path) == before
     with AgentMemory("lead", tmp_path, config=FAST) as reopened:
         assert reopened.fork is None and reopened.get(note).content == "The lead's note."
+
+
+@pytest.mark.parametrize(("version", "field"), [(1, "parent_memory_dir"), (2, "parent_store")])
+def test_a_fork_written_by_an_earlier_version_still_opens_its_parent(tmp_path: Path, version: int, field: str) -> None:
+    import json
+
+    from agent_memory.fork import FORK_DOCUMENT, MemoryFork
+    from agent_memory.storage import common
+
+    with AgentMemory("lead", tmp_path, config=FAST) as parent:
+        shown = parent.store("Visible to the child.", title="shown")
+        fork = MemoryFork.of(parent)
+    old = {"schema_version": version, "parent_agent_id": "lead", field: fork.parent_backend,
+           "item_ids": [shown], "created_at": fork.created_at.isoformat()}
+    with AgentMemory("lead.sub01", tmp_path, config=FAST) as child:
+        common.document(child.backend, "lead.sub01", FORK_DOCUMENT).put(json.dumps(old).encode())
+    with AgentMemory("lead.sub01", tmp_path, config=FAST) as reopened:
+        assert reopened.fork is not None and reopened.fork.parent_backend == fork.parent_backend
+        assert reopened.get(shown).content == "Visible to the child."

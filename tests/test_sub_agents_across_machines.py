@@ -26,7 +26,7 @@ SHARED_CHILD = textwrap.dedent("""
     from agent_memory import AgentMemory, ItemNotFoundError
     from agent_memory.kernel.manager import MemoryManager
     url, parent_item, sibling_item = sys.argv[1:4]
-    memory = AgentMemory("lead", store=url)                      # the parent's memory: shared
+    memory = AgentMemory("lead", backend=url)                      # the parent's memory: shared
     manager = MemoryManager(memory, agent_id="lead.sub01")        # the child's own conversation
     manager.ingest_user_message("What does the parent know about the bridge?")
     out = {"read": memory.get(parent_item).content,
@@ -45,7 +45,7 @@ ISOLATED_SIBLING = textwrap.dedent("""
     import json, sys
     from agent_memory import AgentMemory, ItemNotFoundError
     url, parent_item, child_item = sys.argv[1:4]
-    memory = AgentMemory("lead.sub02", store=url)                 # its fork is in the database
+    memory = AgentMemory("lead.sub02", backend=url)                 # its fork is in the database
     out = {"parent": memory.get(parent_item).content,
            "own": [r.id for r in memory.own_records()],
            "found": [h.item.id for h in memory.query(text="bridge", limit=5)]}
@@ -66,11 +66,11 @@ def _run(script: str, *args: str) -> dict[str, object]:
 
 def test_a_shared_child_and_an_isolated_sibling_on_other_machines(postgres_server: PostgresServer) -> None:
     url = postgres_server.new_database()
-    parent = AgentMemory("lead", store=url)
+    parent = AgentMemory("lead", backend=url)
     known = parent.store("The bridge opens at nine every morning.", title="bridge")
     assert parent.backend.claim("lead.sub02")
     MemoryFork.of(parent).save_for(parent.backend, "lead.sub02")  # what spawn(memory="isolated") writes
-    sibling = AgentMemory("lead.sub02", store=url)
+    sibling = AgentMemory("lead.sub02", backend=url)
     secret = sibling.store("The sibling's own note: the bridge's toll is two euros.")
     assert secret not in parent
 
@@ -80,7 +80,7 @@ def test_a_shared_child_and_an_isolated_sibling_on_other_machines(postgres_serve
     assert child["turns"] == ["turn_0001"]
     stored = str(child["stored"])
     assert parent.get(stored).content.startswith("The child found")  # the parent sees the shared child's item
-    assert AgentMemory("lead.sub01", store=url).records() == []  # the child kept its items in the parent's scope
+    assert AgentMemory("lead.sub01", backend=url).records() == []  # the child kept its items in the parent's scope
 
     isolated = _run(ISOLATED_SIBLING, url, known, stored)
     assert isolated["parent"] == "The bridge opens at nine every morning." and isolated["own"] == [secret]

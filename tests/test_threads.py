@@ -30,7 +30,7 @@ WRITER = textwrap.dedent(f"""
     import sys, time
     from pathlib import Path
     from agent_memory import AgentMemory
-    with AgentMemory("service", store=sys.argv[1]) as memory:
+    with AgentMemory("service", backend=sys.argv[1]) as memory:
         for n in range({NOTES}):
             memory.store(f"Another process noted lighthouse keeper log entry number {{n}}.")
             time.sleep(0.2)
@@ -51,10 +51,10 @@ class Outcome:
     writer_status: int | None = None
 
 
-def hammer(memory: AgentMemory, store: str, outcome: Outcome) -> None:
+def hammer(memory: AgentMemory, backend: str, outcome: Outcome) -> None:
     """8 threads storing (40%), querying (40%) and retrieving (20%) on ``memory`` for SECONDS
     (longer, at most 10x, until every kind of call was made), while another process stores NOTES
-    notes into the same store. Each thread's choices come from its own seeded generator."""
+    notes into the same backend. Each thread's choices come from its own seeded generator."""
     memory.query("warm-up: the embedding model loads before the clock starts", limit=1)
     start = time.monotonic()
 
@@ -80,7 +80,7 @@ def hammer(memory: AgentMemory, store: str, outcome: Outcome) -> None:
             except Exception as exc:  # noqa: BLE001 - every failure is the finding
                 outcome.errors.append(f"{type(exc).__name__}: {exc}")
 
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, store])
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, backend])
     workers = [threading.Thread(target=work, args=(n,)) for n in range(THREADS)]
     for worker in workers:
         worker.start()
@@ -92,7 +92,7 @@ def hammer(memory: AgentMemory, store: str, outcome: Outcome) -> None:
 def test_eight_threads_a_minute_on_each_backend_lose_nothing_and_raise_nothing(
         tmp_path: Path, postgres_server: PostgresServer) -> None:
     stores = {"files": str(tmp_path / "memory"), "postgres": postgres_server.new_database("threads")}
-    memories = {name: AgentMemory("service", store=store) for name, store in stores.items()}
+    memories = {name: AgentMemory("service", backend=backend) for name, backend in stores.items()}
     outcomes = {name: Outcome() for name in stores}
     runs = [threading.Thread(target=hammer, args=(memories[name], stores[name], outcomes[name])) for name in stores]
     for run in runs:
@@ -117,16 +117,16 @@ FIRST_USE = textwrap.dedent("""
     from agent_memory import AgentMemory
     errors = []
     barrier = threading.Barrier(2)
-    def first_use(store):
+    def first_use(backend):
         try:
-            memory = AgentMemory("first", store=store)
+            memory = AgentMemory("first", backend=backend)
             barrier.wait()  # both threads import chromadb / pgvector / torch for the first time now
             stored = memory.store("Herons nest near the lighthouse.")
             assert [hit.item.id for hit in memory.query("where do herons nest", limit=1)] == [stored]
             memory.close()
         except BaseException as exc:
             errors.append(repr(exc)[:500])
-    threads = [threading.Thread(target=first_use, args=(store,)) for store in sys.argv[1:]]
+    threads = [threading.Thread(target=first_use, args=(backend,)) for backend in sys.argv[1:]]
     for thread in threads:
         thread.start()
     for thread in threads:

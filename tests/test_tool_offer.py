@@ -143,17 +143,17 @@ def test_under_a_price_model_the_tools_list_changes_only_when_the_prompt_is_rewr
     manager, assembler = _priced_assembler(tmp_path, prices)
     manager.ingest_user_message("Compare the two reports.")
     first = assembler.prepare_request()
-    names = [tool["function"]["name"] for tool in first.tools]
+    names = [tool["function"]["name"] for tool in first.tool_definitions]
     assert names == []  # nothing to cite yet: no offer, priced or not (nothing for it to pay back with)
     _answer(assembler, first, "Looking.")
     manager.memory.store("A sub-agent's finding: revenue rose 4% in Q3.", tags=["sub-agent"])  # hidden from the prompt
     manager.ingest_user_message("And the other one?")
     second = assembler.prepare_request()
     assert second.offer.hidden_items is (not priced)
-    assert [tool["function"]["name"] for tool in second.tools] == (names if priced else ["query_memory"])
+    assert [tool["function"]["name"] for tool in second.tool_definitions] == (names if priced else ["query_memory"])
     _answer(assembler, second, "Still looking.")
     manager.compact()  # a rewrite of the prompt: the tools list may change with it
     manager.ingest_user_message("Go on.")
     third = assembler.prepare_request()
     assert third.offer.hidden_items
-    assert "query_memory" in [tool["function"]["name"] for tool in third.tools]
+    assert "query_memory" in [tool["function"]["name"] for tool in third.tool_definitions]

@@ -25,7 +25,8 @@ from agent_memory.errors import InvalidIdError
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.traces import RAW_TRACE_ADAPTER, EpisodicItem, RawTraceItem, SemanticItem
 from agent_memory.storage.files import jsonl as jsonl_module
-from agent_memory.storage.traces import InMemoryTraceStore, TraceStore
+from agent_memory.storage import common, open_backend
+from agent_memory.storage.traces import TraceStore
 from agent_memory.storage.files.traces import FileTraceStore
 
 EVENTS = {"user": "LLMUserMessageReadyEvent", "assistant": "LLMCompleteResponseReceivedEvent"}
@@ -60,7 +61,7 @@ def keys(items: list[RawTraceItem]) -> list[tuple[str, int]]:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> TraceStore:
     if request.param == "file":
         return FileTraceStore(tmp_path / "memory" / "agents" / "a1")
-    return InMemoryTraceStore()
+    return common.traces(open_backend(f"memory://traces-{request.node.name}"), "a1")  # on memory:// logs
 
 
 # -- conformance: every backend ---------------------------------------------------------------

@@ -39,7 +39,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, 
         yield {"memory_dir": tmp_path / "memory"}
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
-        yield {"store": server.new_database()}
+        yield {"backend": server.new_database()}
 
 
 def _failures(recorder: NoticeRecorder) -> list[IndexFailed]:
@@ -114,8 +114,8 @@ def test_an_agent_run_whose_tools_return_nul_text(where: dict[str, object]) -> N
 def _refuse_in_index(memory: AgentMemory, where: dict[str, object], item_id: str) -> None:
     """Make the keyword index refuse every chunk of ``item_id``: a rule of the real database
     (a trigger in the file backend's SQLite, a check constraint in Postgres)."""
-    if "store" in where:
-        with psycopg.connect(str(where["store"]), autocommit=True) as conn:
+    if "backend" in where:
+        with psycopg.connect(str(where["backend"]), autocommit=True) as conn:
             conn.execute(f"ALTER TABLE am_keywords ADD CONSTRAINT refuse_{item_id} CHECK (item_id <> '{item_id}')")
     else:
         path = Path(str(where["memory_dir"])) / "agents" / memory.agent_id / "index" / "lexical.sqlite3"
@@ -154,7 +154,7 @@ def test_items_the_index_refuses_never_stop_it_for_the_others(where: dict[str, o
 def test_an_item_whose_text_is_refused_is_indexed_by_its_label(postgres_server: PostgresServer) -> None:
     url = postgres_server.new_database()
     recorder = NoticeRecorder()
-    memory = AgentMemory("label", store=url)
+    memory = AgentMemory("label", backend=url)
     memory.add_observer(recorder)
     memory.store("The lighthouse keeper lit the lamp at dusk.")
     with psycopg.connect(url, autocommit=True) as conn:  # a rule on text only: the label passes
@@ -169,7 +169,7 @@ def test_an_item_whose_text_is_refused_is_indexed_by_its_label(postgres_server: 
     assert contained.label_only and not contained.pending and "no_forbidden" in contained.error
     memory.query("harbour crane")
     assert len(_failures(recorder)) == 2  # reported as refused once
-    reopened = AgentMemory("label", store=url)  # another process: in the index already, not retried
+    reopened = AgentMemory("label", backend=url)  # another process: in the index already, not retried
     reopened.add_observer(again := NoticeRecorder())
     assert reopened.query(tags=["port"])[0].item.id == refused
     assert _failures(again) == []

@@ -160,7 +160,7 @@ class EventProcessor:
             (``events.sqlite3`` in its directory, a Postgres table, or the log ``journal``).
         observers: added to the manager and its memory: they hear ingest, compaction,
             truncation, retrieval and :class:`~agent_memory.observers.EventApplied`.
-        tools: the tool definitions sent with each prompt, counted when a step truncates or
+        tool_definitions: the tool definitions sent with each prompt, counted when a step truncates or
             compacts (as :meth:`MemoryManager.compact` counts them).
         lock_timeout_s: how long a step or an auto-mode dispatch waits for the step lock, in
             seconds, unless the call says otherwise.
@@ -179,7 +179,7 @@ class EventProcessor:
         mode: ExecutionMode | str = ExecutionMode.AUTO,
         journal: EventJournal | None = None,
         observers: Iterable[MemoryObserver] = (),
-        tools: Sequence[dict[str, Any]] = (),
+        tool_definitions: Sequence[dict[str, Any]] = (),
         lock_timeout_s: float = DEFAULT_STEP_LOCK_TIMEOUT_S,
         keep_applied: int | None = DEFAULT_KEEP_APPLIED_EVENTS,
     ) -> None:
@@ -188,7 +188,7 @@ class EventProcessor:
         backend = manager.memory.backend
         self.journal = journal if journal is not None else common.journal(backend, manager.agent_id)
         self.step_lock = StepLock(backend.locks(manager.agent_id), key=f"{backend.url}|{manager.agent_id}")
-        self.tools = list(tools)
+        self.tool_definitions = list(tool_definitions)
         self.lock_timeout_s = lock_timeout_s
         self.keep_applied = keep_applied
         for observer in observers:
@@ -326,9 +326,9 @@ class EventProcessor:
             did_truncate = did_compact = False
             if applied is None:
                 if self.manager.truncation_required:
-                    truncated, did_truncate = self.manager.truncate_oldest(tools=self.tools), True
+                    truncated, did_truncate = self.manager.truncate_oldest(tool_definitions=self.tool_definitions), True
                 elif self.manager.compaction_required:
-                    compacted, did_compact = self.manager.compact(tools=self.tools).turn_ids, True
+                    compacted, did_compact = self.manager.compact(tool_definitions=self.tool_definitions).turn_ids, True
             queued = self.journal.open_count()
             pending = queued > 0 or self.manager.truncation_required or self.manager.compaction_required
             return StepResult(
@@ -495,9 +495,9 @@ class EventProcessor:
     def _maintain(self) -> None:
         """Run a pending truncation, then a pending compaction (auto mode, after the queue)."""
         if self.manager.truncation_required:
-            self.manager.truncate_oldest(tools=self.tools)
+            self.manager.truncate_oldest(tool_definitions=self.tool_definitions)
         if self.manager.compaction_required:
-            self.manager.compact(tools=self.tools)
+            self.manager.compact(tool_definitions=self.tool_definitions)
 
     def _traces_of(self, event_id: str) -> list[RawTraceItem]:
         """The raw traces (active or archived) an event wrote, by seq."""
@@ -537,12 +537,12 @@ class EventProcessor:
             manager.ingest_tool_intent(calls, turn_id=payload.get("turn_id"), correlation_id=event.id, **source)
             return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id} if calls else None
         if kind is EventKind.TOOL_RESULT:
-            ref = manager.ingest_tool_result(
+            item_id = manager.ingest_tool_result(
                 payload["tool_call_id"], payload["result"], is_error=bool(payload.get("is_error")),
                 name=payload.get("name"), correlation_id=event.id, item_id=event_memory_id(event.id), **source,
                 **(payload.get("store_arguments") or {}),
             )
-            return {"memory_id": ref}
+            return {"memory_id": item_id}
         if kind is EventKind.MEMORY_STORE:
             arguments = {key: value for key, value in payload.items() if key != "content"}
             arguments["item_id"] = arguments.get("item_id") or event_memory_id(event.id)

@@ -142,10 +142,10 @@ class MemoryAgent:
         tools: the agent's own tools: typed functions or :class:`FunctionTool` s.
         system_prompt: the agent's instructions (the memory section is appended when memory is
             enabled).
-        memory: the memory to use; ``None``: ``AgentMemory(agent_id, memory_dir, store=store,
+        memory: the memory to use; ``None``: ``AgentMemory(agent_id, memory_dir, backend=backend,
             config=memory_config)``.
-        agent_id, memory_dir, store, memory_config: for the memory made when ``memory`` is
-            ``None`` (``store``: a ``postgresql://`` URL, see :class:`~agent_memory.memory.AgentMemory`).
+        agent_id, memory_dir, backend, memory_config: for the memory made when ``memory`` is
+            ``None`` (``backend``: a ``postgresql://`` URL, see :class:`~agent_memory.memory.AgentMemory`).
         config: the agent configuration; ``None``: ``AgentConfig()``.
         limits: the model's context limits; ``None``: looked up by the model's name.
         compaction_llm: the client of the LLM summarizer (needed when ``config.use_compaction_llm``).
@@ -162,7 +162,7 @@ class MemoryAgent:
             ``price_provider``) when the price table has it, else calls are not priced and
             :attr:`AgentStep.unpriced_reason` says why. The presentation decides with it too: a
             stored result is swapped for its citation (and citing starts) only when that pays with
-            the model's prompt caching (:mod:`agent_memory.presentation.epochs`); unpriced, by tokens.
+            the model's prompt caching (:mod:`agent_memory.presentation.rewrites`); unpriced, by tokens.
 
     Raises:
         ConfigurationError: if ``use_compaction_llm`` is set without ``compaction_llm``, or a
@@ -179,7 +179,7 @@ class MemoryAgent:
         memory: AgentMemory | None = None,
         agent_id: str = "agent",
         memory_dir: str | os.PathLike[str] | None = None,
-        store: str | Backend | None = None,
+        backend: str | Backend | None = None,
         memory_config: MemoryConfig | None = None,
         config: AgentConfig | None = None,
         limits: ModelLimits | None = None,
@@ -198,7 +198,7 @@ class MemoryAgent:
         if len(self.tools) != len(wrapped):
             raise ConfigurationError(f"two tools share a name: {sorted(t.name for t in wrapped)}")
         self._owns_memory = memory is None
-        self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, store=store,
+        self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, backend=backend,
                                                                     config=memory_config)
         conversation = validate_agent_id(conversation_id) if conversation_id is not None else None
         self.agent_id = name or conversation or self.memory.agent_id
@@ -220,13 +220,13 @@ class MemoryAgent:
             raise ConfigurationError(f"tool names taken by the memory tools: {sorted(clash)}")
         self._spawn_schema = spawn_tool_schema() if self.config.allow_sub_agents else None
         self._spawn_name = SPAWN_TOOL_NAME
-        own = [t.openai_schema() for t in self.tools.values()]
+        own = [t.openai_schema() for t in self.tools.values()]  # their tool definitions
         if self._spawn_schema is not None:
             own.append(self._spawn_schema)
-        self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tools=own,
+        self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tool_definitions=own,
                                              memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
-        every_tool = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
-        self.events = EventProcessor(self.manager, tools=every_tool)
+        every_definition = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
+        self.events = EventProcessor(self.manager, tool_definitions=every_definition)
         self._compacted: list[str] = []
         self.manager.on(self._heard)
         self.children: list[SubAgentResult] = []
@@ -269,7 +269,7 @@ class MemoryAgent:
         steps: list[AgentStep] = []
         for index in range(1, limit + 1):
             package = self.assembler.prepare_request()
-            result = self.model.generate(package.messages, tools=package.tools or None,
+            result = self.model.generate(package.messages, tool_definitions=package.tool_definitions or None,
                                          max_output_tokens=self.config.max_output_tokens,
                                          timeout_s=self.config.llm_timeout_s)
             # What the model was shown is committed only now that it answered; the answer and the
@@ -284,7 +284,7 @@ class MemoryAgent:
             steps.append(AgentStep(
                 index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
                 completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
-                tools_offered=tuple(t["function"]["name"] for t in package.tools),
+                tools_offered=tuple(t["function"]["name"] for t in package.tool_definitions),
                 tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
                 cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
             ))

@@ -46,7 +46,7 @@ class StepLockHolder(BaseModel):
     host: str
     """The holder's host name."""
     acquired_at: float
-    """When it took the lock, in seconds since the Unix epoch."""
+    """When it took the lock, in Unix time (seconds)."""
 
 
 def _timeout(timeout_s: float) -> float:

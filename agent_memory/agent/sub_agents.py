@@ -15,7 +15,7 @@ Inheritance is declarative: the parent says what the child gets, and nothing els
 The child's conversation lives under its own agent id in the parent's backend (for files
 ``<memory_dir>/agents/<child id>/``), also when it shares the parent's memory. An isolated child's
 fork is a document of the child in the backend (``fork.json`` in its directory, or a row):
-any process that opens ``AgentMemory(child_id, store=...)`` gets the same isolated view, so a
+any process that opens ``AgentMemory(child_id, backend=...)`` gets the same isolated view, so a
 child can run in another process, or on another machine with the Postgres backend.
 
 **A child's id is new.** It is checked (:func:`~agent_memory.ids.validate_agent_id`) before any
@@ -222,7 +222,7 @@ def child_memory(base: AgentMemory, mode: MemoryMode, child_id: str, *, parent_i
         return None
     if mode == "isolated":
         MemoryFork.of(base).save_for(base.backend, child_id)
-    return AgentMemory(child_id, store=base.backend, config=base.config)
+    return AgentMemory(child_id, backend=base.backend, config=base.config)
 
 
 def spawn(
@@ -341,7 +341,7 @@ def merge(parent: ParentAgent, result: SubAgentResult, item_ids: Iterable[str] |
         raise InvalidArgumentError(f"{foreign} were not stored by sub-agent {result.agent_id}")
     if not chosen:
         return []
-    with AgentMemory(result.agent_id, store=parent.memory.backend, config=parent.memory.config) as child:
+    with AgentMemory(result.agent_id, backend=parent.memory.backend, config=parent.memory.config) as child:
         entries = []
         for item_id in chosen:
             item = child.get(item_id)

@@ -10,7 +10,7 @@ out of the loop.
 
 What the function returns is a tool result like any other: the agent stores it in memory and the
 presentation policy shows it in full once, then as a citation (its memory type sniffed from the
-value: an HTML page, JSON rows, text; see :mod:`agent_memory.results`).
+value: an HTML page, JSON rows, text; see :mod:`agent_memory.records.prepare`).
 """
 
 from __future__ import annotations

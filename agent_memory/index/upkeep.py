@@ -37,6 +37,7 @@ from scratch, and containing failures:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -51,10 +52,9 @@ from agent_memory.errors import (
     VectorIndexError,
     outage_behind,
 )
-from agent_memory.index.chunking import chunk_text
+from agent_memory.index.chunking import item_chunks
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
-from agent_memory.index.text import chunk_header, indexable_text
 from agent_memory.storage.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import ItemRecord
@@ -95,7 +95,7 @@ class IndexUpkeep:
         backend: where the indexes and the ``index`` lock live.
         config: chunking, hybrid search and Chroma settings.
         tokens: counts tokens for chunking.
-        store: the item store the indexes derive from.
+        items: the item store the indexes derive from.
         index: a vector index to use (not closed by :meth:`close`); ``None``: the backend's,
             opened on first use and closed by :meth:`close`.
         notify: reports a notice (never raises).
@@ -108,7 +108,7 @@ class IndexUpkeep:
         backend: Backend,
         config: MemoryConfig,
         tokens: TokenCounter,
-        store: ItemStore,
+        items: ItemStore,
         index: VectorIndex | None,
         notify: Callable[[MemoryNotice], None],
     ) -> None:
@@ -117,8 +117,13 @@ class IndexUpkeep:
         self.where = common.describe(backend, agent_id)
         self.config = config
         self.tokens = tokens
-        self.store = store
+        self.items = items
         self.notify = notify
+        self.chunks: Callable[[ItemRecord, Any], list[IndexChunk]] = functools.partial(
+            item_chunks, counter=tokens, max_chars=config.max_index_chars, chunk_tokens=config.chunk_tokens,
+            overlap_tokens=config.chunk_overlap_tokens)
+        """The chunks of one item (record, content) under this memory's settings
+        (:func:`~agent_memory.index.chunking.item_chunks`)."""
         self._index = index
         self._owns_index = index is None
         self._lexical: KeywordIndex | None = None
@@ -224,7 +229,7 @@ class IndexUpkeep:
             where = str(getattr(fresh, "path", self.where))  # the file, for the file backend
             self.notify(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
             if refill:
-                records = self.store.records()
+                records = self.items.records()
                 for start in range(0, len(records), INDEX_BATCH_ITEMS):
                     ready = self._prepare(records[start : start + INDEX_BATCH_ITEMS])
                     fresh.add([chunk for _, _, chunks in ready for chunk in chunks])
@@ -239,31 +244,6 @@ class IndexUpkeep:
         """
         return self.backend.locks(self.agent_id).hold("index", timeout_s=self.lock_timeout_s)
 
-    # -- chunks --------------------------------------------------------------------------------
-    def chunks_for(self, record: ItemRecord, content: Any) -> list[IndexChunk]:
-        """The chunks of one item: its indexable text cut into token windows behind its header;
-        an item with no text gets one head chunk so that filters and listings still find it."""
-        text = indexable_text(record, content)[: self.config.max_index_chars]
-        header = chunk_header(record)
-        pieces = chunk_text(
-            text,
-            self.tokens,
-            chunk_tokens=self.config.chunk_tokens,
-            overlap_tokens=self.config.chunk_overlap_tokens,
-        )
-        meta = record.metadata
-        timestamp_s = meta.timestamp.timestamp()
-        if not pieces:
-            label = header or f"{record.type} from {meta.source}\n"
-            return [IndexChunk(item_id=record.id, chunk_index=0, text=label, header_chars=len(label), start_char=0,
-                               type=record.type, source=meta.source, timestamp_s=timestamp_s, tags=meta.tags)]
-        return [
-            IndexChunk(item_id=record.id, chunk_index=piece.index, text=header + piece.text, header_chars=len(header),
-                       start_char=piece.start_char, type=record.type, source=meta.source, timestamp_s=timestamp_s,
-                       tags=meta.tags)
-            for piece in pieces
-        ]
-
     # -- indexing ------------------------------------------------------------------------------
     def add(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
         """Index items (record, content) in both indexes and mark them indexed, all or nothing.
@@ -272,7 +252,7 @@ class IndexUpkeep:
             VectorIndexError, LockTimeoutError, ConfigurationError, or any error of chunking.
         """
         if pairs:
-            self._write([chunk for record, content in pairs for chunk in self.chunks_for(record, content)], pairs)
+            self._write([chunk for record, content in pairs for chunk in self.chunks(record, content)], pairs)
 
     def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
         """Every chunk into the keyword index, and into the vector index those that start within
@@ -318,11 +298,11 @@ class IndexUpkeep:
                 of a batch (``rebuild_index`` recreates it).
             LockTimeoutError: if another process holds ``index.lock`` too long.
         """
-        version = self.store.version()
+        version = self.items.version()
         with self._mutex:
             if version == self._settled:
                 return 0
-        records = self.store.records()
+        records = self.items.records()
         with self._mutex:
             missing = [r for r in records if r.id not in self._indexed and r.id not in self._refused]
         if not missing:
@@ -363,7 +343,7 @@ class IndexUpkeep:
                 self._refuse(record.id, reason)
                 continue
             try:
-                content = self.store.load_content(record)
+                content = self.items.load_content(record)
             except StoreError as exc:
                 if outage_behind(exc) is not None:
                     raise  # the server is down, not the item's content missing: indexed when it is back
@@ -372,7 +352,7 @@ class IndexUpkeep:
                 self.notify(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
                 continue
             try:
-                ready.append((record, content, self.chunks_for(record, content)))
+                ready.append((record, content, self.chunks(record, content)))
             except Exception as exc:  # noqa: BLE001 - RecursionError, a page extractor's error...
                 self._refuse(record.id, _describe(exc))
         return ready

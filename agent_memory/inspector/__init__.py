@@ -1,7 +1,7 @@
 """The inspector: ``agent-memory inspect`` serves a read-only web page over a memory (a memory
 directory or a ``postgresql://`` URL) on loopback.
 
-- :mod:`~agent_memory.inspector.readonly`: :class:`ReadOnlyBackend`, the store opened without
+- :mod:`~agent_memory.inspector.readonly`: :class:`ReadOnlyBackend`, the backend opened without
   writing anything;
 - :mod:`~agent_memory.inspector.views`: what the pages show, as data: agents and their scopes,
   a conversation's calls rebuilt with the project's ContextBuilder, a replay report;

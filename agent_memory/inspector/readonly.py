@@ -121,7 +121,7 @@ class ReadOnlyBackend:
     Args:
         inner: the backend to read, opened read-only (``open_backend(store, read_only=True)``:
             a directory's damaged lines are then skipped, not moved); its ``url`` is this
-            backend's, so a fork's parent in the same store is opened through this one, read only
+            backend's, so a fork's parent in the same backend is opened through this one, read only
             too.
     """
 

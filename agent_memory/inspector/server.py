@@ -7,13 +7,13 @@ Pages (every route is ``GET``; there is no route that changes anything):
 - ``/items/{id}``: one item: its record, its citation and its content as stored;
 - ``/calls``: a conversation's LLM calls, rebuilt (:func:`~agent_memory.inspector.views.rebuild_calls`):
   per call what each result looked like to the model (full, citation, compacted), tokens, cost,
-  the epochs and the compactions with their episodes and facts;
-- ``/agents``: every agent of the store, with its parent and memory scope;
+  the prompt versions and the compactions with their episodes and facts;
+- ``/agents``: every agent of the backend, with its parent and memory scope;
 - ``/report`` and ``/report/{name}.png``: the replay report's tables and plots (``--report``).
 
 Every page picks its agent with ``?agent=``; a page that names none shows the one the inspector
 was started for (``--agent-id``), else the agent with the most items of its own
-(:meth:`Inspector.busiest_agent`): a store's agents include sub-agents and conversations that
+(:meth:`Inspector.busiest_agent`): a backend's agents include sub-agents and conversations that
 hold no item, and the first by name is often one of them.
 
 **Safety.** The memory is opened through :class:`~agent_memory.inspector.readonly.ReadOnlyBackend`
@@ -130,11 +130,11 @@ def check_bind_host(host: str, *, allow_remote: bool = False) -> str:
 
 
 class Inspector:
-    """The inspector's state: a store opened read only, its memories (opened on first use), the
+    """The inspector's state: a backend opened read only, its memories (opened on first use), the
     price model and the replay report; :meth:`app` is the ASGI app.
 
     Args:
-        store: a memory directory, a ``postgresql://`` URL, or a
+        backend: a memory directory, a ``postgresql://`` URL, or a
             :class:`~agent_memory.storage.contracts.Backend`; ``None``: ``AGENT_MEMORY_URL``, else
             ``AGENT_MEMORY_DIR``, else ``./memory`` (as every command).
         agent_id: the agent shown when a page names none; ``None``: the agent with the most items
@@ -144,13 +144,13 @@ class Inspector:
         allowed_hosts: ``Host`` header values answered; ``None``: loopback names only.
 
     Raises:
-        ConfigurationError: if the store cannot be opened or ``report_dir`` is not a report.
+        ConfigurationError: if the backend cannot be opened or ``report_dir`` is not a report.
     """
 
-    def __init__(self, store: str | Path | Backend | None = None, *, agent_id: str | None = None,
+    def __init__(self, backend: str | Path | Backend | None = None, *, agent_id: str | None = None,
                  report_dir: Path | None = None, price_model: PriceModel | None = None,
                  allowed_hosts: list[str] | None = None) -> None:
-        self.backend = ReadOnlyBackend(open_backend(store if not isinstance(store, Path) else str(store), read_only=True))
+        self.backend = ReadOnlyBackend(open_backend(backend if not isinstance(backend, Path) else str(backend), read_only=True))
         self.default_agent = agent_id
         self.report: ReportView | None = load_report(report_dir) if report_dir is not None else None
         self.price_model = price_model
@@ -160,13 +160,13 @@ class Inspector:
 
     # -- memories ----------------------------------------------------------------------------------
     def agents(self) -> list[str]:
-        """The store's agents, sorted."""
+        """The backend's agents, sorted."""
         return self.backend.agent_ids()
 
     def busiest_agent(self) -> str | None:
         """The agent with the most items of its own (``own_records``: a shared sub-agent's results
         are its parent's, a fork's parent snapshot is not counted), the first by name among equals;
-        ``None``: the store holds no agent. An agent whose items cannot be read counts as empty."""
+        ``None``: the backend holds no agent. An agent whose items cannot be read counts as empty."""
         def own_items(agent_id: str) -> int:
             return len(self.memory(agent_id).own_records())
 
@@ -178,7 +178,7 @@ class Inspector:
         with self._mutex:
             memory = self._memories.get(agent_id)
             if memory is None:
-                memory = self._memories[agent_id] = AgentMemory(agent_id, store=self.backend)
+                memory = self._memories[agent_id] = AgentMemory(agent_id, backend=self.backend)
             return memory
 
     def close(self) -> None:
@@ -210,14 +210,14 @@ class Inspector:
             agents = _safe(self.agents, [])
             html = env.get_template(template).render(
                 request=request, agents=agents, agent=context.pop("agent", None), has_report=self.report is not None,
-                store=self.backend.url, **context)
+                backend=self.backend.url, **context)
             return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
         def chosen_agent(request: Request) -> str:
             agents = self.agents()
             wanted = request.query_params.get("agent") or self.default_agent or self.busiest_agent()
             if wanted is None or wanted not in agents:
-                raise _NotFound(f"no agent {wanted!r} in this store" if wanted else "this store holds no agent yet")
+                raise _NotFound(f"no agent {wanted!r} in this backend" if wanted else "this backend holds no agent yet")
             return wanted
 
         def handled(view: Callable[[Request], Response]) -> Callable[[Request], Response]:
@@ -321,7 +321,7 @@ class Inspector:
 
 
 class _NotFound(Exception):
-    """A page asked for something the store does not hold (answered 404)."""
+    """A page asked for something the backend does not hold (answered 404)."""
 
 
 class _SecurityHeaders:

@@ -3,7 +3,7 @@
 - :func:`agent_scopes`: the agents a store holds, each with its parent and memory scope when it
   is a sub-agent (its ``spawn`` document, :class:`~agent_memory.fork.SpawnRecord`; for a memory
   written before spawns kept one, its ``fork`` document and its generated id).
-- :func:`rebuild_calls`: a conversation's LLM calls, rebuilt from what the store keeps. Nothing
+- :func:`rebuild_calls`: a conversation's LLM calls, rebuilt from what the backend keeps. Nothing
   records a prompt as sent; the raw traces (active and archived) record every message, the
   episodes every compaction (with its time), and the memory every stored result. Each call's
   prompt is rebuilt from them with the project's own
@@ -170,9 +170,10 @@ class CallView:
     """The tools the model called in its answer."""
     answer: str
     """The answer's text (``""``: tool calls only), at most :data:`MAX_SHOWN_CHARS` characters."""
-    epoch: int
-    """The prompt's epoch: 1 from the first call, +1 at each rewrite of the prompt (a compaction,
-    the start of citing, a batch of swaps)."""
+    prompt_version: int
+    """Which version of the prompt this call extends: 1 from the first call, +1 at each rewrite of
+    the prompt (a compaction, the start of citing, a batch of swaps); the calls of one version share
+    a growing cached prefix."""
     citing: bool
     """Whether results were cited in this call (the memory tools went with it)."""
     swapped_now: tuple[str, ...]
@@ -213,11 +214,11 @@ def _stamp(ts: float) -> datetime:
 
 def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model: PriceModel | None,
                   conversation_id: str | None = None) -> ConversationView:
-    """The LLM calls of a conversation, rebuilt from the store (module docstring).
+    """The LLM calls of a conversation, rebuilt from the backend (module docstring).
 
     Args:
         conversation: the memory whose backend keeps the conversation's traces (any of the
-            store's memories: only its backend is used).
+            backend's memories: only its backend is used).
         memory: where the conversation's results are stored (the parent's memory for a shared
             sub-agent).
         price_model: prices each call with prompt caching; ``None``: tokens only.
@@ -244,7 +245,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
     calls: list[CallView] = []
     curve = StrategyCurve()  # the replay's own count of a prompt sequence: net tokens, cached prefix
     previous: Any = None
-    epoch, total = 0, Cost() if price_model is not None else None
+    version, total = 0, Cost() if price_model is not None else None
     for position, message in enumerate(history_all):
         if message.role != "assistant":
             continue
@@ -275,7 +276,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
         output = message_tokens(message, count)
         rewrote = bool(made) or bool(built.swapped_now) or (built.state.citing_since == built.state.calls and
                                                             built.state.calls > 1)
-        epoch = epoch + 1 if not calls or rewrote else epoch
+        version = version + 1 if not calls or rewrote else version
         cost = price_model.cost(CallTokens(prompt, prefix, output)) if price_model is not None else None
         if total is not None and cost is not None:
             total = total + cost
@@ -283,7 +284,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
         calls.append(CallView(
             index=len(calls) + 1, turn_id=message.turn_id or "", at=_stamp(at), prompt_tokens=prompt,
             prefix_tokens=prefix, output_tokens=output, messages=len(shown_msgs), results=tuple(results),
-            tool_calls=tuple(call.name for call in message.tool_calls), answer=answer, epoch=epoch,
+            tool_calls=tuple(call.name for call in message.tool_calls), answer=answer, prompt_version=version,
             citing=built.state.citing, swapped_now=built.swapped_now,
             compacted_before=tuple(ep.id for ep in made), cost=cost,
         ))
@@ -305,10 +306,10 @@ def _results(before: Sequence[Message], shown: Sequence[Message], compacted: dic
         if message.role != "tool":
             continue
         name = message.name or "tool"
-        ref = message.tool_result_ref
+        item_id = message.tool_result_ref
         episode = compacted.get(message.turn_id or "")
         if episode is not None:
-            out.append(ShownResult(name, ref, "compacted", 0, f"in episode {episode}", episode_id=episode))
+            out.append(ShownResult(name, item_id, "compacted", 0, f"in episode {episode}", episode_id=episode))
             continue
         seen = by_id.get(message.id)
         if seen is None:
@@ -316,15 +317,15 @@ def _results(before: Sequence[Message], shown: Sequence[Message], compacted: dic
         text, cut = _cut(seen.content or "")
         tokens = message_tokens(seen, count)
         kind: Shown
-        if ref is None:
+        if item_id is None:
             kind = "error" if message.is_error else "inline"
-        elif seen.content == FORGOTTEN_NOTE.format(id=ref):
+        elif seen.content == FORGOTTEN_NOTE.format(id=item_id):
             kind = "forgotten"
         elif not citing:
             kind = "as returned"
         else:
-            kind = "citation" if ref in swapped else "full"
-        out.append(ShownResult(name, ref, kind, tokens, text, cut))
+            kind = "citation" if item_id in swapped else "full"
+        out.append(ShownResult(name, item_id, kind, tokens, text, cut))
     return out
 
 

@@ -52,7 +52,7 @@ from agent_memory.presentation.offer import (
 )
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import BilledTokens, Cost, PriceModel
-from agent_memory.results import result_store_arguments
+from agent_memory.records.prepare import result_store_arguments
 
 __all__ = ["DEFAULT_ADAPTER_TOOLS", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
 
@@ -293,15 +293,15 @@ class MemoryChannel:
         with self._lock:
             arguments = {call.id: call.arguments for m in history for call in m.tool_calls}
             new: list[str] = []
-            refs: dict[int, str] = {}
+            item_ids: dict[int, str] = {}
             for index, message in enumerate(history):
                 if message.role == "tool":
-                    ref = self._store(message, arguments, new)
-                    if ref is not None:
-                        refs[index] = ref
+                    item_id = self._store(message, arguments, new)
+                    if item_id is not None:
+                        item_ids[index] = item_id
             stored = tuple(new)
             referenced = [
-                m.model_copy(update={"content": None, "tool_result_ref": refs[i]}) if i in refs else m
+                m.model_copy(update={"content": None, "tool_result_ref": item_ids[i]}) if i in item_ids else m
                 for i, m in enumerate(history)
             ]
             last, self._last = self._last, referenced
@@ -314,7 +314,7 @@ class MemoryChannel:
             memory_tools = self.toolkit.openai_tools(offer)
             prompt = self.memory_prompt if memory_tools else None
             messages = with_memory_prompt(built, prompt) if prompt else built
-            shown = {i: built[i].content or "" for i in refs}
+            shown = {i: built[i].content or "" for i in item_ids}
             return Presented(messages=messages, shown=shown, memory_tools=memory_tools, memory_prompt=prompt,
                              offer=offer, stored=stored)
 

@@ -43,7 +43,7 @@ class RequestPackage:
 
     messages: list[Message]
     """The messages to send, oldest first, stored results resolved."""
-    tools: list[dict[str, Any]]
+    tool_definitions: list[dict[str, Any]]
     """Tool definitions to send (OpenAI format): the agent's own, then the memory tools offered."""
     payload: dict[str, Any] | None
     """The provider payload, when the assembler has a renderer; ``None`` otherwise."""
@@ -65,7 +65,7 @@ class LLMRequestAssembler:
         toolkit: the memory tools (``actions.MemoryToolkit``, or :func:`~agent_memory.presentation.offer.load_toolkit`);
             ``None``: no memory tools are offered (citations then cannot be followed: only for
             tests and replays).
-        tools: the agent's own tool definitions (OpenAI format), sent with every call.
+        tool_definitions: the agent's own tool definitions (OpenAI format), sent with every call.
         renderer: renders the payload (``None``: :attr:`RequestPackage.payload` is ``None``).
         render_options: passed to the renderer (``model``, ``max_tokens``...).
         memory_prompt: the system-prompt section that teaches the memory tools
@@ -76,7 +76,7 @@ class LLMRequestAssembler:
     The assembler tells the manager's :class:`~agent_memory.presentation.context.ContextBuilder`
     what its choices cost per call, for the decisions of when citing starts and which swaps pay:
     ``offer_cost_tokens``, the tools list citing adds (``retrieve_memory`` as the toolkit offers
-    it) and ``memory_prompt``; ``fixed_tokens``, the agent's own ``tools``.
+    it) and ``memory_prompt``; ``fixed_tokens``, the agent's own ``tool_definitions``.
     """
 
     def __init__(
@@ -84,7 +84,7 @@ class LLMRequestAssembler:
         manager: MemoryManager,
         *,
         toolkit: MemoryTools | None = None,
-        tools: Sequence[Mapping[str, Any]] = (),
+        tool_definitions: Sequence[Mapping[str, Any]] = (),
         renderer: PromptRenderer | None = None,
         render_options: Mapping[str, Any] | None = None,
         memory_prompt: str | None = None,
@@ -92,14 +92,14 @@ class LLMRequestAssembler:
         self.manager = manager
         self.memory_prompt = memory_prompt
         self.toolkit = toolkit
-        self.tools = [dict(tool) for tool in tools]
+        self.tool_definitions = [dict(tool) for tool in tool_definitions]
         self.renderer = renderer
         self.render_options = dict(render_options or {})
         presentation, count = manager.presentation, manager.memory.tokens.count
         if toolkit is not None:
             citing = toolkit.openai_tools(OfferState(citing=True))
             presentation.offer_cost_tokens = tool_tokens(citing, count) + (count(memory_prompt) if memory_prompt else 0)
-        presentation.fixed_tokens = tool_tokens(self.tools, count)
+        presentation.fixed_tokens = tool_tokens(self.tool_definitions, count)
 
     def _offer(self, built: BuiltContext) -> OfferState:
         """What the memory tools are offered for with ``built``.
@@ -133,11 +133,11 @@ class LLMRequestAssembler:
 
     def _tools(self, offer: OfferState) -> list[dict[str, Any]]:
         memory_tools = self.toolkit.openai_tools(offer) if self.toolkit is not None else []
-        return [*self.tools, *memory_tools]
+        return [*self.tool_definitions, *memory_tools]
 
-    def _taught(self, built: BuiltContext, tools: list[dict[str, Any]]) -> BuiltContext:
+    def _taught(self, built: BuiltContext, tool_definitions: list[dict[str, Any]]) -> BuiltContext:
         """``built`` with the memory prompt in its system prompt, when memory tools go with it."""
-        if not self.memory_prompt or len(tools) == len(self.tools):
+        if not self.memory_prompt or len(tool_definitions) == len(self.tool_definitions):
             return built
         return BuiltContext(messages=with_memory_prompt(built.messages, self.memory_prompt), state=built.state,
                             swapped_now=built.swapped_now)
@@ -155,24 +155,24 @@ class LLMRequestAssembler:
             built = manager.build_prompt(notes=manager.soft_notes())
             offer = self._offer(built)
             built = self._recorded(built, offer)
-            tools = self._tools(offer)
-            built = self._taught(built, tools)
-            estimate = manager.count_tokens(built.messages, tools)
+            tool_definitions = self._tools(offer)
+            built = self._taught(built, tool_definitions)
+            estimate = manager.count_tokens(built.messages, tool_definitions)
             if not manager.compaction_required and estimate <= manager.budget.input_budget:
                 break
             # Our count guards the budget too: a large result may have arrived since the last
             # call, whose reported size could not know of it.
             if estimate > manager.budget.input_budget:
                 manager.request_compaction()
-            compaction = manager.compact(tools=tools) or compaction
+            compaction = manager.compact(tool_definitions=tool_definitions) or compaction
         cap = manager.presentation.policy.full_result_max_tokens
         while estimate > manager.budget.input_budget and cap > MIN_SHOWING_TOKENS:
             # Compaction cannot shrink the current turn's fresh results: show them shorter (their
             # citation and head; the model can read the rest), down to MIN_SHOWING_TOKENS.
             cap = max(MIN_SHOWING_TOKENS, cap - (estimate - manager.budget.input_budget) - 16)
             built = self._taught(self._recorded(manager.build_prompt(notes=manager.soft_notes(), full_cap=cap), offer),
-                                 tools)
-            estimate = manager.count_tokens(built.messages, tools)
+                                 tool_definitions)
+            estimate = manager.count_tokens(built.messages, tool_definitions)
         if estimate > manager.budget.input_budget:
             raise ContextOverflowError(
                 f"the prompt is {estimate:,} tokens, over the input budget of {manager.budget.input_budget:,}, even "
@@ -180,8 +180,8 @@ class LLMRequestAssembler:
                 "not fit. Use a model with a larger context, or shorten them."
             )
         manager.save()
-        payload = self.renderer.render(built.messages, tools=tools or None, **self.render_options) if self.renderer else None
-        return RequestPackage(messages=built.messages, tools=tools, payload=payload, built=built,
+        payload = self.renderer.render(built.messages, tool_definitions=tool_definitions or None, **self.render_options) if self.renderer else None
+        return RequestPackage(messages=built.messages, tool_definitions=tool_definitions, payload=payload, built=built,
                               estimate_tokens=estimate, compaction=compaction, offer=offer)
 
     def commit(self, package: RequestPackage, result: ChatResult) -> BudgetCheck:
@@ -203,7 +203,7 @@ class LLMRequestAssembler:
             LLMError: if the call fails (nothing is committed; the next call shows the same prompt).
         """
         package = self.prepare_request()
-        result = model.generate(package.messages, tools=package.tools or None, max_output_tokens=max_output_tokens,
+        result = model.generate(package.messages, tool_definitions=package.tool_definitions or None, max_output_tokens=max_output_tokens,
                                 timeout_s=timeout_s)
         self.commit(package, result)
         return package, result

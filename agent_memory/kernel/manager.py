@@ -75,7 +75,7 @@ from agent_memory.presentation.llm_citations import LLMCitationWriter
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import message_tokens, tool_tokens
-from agent_memory.results import result_store_arguments
+from agent_memory.records.prepare import result_store_arguments
 from agent_memory.storage.traces import TraceStore
 from agent_memory.storage import common
 
@@ -371,15 +371,15 @@ class MemoryManager(MemoryMarks):
             arguments = result_store_arguments(result, tool=tool, call_arguments=call.arguments if call else None,
                                                **store_arguments)
             if item_id is not None and validate_memory_id(item_id) in self.memory:
-                ref = validate_memory_id(item_id)  # stored by an interrupted earlier try
+                item_id = validate_memory_id(item_id)  # stored by an interrupted earlier try
             else:
-                ref = self.memory.store(arguments.pop("content"), item_id=item_id, **arguments)
+                item_id = self.memory.store(arguments.pop("content"), item_id=item_id, **arguments)
             item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
-                                tool_result=tool_result_preview(result), tool_result_ref=ref,
+                                tool_result=tool_result_preview(result), tool_result_ref=item_id,
                                 correlation_id=correlation_id)
-            self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=ref,
+            self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=item_id,
                                         id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
-            return ref
+            return item_id
 
     def _current_turn(self) -> str:
         turn = self.tracker.current_turn_id
@@ -442,11 +442,11 @@ class MemoryManager(MemoryMarks):
         """Ids of the tool calls made and not answered yet."""
         return frozenset(self._pending)
 
-    def count_tokens(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> int:
+    def count_tokens(self, messages: Sequence[Message], tool_definitions: Sequence[dict[str, Any]] = ()) -> int:
         """Our own count of a prompt (messages and tool definitions, o200k), plus what the provider
         counted beyond our count of the last prompt (its framing, a tokenizer that splits finer),
         when it reported a size: the guard that keeps the next prompt inside the budget."""
-        raw = sum(message_tokens(m, self._count) for m in messages) + tool_tokens(tools, self._count)
+        raw = sum(message_tokens(m, self._count) for m in messages) + tool_tokens(tool_definitions, self._count)
         state = self.context.state
         if state.last_prompt_tokens is not None and state.last_estimate_tokens is not None:
             return raw + max(0, state.last_prompt_tokens - state.last_estimate_tokens)
@@ -502,16 +502,16 @@ class MemoryManager(MemoryMarks):
         self.context.update(compaction_requested=False)
 
     # -- compaction -----------------------------------------------------------------------------
-    def prepare_compaction(self, tools: Sequence[dict[str, Any]] = ()) -> CompactionRecord | None:
+    def prepare_compaction(self, tool_definitions: Sequence[dict[str, Any]] = ()) -> CompactionRecord | None:
         """Run the requested compaction, if any, and make sure the next prompt fits the input
-        budget (``tools``: the definitions that go with it). Returns what was compacted, or
+        budget (``tool_definitions``: the definitions that go with it). Returns what was compacted, or
         ``None`` when nothing had to be done."""
         built = self.build_prompt()
-        if not self.compaction_required and self.count_tokens(built.messages, tools) <= self.budget.input_budget:
+        if not self.compaction_required and self.count_tokens(built.messages, tool_definitions) <= self.budget.input_budget:
             return None
-        return self.compact(tools=tools)
+        return self.compact(tool_definitions=tool_definitions)
 
-    def compact(self, *, tools: Sequence[dict[str, Any]] = ()) -> CompactionRecord:
+    def compact(self, *, tool_definitions: Sequence[dict[str, Any]] = ()) -> CompactionRecord:
         """Compact now: whole turns outside the raw tail (the current turn excluded) become an
         episode and facts; the working context is reset to the Compaction Snapshot; if the prompt
         is still above the target, the oldest raw turns are truncated. See the module docstring.
@@ -520,18 +520,18 @@ class MemoryManager(MemoryMarks):
             StoreError: if writing fails (the next compaction completes it).
         """
         with self._lock:
-            before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tools)
+            before = self.context.state.last_prompt_tokens or self.count_tokens(self.build_prompt().messages, tool_definitions)
             current = self.tracker.current_turn_id
             older, later = self.planner.finished_turns()  # later: the current turn (and any after it)
-            tail = self.planner.size_tail(older, later, tools)
+            tail = self.planner.size_tail(older, later, tool_definitions)
             window = [t for t in older if t not in tail]
             outcome = self.compactor.compact(window) if window else CompactionRecord(turn_ids=())
-            compacted = self.planner.reset(tail, later, tools)  # the prompt after the compaction, our count
-            truncated, after = self.planner.truncate_to_target(tail, later, tools, compacted)
+            compacted = self.planner.reset(tail, later, tool_definitions)  # the prompt after the compaction, our count
+            truncated, after = self.planner.truncate_to_target(tail, later, tool_definitions, compacted)
             if after > self.budget.target_tokens and not tail and current is not None:
-                steps = self.planner.compact_steps(current, tools)  # one turn too long: its finished steps
+                steps = self.planner.compact_steps(current, tool_definitions)  # one turn too long: its finished steps
                 if steps is not None:
-                    after = self.planner.reset(tail, later, tools)
+                    after = self.planner.reset(tail, later, tool_definitions)
                     outcome = merge_records(outcome, steps)
             if truncated:
                 self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=compacted,
@@ -557,9 +557,9 @@ class MemoryManager(MemoryMarks):
             return False
         return 0 < len(self.planner.finished_turns()[0]) <= self.tail_turns
 
-    def truncate_oldest(self, *, tools: Sequence[dict[str, Any]] = ()) -> tuple[str, ...]:
+    def truncate_oldest(self, *, tool_definitions: Sequence[dict[str, Any]] = ()) -> tuple[str, ...]:
         """Move the oldest finished turns to the archive without a summary (still searchable and
-        retrievable by turn id), one at a time, until our count of the next prompt (``tools``
+        retrievable by turn id), one at a time, until our count of the next prompt (``tool_definitions``
         included) is at most the post-compaction target or no finished turn is left. The working
         context is reset to the Compaction Snapshot and observers hear :class:`Truncated`; the
         current turn is never dropped. A pending compaction request stays pending.
@@ -574,9 +574,9 @@ class MemoryManager(MemoryMarks):
             older, later = self.planner.finished_turns()
             if not older:
                 return ()
-            counted = self.count_tokens(self.build_prompt().messages, tools)  # as ``after`` is counted
+            counted = self.count_tokens(self.build_prompt().messages, tool_definitions)  # as ``after`` is counted
             before = self.context.state.last_prompt_tokens or counted
-            truncated, after = self.planner.truncate_to_target(older, later, tools, max(before, self.budget.target_tokens + 1))
+            truncated, after = self.planner.truncate_to_target(older, later, tool_definitions, max(before, self.budget.target_tokens + 1))
             self.context.update(last_prompt_tokens=None, last_estimate_tokens=None)
             self._notify(Truncated(agent_id=self.agent_id, turn_ids=tuple(truncated), tokens_before=counted,
                                  tokens_after=after))

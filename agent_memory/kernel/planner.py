@@ -61,7 +61,7 @@ class PlannedConversation(Protocol):
     @property
     def pending_call_ids(self) -> frozenset[str]: ...
 
-    def count_tokens(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()) -> int: ...
+    def count_tokens(self, messages: Sequence[Message], tool_definitions: Sequence[dict[str, Any]] = ()) -> int: ...
 
     def build_prompt(self, *, notes: Sequence[Message] = (), full_cap: int | None = None) -> BuiltContext: ...
 
@@ -93,7 +93,7 @@ class CompactionPlanner:
             return held
         return messages_from_traces(traces)
 
-    def compact_steps(self, turn_id: str, tools: Sequence[dict[str, Any]]) -> CompactionRecord | None:
+    def compact_steps(self, turn_id: str, tool_definitions: Sequence[dict[str, Any]]) -> CompactionRecord | None:
         """Compact the finished steps of one long turn, keeping its user message and as many of its
         newest steps as fit (at least the last one). ``None`` when there is nothing to compact."""
         messages = self.turn_messages([turn_id])
@@ -106,7 +106,7 @@ class CompactionPlanner:
                 steps.append([message])
         if len(steps) < 2:
             return None
-        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tools, head), [], head), tools)
+        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tool_definitions, head), [], head), tool_definitions)
         room = self.manager.budget.target_tokens - fixed - min(SUMMARY_ALLOWANCE_TOKENS, max(0, self.manager.budget.target_tokens - fixed) // 4)
         keep = 1
         while keep < len(steps):
@@ -125,13 +125,13 @@ class CompactionPlanner:
             return None
         return self.manager.compactor.compact_steps(turn_id, trace_ids)
 
-    def size_tail(self, older: list[str], later: list[str], tools: Sequence[dict[str, Any]]) -> list[str]:
+    def size_tail(self, older: list[str], later: list[str], tool_definitions: Sequence[dict[str, Any]]) -> list[str]:
         """The raw tail: the last ``tail_turns`` older turns, fewer if they do not fit the target
         with the system prompt, the bundle (as it will be, estimated) and the current turn."""
         tail = older[-self.manager.tail_turns:]
         current = self.turn_messages(later)
-        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tools, current), [],
-                                                              current), tools)
+        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tool_definitions, current), [],
+                                                              current), tool_definitions)
         room = self.manager.budget.target_tokens - fixed - min(SUMMARY_ALLOWANCE_TOKENS, max(0, self.manager.budget.target_tokens - fixed) // 4)
         while tail:
             shown = self.manager.presentation.prepare(pair_tool_messages(self.turn_messages(tail)), rewrite_from=0).messages
@@ -140,13 +140,13 @@ class CompactionPlanner:
             tail = tail[1:]
         return tail
 
-    def bundle(self, tools: Sequence[dict[str, Any]] = (), current: Sequence[Message] = ()) -> MemoryBundle:
+    def bundle(self, tool_definitions: Sequence[dict[str, Any]] = (), current: Sequence[Message] = ()) -> MemoryBundle:
         """The retriever's bundle, trimmed to ``BUNDLE_SHARE`` of the room the target leaves
         beside the system prompt, the tools and the current turn: the oldest episodes go first,
         then the least salient unpinned facts; pinned facts and items always stay (they are what
         the developer asked to keep)."""
         bundle = self.manager.retriever.retrieve()
-        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, MemoryBundle(), [], current), tools)
+        fixed = self.manager.count_tokens(self.manager.snapshot_builder.build(self.manager.system_prompt, MemoryBundle(), [], current), tool_definitions)
         limit = max(MIN_BUNDLE_TOKENS, int(BUNDLE_SHARE * (self.manager.budget.target_tokens - fixed)))
         count = self.manager.memory.tokens.count
         episodic, semantic = list(bundle.episodic), list(bundle.semantic)
@@ -162,15 +162,15 @@ class CompactionPlanner:
                 break
         return MemoryBundle(tuple(episodic), tuple(semantic), bundle.pinned_items)
 
-    def reset(self, tail: Sequence[str], later: Sequence[str], tools: Sequence[dict[str, Any]]) -> int:
+    def reset(self, tail: Sequence[str], later: Sequence[str], tool_definitions: Sequence[dict[str, Any]]) -> int:
         """Reset the working context to the snapshot; returns our count of the next prompt. The
         prompt is rewritten from the snapshot on, so the presentation makes every due swap with
         it (one epoch: :meth:`~agent_memory.presentation.context.ContextBuilder.rewritten`)."""
         current = self.turn_messages(later)
-        snapshot = self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tools, current),
+        snapshot = self.manager.snapshot_builder.build(self.manager.system_prompt, self.bundle(tool_definitions, current),
                                                self.turn_messages(tail), current)
         self.manager.context.reset(snapshot, presentation=self.manager.presentation.rewritten())
-        return self.manager.count_tokens(self.manager.build_prompt().messages, tools)
+        return self.manager.count_tokens(self.manager.build_prompt().messages, tool_definitions)
 
     def finished_turns(self) -> tuple[list[str], list[str]]:
         """The active turns before the current one (oldest first), and the rest (the current turn
@@ -181,7 +181,7 @@ class CompactionPlanner:
         older = [t for t in active if t != current and (current is None or turn_number(t) < turn_number(current))]
         return older, [t for t in active if t not in older]
 
-    def truncate_to_target(self, tail: list[str], later: Sequence[str], tools: Sequence[dict[str, Any]],
+    def truncate_to_target(self, tail: list[str], later: Sequence[str], tool_definitions: Sequence[dict[str, Any]],
                            after: int) -> tuple[list[str], int]:
         """Archive the oldest turns of ``tail`` without a summary, one at a time, while the prompt
         (``after`` tokens now) is above the post-compaction target; ``tail`` keeps the rest.
@@ -190,6 +190,6 @@ class CompactionPlanner:
         while after > self.manager.budget.target_tokens and tail:
             truncated.append(tail.pop(0))
             self.manager.compactor.truncate(truncated[-1:])
-            after = self.reset(tail, later, tools)
+            after = self.reset(tail, later, tool_definitions)
         return truncated, after
 

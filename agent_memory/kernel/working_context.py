@@ -59,7 +59,7 @@ class WorkingContextState(BaseModel):
     epoch_id: int = Field(default=1, ge=1)
     """1 before the first compaction, then +1 per compaction (AutoByteus counts the same way)."""
     last_compaction_ts: float | None = None
-    """When the last compaction reset the snapshot, epoch seconds; ``None``: never."""
+    """When the last compaction reset the snapshot, Unix time in seconds; ``None``: never."""
     base_size: int = Field(default=0, ge=0)
     """How many leading messages are the epoch's base (the Compaction Snapshot, or the system
     prompt in epoch 0); the rest was appended during the epoch."""
@@ -76,7 +76,7 @@ class WorkingContextState(BaseModel):
     pinned_items: tuple[str, ...] = ()
     """Memory ids shown verbatim in every compaction snapshot."""
     updated_at: float = Field(default_factory=time.time)
-    """When it was last saved, epoch seconds."""
+    """When it was last saved, Unix time in seconds."""
 
 
 class WorkingContextSnapshot:

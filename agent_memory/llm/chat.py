@@ -167,7 +167,7 @@ class ChatModel(Protocol):
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> ChatResult:
@@ -176,7 +176,7 @@ class ChatModel(Protocol):
         Args:
             messages: the whole conversation of this call, oldest first; nothing is remembered
                 between calls. Tool results must be resolved (``content`` set).
-            tools: tool definitions in OpenAI format (``{"type": "function", "function":
+            tool_definitions: tool definitions in OpenAI format (``{"type": "function", "function":
                 {...}}``); ``None``: no tools.
             max_output_tokens: most tokens the answer may have; ``None``: the model's default.
             timeout_s: longest wait for this call, in seconds; ``None``: the model's default.
@@ -195,7 +195,7 @@ class ChatModel(Protocol):
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> ChatResult:
@@ -311,7 +311,7 @@ class _SDKChatModel(ABC):
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
     ) -> dict[str, Any]:
         """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside).
@@ -323,19 +323,19 @@ class _SDKChatModel(ABC):
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
             raise InvalidArgumentError(f"max_output_tokens must be a positive number of tokens, not {bound!r}")
         return self.renderer.render(
-            messages, tools=tools, model=self.model, **self._max_tokens(max_output_tokens), **self.options
+            messages, tool_definitions=tool_definitions, model=self.model, **self._max_tokens(max_output_tokens), **self.options
         )
 
     def generate(
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> ChatResult:
         """One call; see :meth:`ChatModel.generate`."""
-        payload = self.render(messages, tools=tools, max_output_tokens=max_output_tokens)
+        payload = self.render(messages, tool_definitions=tool_definitions, max_output_tokens=max_output_tokens)
         with map_sdk_errors(self._sdk, self._where):
             response = self._create(payload, self.timeout_s if timeout_s is None else timeout_s)
         try:
@@ -345,26 +345,26 @@ class _SDKChatModel(ABC):
         except (AttributeError, TypeError, ValueError) as exc:  # a shape no well-behaved server sends
             raise LLMOutputError(f"{self._where}: unexpected answer ({type(exc).__name__}: {exc})") from exc
         message = result.message
-        if tools and result.usage.prompt_tokens is not None:
-            self._check_tools_seen(tools, result.usage.prompt_tokens)
+        if tool_definitions and result.usage.prompt_tokens is not None:
+            self._check_tools_seen(tool_definitions, result.usage.prompt_tokens)
         if not message.content and not message.tool_calls:
             raise LLMOutputError(
                 f"{self._where}: the answer has neither text nor tool calls (finish_reason {result.finish_reason!r})"
             )
         return result
 
-    def _check_tools_seen(self, tools: Sequence[Mapping[str, Any]], prompt_tokens: int) -> None:
+    def _check_tools_seen(self, tool_definitions: Sequence[Mapping[str, Any]], prompt_tokens: int) -> None:
         """Warn (once per endpoint and model) when the reported prompt is smaller than
         :data:`TOOLS_SEEN_RATIO` of the tool definitions alone."""
         if self._tools_warned:
             return
-        tokens = tool_tokens([dict(tool) for tool in tools], default_token_counter().count)
+        tokens = tool_tokens([dict(tool) for tool in tool_definitions], default_token_counter().count)
         if prompt_tokens >= TOOLS_SEEN_RATIO * tokens:
             return
         self._tools_warned = True
         warn_once(ToolsDroppedWarning, (self._where, self.model), (
             f"{self._where} (model {self.model!r}) reported {prompt_tokens:,} prompt tokens for a request whose "
-            f"{len(tools)} tool definition(s) alone count {tokens:,} tokens: the server seems to drop the tool "
+            f"{len(tool_definitions)} tool definition(s) alone count {tokens:,} tokens: the server seems to drop the tool "
             f"definitions (its chat template has no tools), so the model cannot call any tool, memory tools "
             f"included. {TOOLS_DROPPED_HINT}."
         ), stacklevel=3)
@@ -373,13 +373,13 @@ class _SDKChatModel(ABC):
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> ChatResult:
         """:meth:`generate` in a worker thread, for async code."""
         return await asyncio.to_thread(
-            self.generate, messages, tools=tools, max_output_tokens=max_output_tokens, timeout_s=timeout_s
+            self.generate, messages, tool_definitions=tool_definitions, max_output_tokens=max_output_tokens, timeout_s=timeout_s
         )
 
     @abstractmethod
@@ -479,7 +479,7 @@ class OpenAIChatModel(_SDKChatModel):
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
     ) -> dict[str, Any]:
         """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside), adapted to
@@ -488,7 +488,7 @@ class OpenAIChatModel(_SDKChatModel):
         Raises:
             InvalidArgumentError: messages or tools the renderer refuses, or a bound below 1.
         """
-        payload = super().render(messages, tools=tools, max_output_tokens=max_output_tokens)
+        payload = super().render(messages, tool_definitions=tool_definitions, max_output_tokens=max_output_tokens)
         if self.compat == ServerCompat():
             return payload
         payload["messages"] = _adapt_messages(payload["messages"], self.compat)

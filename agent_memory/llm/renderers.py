@@ -80,13 +80,13 @@ class PromptRenderer(Protocol):
     """Turns messages into one provider's request payload; pure (no I/O, no state)."""
 
     def render(
-        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+        self, messages: Sequence[Message], *, tool_definitions: Sequence[Mapping[str, Any]] | None = None, **options: Any
     ) -> dict[str, Any]:
         """The keyword arguments of the provider's create call.
 
         Args:
             messages: the whole conversation of the call, oldest first.
-            tools: tool definitions in OpenAI format (see :func:`tool_spec`); ``None`` or empty:
+            tool_definitions: tool definitions in OpenAI format (see :func:`tool_spec`); ``None`` or empty:
                 no ``tools`` key.
             options: further top-level fields copied verbatim (``model``, ``max_tokens``,
                 ``temperature``, ...), placed before the rendered keys.
@@ -144,8 +144,8 @@ def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
     return ToolSpec(name, description, None if parameters is None else copy.deepcopy(dict(parameters)), strict)
 
 
-def _specs(tools: Sequence[Mapping[str, Any]] | None) -> list[ToolSpec]:
-    specs = [tool_spec(tool) for tool in tools or ()]
+def _specs(tool_definitions: Sequence[Mapping[str, Any]] | None) -> list[ToolSpec]:
+    specs = [tool_spec(tool) for tool in tool_definitions or ()]
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"two tools are named {next(n for n in names if names.count(n) > 1)!r}")
@@ -194,12 +194,12 @@ class OpenAIChatRenderer:
     """Keys the renderer writes; options may not set them."""
 
     def render(
-        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+        self, messages: Sequence[Message], *, tool_definitions: Sequence[Mapping[str, Any]] | None = None, **options: Any
     ) -> dict[str, Any]:
         """See :meth:`PromptRenderer.render`."""
         out = [self._message(n, m) for n, m in enumerate(_checked(messages))]
         rendered: dict[str, Any] = {"messages": out}
-        specs = _specs(tools)
+        specs = _specs(tool_definitions)
         if specs:
             rendered["tools"] = [self.tool(spec) for spec in specs]
         return _with_options(rendered, options, self.RESERVED)
@@ -269,7 +269,7 @@ class OpenAIResponsesRenderer:
     """Keys the renderer writes; options may not set them."""
 
     def render(
-        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+        self, messages: Sequence[Message], *, tool_definitions: Sequence[Mapping[str, Any]] | None = None, **options: Any
     ) -> dict[str, Any]:
         """See :meth:`PromptRenderer.render`."""
         messages = _checked(messages)
@@ -284,7 +284,7 @@ class OpenAIResponsesRenderer:
         if instructions:
             rendered["instructions"] = instructions
         rendered["input"] = items
-        specs = _specs(tools)
+        specs = _specs(tool_definitions)
         if specs:
             rendered["tools"] = [self.tool(spec) for spec in specs]
         return _with_options(rendered, options, self.RESERVED)
@@ -368,7 +368,7 @@ class AnthropicRenderer:
        stay cached when the conversation is rewritten from its start;
     3. the last block of the last assistant message: where the next prompt parts from this one
        when results shown in full for the first time (the newest, after that message) are swapped
-       for their citations (:mod:`agent_memory.presentation.epochs`); the next call reads all of
+       for their citations (:mod:`agent_memory.presentation.rewrites`); the next call reads all of
        this prompt up to them;
     4. the last block of the user message before the last assistant message, which ended the
        previous call's prompt in a tool loop: an exact hit on the previous call's entry, however
@@ -407,7 +407,7 @@ class AnthropicRenderer:
         return f"AnthropicRenderer(cache_breakpoints={self.cache_breakpoints})"
 
     def render(
-        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None, **options: Any
+        self, messages: Sequence[Message], *, tool_definitions: Sequence[Mapping[str, Any]] | None = None, **options: Any
     ) -> dict[str, Any]:
         """See :meth:`PromptRenderer.render`."""
         caching = self.cache_breakpoints
@@ -441,7 +441,7 @@ class AnthropicRenderer:
             text = SYSTEM_SEPARATOR.join(system)
             rendered["system"] = [{"type": "text", "text": text}] if caching else text
         rendered["messages"] = [turn for turn in turns if turn["content"]]
-        specs = _specs(tools)
+        specs = _specs(tool_definitions)
         if specs:
             rendered["tools"] = [self.tool(spec) for spec in specs]
         if caching:
@@ -478,7 +478,7 @@ def _breakpoints(rendered: dict[str, Any], notes: set[int]) -> list[dict[str, An
     (:class:`AnthropicRenderer`'s list), each once; ``notes``: ``id()`` s of trailing system
     blocks, which change from call to call and are never marked."""
     turns: list[dict[str, Any]] = rendered["messages"]
-    tools: list[dict[str, Any]] = rendered.get("tools", [])
+    tool_definitions: list[dict[str, Any]] = rendered.get("tools", [])
     system: list[dict[str, Any]] = rendered.get("system", [])
 
     def last_stable(turn: dict[str, Any]) -> dict[str, Any] | None:
@@ -486,14 +486,14 @@ def _breakpoints(rendered: dict[str, Any], notes: set[int]) -> list[dict[str, An
 
     stable = [(n, block) for n, turn in enumerate(turns) if (block := last_stable(turn)) is not None]
     candidates: list[dict[str, Any] | None] = [stable[-1][1] if stable else None]
-    candidates.append(system[-1] if system else tools[-1] if tools else None)
+    candidates.append(system[-1] if system else tool_definitions[-1] if tool_definitions else None)
     answers = [n for n, turn in enumerate(turns) if turn["role"] == "assistant"]
     if answers:
         candidates.append(last_stable(turns[answers[-1]]))
     if answers and answers[-1] > 0 and turns[answers[-1] - 1]["role"] == "user":
         candidates.append(last_stable(turns[answers[-1] - 1]))
-    if system and tools:
-        candidates.append(tools[-1])
+    if system and tool_definitions:
+        candidates.append(tool_definitions[-1])
     chosen: list[dict[str, Any]] = []
     for block in candidates:
         if block is not None and all(block is not other for other in chosen):

@@ -200,7 +200,7 @@ class Message(_Model):
     id: str | None = Field(default=None, min_length=1)
     """A stable id of the message (the trace id that recorded it); ``None`` when not assigned."""
     ts: float | None = None
-    """When the message was made, in seconds since the Unix epoch (UTC); ``None`` when unknown."""
+    """When the message was made, in Unix time, seconds; ``None`` when unknown."""
     turn_id: str | None = None
     """The turn it belongs to, ``turn_0001`` form (:data:`TURN_ID_PATTERN`); ``None`` when the
     message is not tied to a turn (a system prompt, a snapshot's summary)."""
@@ -212,7 +212,7 @@ class Message(_Model):
     @classmethod
     def _finite_ts(cls, value: float | None) -> float | None:
         if value is not None and (not math.isfinite(value) or value < 0):
-            raise ValueError("ts must be a finite, non-negative number of seconds since the epoch")
+            raise ValueError("ts must be a finite, non-negative number (Unix time, seconds)")
         return value
 
     @field_validator("turn_id")

@@ -289,7 +289,7 @@ class RawTraceItem(_TraceModel):
     id: str = ""
     """Unique trace id; ``rt_<turn>_<seq>`` for traces this library makes (``""``: derive it)."""
     ts: float = Field(default_factory=time.time, ge=0)
-    """When the event happened, in seconds since the Unix epoch (UTC)."""
+    """When the event happened, in Unix time, seconds."""
     turn_id: str
     """The turn the event belongs to (``turn_0001``); a tool result keeps its call's turn."""
     seq: int = Field(ge=1)
@@ -420,7 +420,7 @@ class EpisodicItem(_TraceModel):
     id: str = ""
     """Episode id, ``ep_…`` (``""``: derive it from the window)."""
     ts: float = Field(default_factory=time.time, ge=0)
-    """When the summary was made, in seconds since the Unix epoch."""
+    """When the summary was made, in Unix time (seconds)."""
     turn_ids: tuple[str, ...] = Field(min_length=1)
     """The turns summarised, oldest first (at most ``MAX_WINDOW_TURNS``)."""
     summary: str
@@ -509,7 +509,7 @@ class SemanticItem(_TraceModel):
     id: str = ""
     """Fact id, ``sem_…`` (``""``: derive it from the fact)."""
     ts: float = Field(default_factory=time.time, ge=0)
-    """When the fact was recorded, in seconds since the Unix epoch."""
+    """When the fact was recorded, in Unix time (seconds)."""
     fact: str
     """The fact, one statement, not blank (at most ``MAX_FACT_CHARS``)."""
     tags: tuple[str, ...] = ()

@@ -18,9 +18,9 @@ returned it, and :attr:`ContextBuilder.citing` is ``False``: the caller offers n
 the prompt is the one an agent without memory would send.
 
 Under a price model (``ContextBuilder(prices=...)``) and a cache-aware policy (the default), the
-swaps due by the policy, and the start of citing, are made in epochs that pay with prompt caching
-(:mod:`agent_memory.presentation.epochs`): the builder prices the previous prompt as the cache
-holds it (the history is append-only between epochs: the last prompt's messages are the first
+swaps due by the policy, and the start of citing, are made in rewrites that pay with prompt caching
+(:mod:`agent_memory.presentation.rewrites`): the builder prices the previous prompt as the cache
+holds it (the history is append-only between rewrites: the last prompt's messages are the first
 :attr:`PresentationState.prompt_messages` of the history) against the saving over the calls
 expected after this one. A caller that rewrites the history anyway (the kernel's compaction) calls
 :meth:`ContextBuilder.rewritten`: every due swap is then made with the next prompt, for free.
@@ -40,11 +40,11 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.epochs import (
+from agent_memory.presentation.rewrites import (
     CacheRates,
     PromptLayout,
     Swap,
-    decide_epoch,
+    decide_rewrite,
     offer_from_first_call,
     remaining_calls,
 )
@@ -53,7 +53,7 @@ from agent_memory.presentation.offer import OfferState
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens
-from agent_memory.results import result_store_arguments
+from agent_memory.records.prepare import result_store_arguments
 from agent_memory.transforms import raw_text, readable_text
 
 __all__ = ["FORGOTTEN_NOTE", "BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
@@ -125,7 +125,7 @@ class PresentationState(BaseModel):
     """The call from which results are cited (memory tools offered); ``None``: not yet."""
     prompt_messages: int = Field(default=0, ge=0)
     """How many leading messages of the history the last committed prompt showed (the history is
-    append-only between epochs, so the next prompt repeats them unless a swap changes one). 0:
+    append-only between rewrites, so the next prompt repeats them unless a swap changes one). 0:
     nothing of the last prompt can be counted on (no call yet, or the history was rewritten: a
     compaction), and every due swap goes with the next prompt."""
     offer: OfferState | None = None
@@ -346,55 +346,55 @@ class ContextBuilder:
         state = self.state
         call = state.calls + 1
         self._note_origins(history)
-        refs = [
-            ref for ref in dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref)
-            if ref in self.memory
+        item_ids = [
+            item_id for item_id in dict.fromkeys(m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref)
+            if item_id in self.memory
         ]  # a forgotten result (by this process or another) is shown as FORGOTTEN_NOTE
         first_call = dict(state.first_call)
-        for shown_ref in refs:
-            first_call.setdefault(shown_ref, call)
+        for shown_id in item_ids:
+            first_call.setdefault(shown_id, call)
         shared = min(state.prompt_messages, len(history), len(history) if rewrite_from is None else max(0, rewrite_from))
         citing_since = state.citing_since
         if citing_since is None and self.policy.start == "first_call":
             citing_since = call  # the memory tools go from the first call: nothing to weigh
         swapped = set(state.swapped)
         newly: list[str] = []
-        if citing_since is None and full_cap is not None and any(self.view(r).raw_tokens > full_cap for r in refs):
+        if citing_since is None and full_cap is not None and any(self.view(r).raw_tokens > full_cap for r in item_ids):
             citing_since = call  # the prompt must fit: capped showings need the tools that read the rest
         if citing_since is None:
-            started = self._start(history, refs, call, first_call, shared)
+            started = self._start(history, item_ids, call, first_call, shared)
             if started is not None:
                 citing_since, newly = call, started
         else:
-            newly = self._epoch(history, refs, call, first_call, swapped, shared)
+            newly = self._rewrite(history, item_ids, call, first_call, swapped, shared)
         swapped.update(newly)
         out: list[Message] = []
         for message in history:
-            ref = message.tool_result_ref if message.role == "tool" else None
-            if not ref:
+            item_id = message.tool_result_ref if message.role == "tool" else None
+            if not item_id:
                 out.append(message)
                 continue
-            if ref not in refs:
-                self._views.pop(ref, None)
-                out.append(message.model_copy(update={"content": FORGOTTEN_NOTE.format(id=ref)}))
+            if item_id not in item_ids:
+                self._views.pop(item_id, None)
+                out.append(message.model_copy(update={"content": FORGOTTEN_NOTE.format(id=item_id)}))
                 continue
-            view = self.view(ref)
+            view = self.view(item_id)
             if citing_since is None:
                 shown = view.raw
-            elif ref in swapped:
+            elif item_id in swapped:
                 shown = view.cited
             else:
-                shown = self._capped(ref, full_cap) if full_cap is not None and view.full_tokens > full_cap else view.full
+                shown = self._capped(item_id, full_cap) if full_cap is not None and view.full_tokens > full_cap else view.full
             out.append(message.model_copy(update={"content": shown}))
         next_state = PresentationState(calls=call, first_call=first_call, swapped=frozenset(swapped),
                                        citing_since=citing_since, prompt_messages=len(history))
         return BuiltContext(messages=out, state=next_state, swapped_now=tuple(newly))
 
-    def _capped(self, ref: str, cap: int) -> str:
-        """The full showing of ``ref`` cut to ``cap`` tokens (citation, then the head); changes
+    def _capped(self, item_id: str, cap: int) -> str:
+        """The full showing of ``item_id`` cut to ``cap`` tokens (citation, then the head); changes
         nothing (not the policy, not the stats)."""
-        item = self.memory.get(ref)
-        view = self.view(ref)
+        item = self.memory.get(item_id)
+        view = self.view(item_id)
         text, _ = self._full(item, view.raw, view.raw_tokens, view.cited, view.cited_tokens,
                              cap=max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1))
         return text
@@ -426,17 +426,17 @@ class ContextBuilder:
         self.state = self.state.model_copy(update={"prompt_messages": 0})
         return self.state
 
-    def _due(self, refs: list[str], call: int, first_call: dict[str, int]) -> list[str]:
+    def _due(self, item_ids: list[str], call: int, first_call: dict[str, int]) -> list[str]:
         """The results the policy would show as citations in this call (before size checks)."""
         kind = self.policy.kind
         if kind == "always_cite":
-            return list(refs)
+            return list(item_ids)
         if kind == "full_once":
-            return [ref for ref in refs if first_call[ref] < call]
-        return refs[: max(0, len(refs) - self.policy.k)]  # keep_last_k: all but the k newest
+            return [item_id for item_id in item_ids if first_call[item_id] < call]
+        return item_ids[: max(0, len(item_ids) - self.policy.k)]  # keep_last_k: all but the k newest
 
-    def _worth_citing(self, ref: str) -> bool:
-        view = self.view(ref)
+    def _worth_citing(self, item_id: str) -> bool:
+        view = self.view(item_id)
         if self.policy.kind == "always_cite":
             return True  # never shown in full, whatever the sizes
         return view.cited_tokens < view.full_tokens and view.raw_tokens > self.policy.inline_max_tokens
@@ -445,10 +445,10 @@ class ContextBuilder:
         """Memory id -> (index of its first tool message in ``history``, how many refer to it)."""
         out: dict[str, tuple[int, int]] = {}
         for i, message in enumerate(history):
-            ref = message.tool_result_ref if message.role == "tool" else None
-            if ref:
-                first, seen = out.get(ref, (i, 0))
-                out[ref] = (first, seen + 1)
+            item_id = message.tool_result_ref if message.role == "tool" else None
+            if item_id:
+                first, seen = out.get(item_id, (i, 0))
+                out[item_id] = (first, seen + 1)
         return out
 
     def _layout(self, history: Sequence[Message], live: set[str], shared: int, *, citing: bool,
@@ -460,63 +460,63 @@ class ContextBuilder:
         count = self._count
         sizes = []
         for message in history:
-            ref = message.tool_result_ref if message.role == "tool" else None
-            if not ref:
+            item_id = message.tool_result_ref if message.role == "tool" else None
+            if not item_id:
                 sizes.append(message_tokens(message, count))
-            elif ref not in live:
-                sizes.append(FRAMING_TOKENS + count(FORGOTTEN_NOTE.format(id=ref)))
+            elif item_id not in live:
+                sizes.append(FRAMING_TOKENS + count(FORGOTTEN_NOTE.format(id=item_id)))
             else:
-                view = self.view(ref)
-                shown = view.raw_tokens if not citing else view.cited_tokens if ref in swapped else view.full_tokens
+                view = self.view(item_id)
+                shown = view.raw_tokens if not citing else view.cited_tokens if item_id in swapped else view.full_tokens
                 sizes.append(FRAMING_TOKENS + shown)
         fixed = self.fixed_tokens + (self.offer_cost_tokens if citing else 0)
         if shared == 0:
             return PromptLayout(), fixed + sum(sizes)
         return PromptLayout(fixed, tuple(sizes[:shared])), sum(sizes[shared:])
 
-    def _start(self, history: Sequence[Message], refs: list[str], call: int, first_call: dict[str, int],
+    def _start(self, history: Sequence[Message], item_ids: list[str], call: int, first_call: dict[str, int],
                shared: int) -> list[str] | None:
         """Whether citing starts with this call: the results it would cite (possibly none), or
         ``None`` while it does not pay. Starting changes every result's showing (raw to full, due
-        ones to their citation) and the tools list, so it is one epoch from position 0: it must
+        ones to their citation) and the tools list, so it is one rewrite from position 0: it must
         save more tokens than :attr:`offer_cost_tokens` and, under a price model, pay. Under a price
         model, a ``full_once`` prompt that shares nothing with the cache (the first, or one after a
         rewrite) that already holds a result worth citing starts when
-        :func:`~agent_memory.presentation.epochs.offer_from_first_call` says the offer is cheaper
+        :func:`~agent_memory.presentation.rewrites.offer_from_first_call` says the offer is cheaper
         then than any later start; with no such result there is nothing for the offer to pay back
         with (on tau-bench, whose results are small, the early offer alone cost +2.5% a run under
         Sonnet). Only ``full_once``: the offer pays back
         through swaps that pay, and its swaps are of the result the last call showed (a rewrite of a
         few hundred tokens at the end of the prompt); ``keep_last_k`` swaps a result ``k`` results
         deep, which rarely pays at 0.1x cache reads, so an early offer would be paid for nothing."""
-        cited = [ref for ref in self._due(refs, call, first_call) if self._worth_citing(ref)]
+        cited = [item_id for item_id in self._due(item_ids, call, first_call) if self._worth_citing(item_id)]
         if self.policy.kind != "always_cite" and self._saving(cited) < self.policy.min_swap_tokens:
             cited = []  # the floor keeps them in full for now
         chosen = set(cited)
         positions = self._positions(history)
         swaps = []
-        for ref in refs:
-            view = self.view(ref)
-            position, times = positions[ref]
-            shown = view.cited_tokens if ref in chosen else view.full_tokens
-            swaps.append(Swap(position, times * (view.raw_tokens - shown), ref))
+        for item_id in item_ids:
+            view = self.view(item_id)
+            position, times = positions[item_id]
+            shown = view.cited_tokens if item_id in chosen else view.full_tokens
+            swaps.append(Swap(position, times * (view.raw_tokens - shown), item_id))
         rates = self.rates
-        layout, added = (self._layout(history, set(refs), shared, citing=False, swapped=frozenset())
+        layout, added = (self._layout(history, set(item_ids), shared, citing=False, swapped=frozenset())
                          if rates is not None else (PromptLayout(), 0))
-        if (self.policy.kind == "full_once" and layout.total == 0 and any(self._worth_citing(ref) for ref in refs)
+        if (self.policy.kind == "full_once" and layout.total == 0 and any(self._worth_citing(item_id) for item_id in item_ids)
                 and offer_from_first_call(added, self.offer_cost_tokens, rates)):
             return cited  # nothing cached to rewrite: the offer now is cheaper than any later start
-        decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,
+        decision = decide_rewrite(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 start_tokens=self.offer_cost_tokens, stop_loss=self.policy.expected_calls is None)
         return cited if decision.swaps else None
 
-    def _epoch(self, history: Sequence[Message], refs: list[str], call: int, first_call: dict[str, int],
+    def _rewrite(self, history: Sequence[Message], item_ids: list[str], call: int, first_call: dict[str, int],
                swapped: set[str], shared: int) -> list[str]:
         """The results to swap to their citation in this call, once citing: the due ones of the
-        epoch that pays best (all due ones, tokens only), or none."""
-        pending = [ref for ref in self._due(refs, call, first_call) if ref not in swapped]
-        worth = [ref for ref in pending if self._worth_citing(ref)]
+        rewrite that pays best (all due ones, tokens only), or none."""
+        pending = [item_id for item_id in self._due(item_ids, call, first_call) if item_id not in swapped]
+        worth = [item_id for item_id in pending if self._worth_citing(item_id)]
         if not worth or self.policy.kind == "always_cite":
             return worth  # always_cite: a result is never shown in full, whatever the price
         rates = self.rates
@@ -524,20 +524,20 @@ class ContextBuilder:
             return worth if self._saving(worth) >= self.policy.min_swap_tokens else []
         positions = self._positions(history)
         swaps = []
-        for ref in worth:
-            view = self.view(ref)
-            position, times = positions[ref]
-            swaps.append(Swap(position, times * (view.full_tokens - view.cited_tokens), ref))
-        layout, added = self._layout(history, set(refs), shared, citing=True, swapped=swapped)
-        decision = decide_epoch(layout, swaps, added_tokens=added, rates=rates,
+        for item_id in worth:
+            view = self.view(item_id)
+            position, times = positions[item_id]
+            swaps.append(Swap(position, times * (view.full_tokens - view.cited_tokens), item_id))
+        layout, added = self._layout(history, set(item_ids), shared, citing=True, swapped=swapped)
+        decision = decide_rewrite(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 min_saved_tokens=self.policy.min_swap_tokens,
                                 stop_loss=self.policy.expected_calls is None)
         return [swap.key for swap in decision.swaps]
 
-    def _saving(self, refs: Sequence[str]) -> int:
-        """Tokens swapping ``refs`` from full to their citation saves (once each)."""
-        return sum(self.view(ref).full_tokens - self.view(ref).cited_tokens for ref in refs)
+    def _saving(self, item_ids: Sequence[str]) -> int:
+        """Tokens swapping ``item_ids`` from full to their citation saves (once each)."""
+        return sum(self.view(item_id).full_tokens - self.view(item_id).cited_tokens for item_id in item_ids)
 
 
 def _url_argument(arguments: str | None) -> str | None:

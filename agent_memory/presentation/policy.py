@@ -22,7 +22,7 @@ tools of 2,182 o200k_base tokens turn a −15.1% saving into +25.7%).
   tools' cost and only grows. Under a price model, a prompt the provider caches that shares nothing
   with the cache (one after a rewrite of the history) and already holds a result worth citing may
   get the tools at once, before that result is due, when that is cheaper than any later start would be (a later start rewrites the whole prompt;
-  :func:`~agent_memory.presentation.epochs.offer_from_first_call`): each prompt is then at most the
+  :func:`~agent_memory.presentation.rewrites.offer_from_first_call`): each prompt is then at most the
   tools' tokens above the naive one until citing saves more.
 - ``first_call``: cite from the first call (the tools are offered from the first call).
 
@@ -33,15 +33,15 @@ Provider prompt caches reuse only an unchanged prefix, and every swap from full 
 changes the prompt from that result on (and the start of citing changes the tools list and the
 system prompt: all of the prompt). ``cache_aware`` (default): when the caller knows the price model
 its prompts are billed under (``ContextBuilder(prices=...)``; ``MemoryAgent`` looks it up by its
-model's name), swaps are batched into epochs and an epoch is made only when it pays: its extra cost
+model's name), swaps are batched into rewrites and a rewrite is made only when it pays: its extra cost
 now (the rewritten part written to the cache again instead of read) against what it saves on the
-calls expected after it (:mod:`agent_memory.presentation.epochs`). Starting to cite is such an
-epoch (a rewrite from the first token) and must pay too. Without a price model, or with
+calls expected after it (:mod:`agent_memory.presentation.rewrites`). Starting to cite is such a
+rewrite (from the first token) and must pay too. Without a price model, or with
 ``cache_aware=False``, tokens alone decide: every due swap at once. ``expected_calls`` is how many
 LLM calls a conversation makes in all, when the caller knows; ``None``: as many again as were made
-so far (:func:`~agent_memory.presentation.epochs.remaining_calls`).
+so far (:func:`~agent_memory.presentation.rewrites.remaining_calls`).
 
-``min_swap_tokens`` (either mode) is a floor: an epoch must save at least that many tokens (0: no
+``min_swap_tokens`` (either mode) is a floor: a rewrite must save at least that many tokens (0: no
 floor). A result, once swapped, is never shown in full again by the policy.
 """
 
@@ -93,7 +93,7 @@ class PresentationPolicy(BaseModel):
     full_result_max_tokens: int = Field(default=DEFAULT_FULL_RESULT_MAX_TOKENS, ge=100)
     """Cap of a full showing, in tokens."""
     min_swap_tokens: int = Field(default=0, ge=0)
-    """An epoch of swaps must save at least this many tokens per prompt, in either mode: due swaps
+    """A rewrite of swaps must save at least this many tokens per prompt, in either mode: due swaps
     wait until together they reach it (0: no floor)."""
     start: Literal["when_it_pays", "first_call"] = "when_it_pays"
     """When citing (and offering the memory tools) begins; see the module docstring."""

@@ -1,5 +1,13 @@
 """Turning what a caller hands to ``AgentMemory.store`` (or a snapshot) into what the item store
-writes: a validated :class:`ItemRecord`, the content blob's bytes, and the content as stored.
+writes: a validated :class:`ItemRecord`, the content blob's bytes, and the content as stored; and,
+before that, what a tool result is and how it is stored (:func:`result_store_arguments`).
+
+A tool result's store arguments are decided in one place for the replay, the memory manager, the
+framework adapters and the agent loop (so no two callers can type the same result differently).
+A result given as text is sniffed: a JSON document is a ``database_result`` (``application/json``),
+an HTML page ``web_content`` (``text/html``), anything else an ``action_result`` (``text/plain``).
+JSON-able data (not text) is a ``database_result`` stored as JSON. Its title is the call that made
+it (``tool(args)``, short), its source the tool's name, unless the caller knows better.
 
 Everything is checked before anything is written, and the cheap checks (types, the bounds of
 :mod:`agent_memory.limits`, Unicode) run before the expensive steps (encoding the content,
@@ -8,14 +16,16 @@ counting its tokens, extracting a page's text), so a hostile argument costs noth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from agent_memory.errors import InvalidArgumentError, StoreError, quoted
+from agent_memory.html import looks_like_html
 from agent_memory.ids import new_memory_id, validate_memory_id
-from agent_memory.limits import MAX_RELATED
+from agent_memory.limits import MAX_RELATED, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import (
     MEMORY_TYPES,
     ItemMetadata,
@@ -32,7 +42,15 @@ from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
-__all__ = ["PreparedItem", "prepare_item", "snapshot_pairs", "str_list"]
+__all__ = [
+    "CALL_TITLE_ARGS_CHARS",
+    "PreparedItem",
+    "classify_result",
+    "prepare_item",
+    "result_store_arguments",
+    "snapshot_pairs",
+    "str_list",
+]
 
 
 @dataclass(frozen=True)
@@ -128,9 +146,9 @@ def prepare_item(
         # that token counts and the index are the same as after a rebuild or a restore, which
         # read it from the blob.
         content = content_from_bytes(data, encoding)
-    related = tuple(validate_memory_id(ref) for ref in related_ids)
-    for ref in related:
-        store.get_record(ref)
+    related = tuple(validate_memory_id(related_id) for related_id in related_ids)
+    for related_id in related:
+        store.get_record(related_id)
     raw = raw_text(content, encoding)
     metadata = metadata.model_copy(
         update={
@@ -179,3 +197,55 @@ def snapshot_pairs(snapshot: MemorySnapshot) -> list[tuple[ItemRecord, bytes]]:
             record = record.model_copy(update={"metadata": item.metadata.model_copy(update=derived)})
         pairs.append((record, data))
     return pairs
+
+
+# -- a tool result's store arguments ----------------------------------------------------------------
+CALL_TITLE_ARGS_CHARS = 60
+"""Arguments longer than this are shown as ``tool(…)`` in a result's title."""
+
+
+def classify_result(content: Any) -> tuple[MemoryType, str]:
+    """``(memory type, media type)`` of a tool result (see the module docstring)."""
+    if not isinstance(content, str | bytes):
+        return "database_result", "application/json"
+    if isinstance(content, bytes):
+        return "file", "application/octet-stream"
+    if content.lstrip()[:1] in ("[", "{"):
+        try:
+            json.loads(content)
+        except ValueError:
+            pass
+        else:
+            return "database_result", "application/json"
+    if looks_like_html(content):
+        return "web_content", "text/html"
+    return "action_result", "text/plain"
+
+
+def result_store_arguments(
+    content: Any,
+    *,
+    tool: str | None,
+    call_arguments: str | None = None,
+    type: MemoryType | None = None,  # noqa: A002 - AgentMemory.store's name
+    media_type: str | None = None,
+    source: str | None = None,
+    title: str | None = None,
+) -> dict[str, Any]:
+    """The arguments of ``AgentMemory.store`` for one tool result: what the caller knows, the
+    rest sniffed (:func:`classify_result`) or derived from the call. A tool that answered nothing
+    (``""``) is a result too: ``allow_empty`` is set."""
+    if type is None or media_type is None:
+        kind, media = classify_result(content)
+        type, media_type = type or kind, media_type or media
+    name = tool or "tool"
+    if title is None and call_arguments:
+        title = f"{name}({call_arguments})" if len(call_arguments) <= CALL_TITLE_ARGS_CHARS else f"{name}(…)"
+    return {
+        "content": content,
+        "type": type,
+        "media_type": media_type,
+        "source": shorten(source or name, MAX_SOURCE_CHARS),
+        "title": shorten(title, MAX_TITLE_CHARS) if title else title,
+        "allow_empty": True,
+    }

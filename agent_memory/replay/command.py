@@ -44,16 +44,16 @@ def _price_models(names: list[str]) -> list[PriceModel] | None:
 def _agent_tools(pairs: list[str]) -> dict[str, tuple[dict, ...]]:
     from agent_memory.replay.loaders import load_agent_tools
 
-    tools = {}
+    tool_definitions = {}
     for pair in pairs:
         source, sep, path = pair.partition("=")
         if not sep or not source or not path:
             raise CliError(f"--agent-tools takes SOURCE=FILE (e.g. tau_bench=tools.json), not {pair!r}")
         try:
-            tools[source] = load_agent_tools(path)
+            tool_definitions[source] = load_agent_tools(path)
         except (OSError, ValueError) as exc:
             raise CliError(f"--agent-tools {pair}: {exc}") from exc
-    return tools
+    return tool_definitions
 
 
 def replay(

@@ -9,7 +9,7 @@ content, an assistant's tool calls adding their name and arguments (o200k_base).
 
 Two figures per prompt: *gross* counts the messages only; *net* adds every tool definition sent
 with the call, as JSON (``json.dumps``, o200k_base: the tau-bench airline agent's 14 tools are
-2,437 tokens): the agent's own tools (:attr:`ReplayRun.tools`) in
+2,437 tokens): the agent's own tools (:attr:`ReplayRun.tool_definitions`) in
 every strategy, and for agent-memory strategies the memory tools offered with that call by the
 installed toolkit (:func:`~agent_memory.presentation.offer.load_toolkit`), and with them the
 system-prompt section that teaches them (:data:`~agent_memory.agent.prompt.MEMORY_PROMPT`, as a
@@ -80,7 +80,7 @@ from agent_memory.replay.strategies import (
     ReplayStrategy,
     as_strategy,
 )
-from agent_memory.results import result_store_arguments
+from agent_memory.records.prepare import result_store_arguments
 from agent_memory.tokens import TokenCounter, default_token_counter
 
 __all__ = [
@@ -173,14 +173,14 @@ class StrategyCurve:
         self.kept += needed - missed
         self.calls_missed += 1 if missed else 0
 
-    def record(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], previous: Any,
+    def record(self, messages: Sequence[Message], tool_definitions: Sequence[dict[str, Any]], previous: Any,
                count: Callable[[str], int]) -> Any:
         """Count one prompt; ``previous`` is what the last call returned (``None`` for the first).
         Returns what the next call needs to find the shared prefix."""
         keys = [_message_key(m) for m in messages]
         sizes = [message_tokens(m, count) for m in messages]
-        tools_json = json.dumps(list(tools)) if tools else ""
-        tools_size = count(tools_json) if tools else 0
+        tools_json = json.dumps(list(tool_definitions)) if tool_definitions else ""
+        tools_size = count(tools_json) if tool_definitions else 0
         self.message_tokens.append(sum(sizes))
         self.tool_tokens.append(tools_size)
         self.prompt_tokens.append(sum(sizes) + tools_size)
@@ -272,7 +272,7 @@ def replay_run(
     """Replay one run and count every prompt of every strategy, gross and net.
 
     Args:
-        run: the run (its :attr:`~ReplayRun.tools` are sent with every call in every strategy).
+        run: the run (its :attr:`~ReplayRun.tool_definitions` are sent with every call in every strategy).
         strategies: agent-memory strategies to replay (labels must differ); a bare policy gets
             the default tool offer.
         registry: compaction plugins for citations; ``None``: the installed ones.
@@ -300,7 +300,7 @@ def replay_run(
     memory = AgentMemory("replay", Path(workdir) / "memory", config=MemoryConfig(index_on_store=False),
                          token_counter=counter)
     messages = run.messages
-    own_tools = list(run.tools)
+    own_tools = list(run.tool_definitions)
     own_tokens = tool_tokens(own_tools, count)
 
     # 1. Store every tool result at once (nothing embedded), keep references in the history.
@@ -318,9 +318,9 @@ def replay_run(
             entry["item_id"] = derived_memory_id(f"replay:{run.source}/{run.run_id}/{i}")
             entries.append(entry)
     ids = memory.store_many(entries) if entries else []
-    ref_of = dict(zip(tool_positions, ids))
+    item_id_of = dict(zip(tool_positions, ids))
     history = [
-        m.model_copy(update={"content": None, "tool_result_ref": ref_of[i]}) if i in ref_of else m
+        m.model_copy(update={"content": None, "tool_result_ref": item_id_of[i]}) if i in item_id_of else m
         for i, m in enumerate(messages)
     ]
 
@@ -376,7 +376,7 @@ def replay_run(
         for clear in clearing:
             clear.call(messages, call, want, own_tools, outputs[n], count)
         for track in tracks:
-            track.call(history, call, want, ref_of, own_tools, outputs[n], count)
+            track.call(history, call, want, item_id_of, own_tools, outputs[n], count)
     for track in tracks:
         track.curve.citing_since = track.builder.stats.citing_since
 
@@ -429,8 +429,8 @@ def _agent_prompt(builder: ContextBuilder, toolkit: MemoryTools, history: Sequen
 def _masked(prefix: Sequence[Message]) -> list[Message]:
     """``prefix`` under observation masking: results older than the newest ``MASKING_KEEP``
     replaced by :data:`MASK_PLACEHOLDER`."""
-    tools = [i for i, m in enumerate(prefix) if m.role == "tool"]
-    masked = set(tools[: max(0, len(tools) - MASKING_KEEP)])
+    tool_positions = [i for i, m in enumerate(prefix) if m.role == "tool"]
+    masked = set(tool_positions[: max(0, len(tool_positions) - MASKING_KEEP)])
     return [m.model_copy(update={"content": MASK_PLACEHOLDER}) if i in masked else m for i, m in enumerate(prefix)]
 
 
@@ -449,9 +449,9 @@ def _masking_prompts(messages: Sequence[Message], calls: Sequence[int]) -> Itera
         yield _masked(messages[:call])
 
 
-def _peer_prompts(peer: PeerStrategy, tools: list[dict[str, Any]], counter: TokenCounter) -> Prompter:
+def _peer_prompts(peer: PeerStrategy, tool_definitions: list[dict[str, Any]], counter: TokenCounter) -> Prompter:
     def prompts(messages: Sequence[Message], calls: Sequence[int]) -> Iterator[list[Message]]:
-        return peer.prompts(messages, calls, tools=tools, counter=counter)
+        return peer.prompts(messages, calls, tool_definitions=tool_definitions, counter=counter)
     return prompts
 
 
@@ -537,7 +537,7 @@ class _AgentTrack:
     """How much of the run's history is in :attr:`history`."""
     previous: Any = None
 
-    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue], ref_of: dict[int, str],
+    def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue], item_id_of: dict[int, str],
              own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
         """Count the prompt (or, on a miss, the retrieve call and then the prompt) of the LLM call
         that produced ``run_history[call]``."""
@@ -547,7 +547,7 @@ class _AgentTrack:
         missed = missing(built, want)
         self.curve.note(len(want), len(missed))
         if missed:
-            asked, answers = self._retrieve(missed, ref_of)
+            asked, answers = self._retrieve(missed, item_id_of)
             self.previous = self.curve.record(built, sent, self.previous, count)
             self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
             self.curve.retrieves += 1
@@ -558,7 +558,7 @@ class _AgentTrack:
         self.previous = self.curve.record(built, sent, self.previous, count)
         self.curve.output_tokens.append(output)
 
-    def _retrieve(self, missed: Sequence[NeededValue], ref_of: dict[int, str]) -> tuple[Message, list[Message]]:
+    def _retrieve(self, missed: Sequence[NeededValue], item_id_of: dict[int, str]) -> tuple[Message, list[Message]]:
         """The model's retrieve calls for ``missed`` (one assistant message, one call per result and
         window: ``around`` the value, or the page that holds it when the result's first showing
         was capped and the model never saw the rest) and their answers, from the real toolkit."""
@@ -567,12 +567,12 @@ class _AgentTrack:
         for needed in missed:
             if any(holds(answer.content, needed.value) for answer in answers):
                 continue
-            ref = ref_of[needed.result_index]
-            arguments: dict[str, Any] = {"id": ref, "around": needed.value}
-            if self.builder.view(ref).capped:
-                page = _page_holding(self.toolkit, self.retrieve_call, ref, needed.value)
+            item_id = item_id_of[needed.result_index]
+            arguments: dict[str, Any] = {"id": item_id, "around": needed.value}
+            if self.builder.view(item_id).capped:
+                page = _page_holding(self.toolkit, self.retrieve_call, item_id, needed.value)
                 if page is not None:
-                    arguments = {"id": ref, "page": page}
+                    arguments = {"id": item_id, "page": page}
             answer = self.toolkit.dispatch(self.retrieve_call, arguments)
             call = ToolCall(id=f"sim_{self.upto}_{len(calls)}", name=self.retrieve_call,
                             arguments=json.dumps(arguments, ensure_ascii=False))
@@ -581,11 +581,11 @@ class _AgentTrack:
         return Message(role="assistant", content=None, tool_calls=tuple(calls)), answers
 
 
-def _page_holding(toolkit: MemoryTools, tool: str, ref: str, value: str) -> int | None:
+def _page_holding(toolkit: MemoryTools, tool: str, item_id: str, value: str) -> int | None:
     """The first page of ``retrieve_memory(id=ref, page=…)`` that holds ``value``; ``None``: none."""
     page = 1
     while True:
-        answer = toolkit.dispatch(tool, {"id": ref, "page": page})
+        answer = toolkit.dispatch(tool, {"id": item_id, "page": page})
         if not answer.ok:
             return None
         if holds(answer.content, value):

@@ -98,9 +98,9 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     recorder = NoticeRecorder()
     probe = MemoryManager(memory, system_prompt=None)
     task = next((m for m in messages if m.role == "user"), None)
-    every_tool = [*run.tools, *load_toolkit(memory, manager=probe).openai_tools()]
+    every_definition = [*run.tool_definitions, *load_toolkit(memory, manager=probe).openai_tools()]
     head = with_memory_prompt([messages[0]] if system else [], MEMORY_PROMPT)  # as the agent sends it
-    fixed = probe.count_tokens([*head, *([task] if task is not None else [])], every_tool)
+    fixed = probe.count_tokens([*head, *([task] if task is not None else [])], every_definition)
     total = fixed + budget
     result = KernelRunResult(source=run.source, run_id=run.run_id, budget=total)
     limits = ModelLimits(
@@ -111,7 +111,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     manager = MemoryManager(memory, system_prompt=system, limits=limits, observers=[recorder, *observers])
     manager.observers.log_at(Truncated, logging.DEBUG)  # a figure of the report, not a warning per run
     toolkit = load_toolkit(memory, manager=manager)
-    assembler = LLMRequestAssembler(manager, toolkit=toolkit, tools=run.tools, memory_prompt=MEMORY_PROMPT)
+    assembler = LLMRequestAssembler(manager, toolkit=toolkit, tool_definitions=run.tool_definitions, memory_prompt=MEMORY_PROMPT)
     calls = set(run.calls)
     started = 0
     for index, message in enumerate(messages):
@@ -122,7 +122,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
             result.calls += 1
             result.largest_prompt = max(result.largest_prompt, package.estimate_tokens)
             result.prompt_tokens += package.estimate_tokens
-            result.tool_tokens += manager.count_tokens([], package.tools)
+            result.tool_tokens += manager.count_tokens([], package.tool_definitions)
             if package.estimate_tokens > manager.budget.input_budget:
                 result.failures.append(f"call {result.calls}: {package.estimate_tokens:,} tokens over the budget")
             if system and (package.messages[0].role != "system" or not (package.messages[0].content or "").startswith(system)):

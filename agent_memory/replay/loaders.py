@@ -87,7 +87,7 @@ class ReplayRun:
     scripted: bool = False
     """``True`` when the run is assembled, not recorded as is (the page session: real ReAct turns, a
     real page substituted for each Search result); the report keeps it out of the total."""
-    tools: tuple[dict[str, Any], ...] = ()
+    tool_definitions: tuple[dict[str, Any], ...] = ()
     """The agent's own tool definitions (OpenAI ``tools`` format), sent with every LLM call of
     the run; ``()`` when the agent had none or they are described in its prompt (SWE-agent,
     ReAct). Traces rarely carry them: :func:`with_agent_tools` adds them from a file."""
@@ -561,10 +561,10 @@ def load_agent_tools(path: Path | str) -> tuple[dict[str, Any], ...]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
-    tools = data.get("tools") if isinstance(data, dict) else data
-    if not isinstance(tools, list) or not all(isinstance(t, dict) and ("function" in t or "name" in t) for t in tools):
+    tool_definitions = data.get("tools") if isinstance(data, dict) else data
+    if not isinstance(tool_definitions, list) or not all(isinstance(t, dict) and ("function" in t or "name" in t) for t in tool_definitions):
         raise ValueError(f"{path}: not a list of tool definitions")
-    return tuple(tools)
+    return tuple(tool_definitions)
 
 
 def with_agent_tools(runs: list[ReplayRun], tools_by_source: dict[str, tuple[dict[str, Any], ...]]) -> list[ReplayRun]:
@@ -577,4 +577,4 @@ def with_agent_tools(runs: list[ReplayRun], tools_by_source: dict[str, tuple[dic
     missing = set(tools_by_source) - {run.source for run in runs}
     if missing:
         raise ValueError(f"no runs of source(s) {', '.join(sorted(missing))} to give tools to")
-    return [replace(run, tools=tools_by_source[run.source]) if run.source in tools_by_source else run for run in runs]
+    return [replace(run, tool_definitions=tools_by_source[run.source]) if run.source in tools_by_source else run for run in runs]

@@ -40,7 +40,7 @@ from agent_memory.errors import InvalidArgumentError
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.replay.loaders import ReplayRun, ResultHint, load_react_log
 
-__all__ = ["DEFAULT_MAX_PAGES", "TOOLS", "find_react_log", "load_page_session"]
+__all__ = ["DEFAULT_MAX_PAGES", "TOOL_DEFINITIONS", "find_react_log", "load_page_session"]
 
 DEFAULT_MAX_PAGES = 24
 """Pages in the session by default: one per Search of the first ten runs of the HotpotQA log
@@ -51,7 +51,7 @@ SYSTEM_PROMPT = (
     "an entity and lookup to find a keyword in the current page, then give the answer."
 )
 
-TOOLS: tuple[dict[str, Any], ...] = (
+TOOL_DEFINITIONS: tuple[dict[str, Any], ...] = (
     {"type": "function", "function": {
         "name": "search", "description": "Search the web for an entity; returns its page.",
         "parameters": {"type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"]}}},
@@ -213,4 +213,4 @@ def load_page_session(pages_dir: Path | str, *, react_log: Path | str, max_pages
     if used == 0:
         raise InvalidArgumentError(f"{react_log}: no ReAct run with a Search step")
     return ReplayRun(source="pages", run_id=f"page-session-{used}", messages=tuple(messages), hints=hints,
-                     scripted=True, tools=TOOLS)
+                     scripted=True, tool_definitions=TOOL_DEFINITIONS)

@@ -118,10 +118,10 @@ class PeerStrategy(Protocol):
     def module(self) -> str | None: ...
 
     def prompts(self, messages: Sequence[Message], calls: Sequence[int], *,
-                tools: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
+                tool_definitions: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
         """The messages the peer sends for each call: for ``call`` in ``calls`` (oldest first),
         an edit of ``messages[:call]`` (every message before the assistant message the call
-        produced, results in full). ``tools``: the agent's own tool definitions sent with every
+        produced, results in full). ``tool_definitions``: the agent's own tool definitions sent with every
         call (OpenAI JSON); ``counter``: the token counter of the replay.
 
         ``messages`` and ``calls`` are lists the replay extends between two prompts (the run's
@@ -296,7 +296,7 @@ class LangChainClearToolUses:
         return {k: v for k, v in values.items() if v is not None}
 
     def prompts(self, messages: Sequence[Message], calls: Sequence[int], *,
-                tools: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
+                tool_definitions: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
         _require("langchain", "langchain")
         from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
         from langchain.agents.middleware.types import ModelRequest, ModelResponse
@@ -316,7 +316,7 @@ class LangChainClearToolUses:
         for call in calls:
             before = cast("list[AnyMessage]", converted.upto(call)[lead:call])
             request: ModelRequest[Any] = ModelRequest(model=model, messages=before, system_message=system,
-                                                      tools=list(tools))
+                                                      tools=list(tool_definitions))
             middleware.wrap_model_call(request, handler)
             after = sent.pop()
             if len(after) != len(before):
@@ -356,7 +356,7 @@ class LangChainSummarization:
                 "summary model; summaries persist in the agent's state")
 
     def prompts(self, messages: Sequence[Message], calls: Sequence[int], *,
-                tools: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
+                tool_definitions: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
         _require("langchain", "langchain")
         from langchain.agents.middleware import SummarizationMiddleware
         from langchain_core.messages import HumanMessage, RemoveMessage, get_buffer_string
@@ -430,7 +430,7 @@ class OpenAIAgentsTrimmer:
                 "the last user messages, so never a run with a single user message")
 
     def prompts(self, messages: Sequence[Message], calls: Sequence[int], *,
-                tools: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
+                tool_definitions: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
         _require("agents", "openai-agents")
         from agents import Agent
         from agents.extensions import ToolOutputTrimmer
@@ -479,14 +479,14 @@ def anthropic_clear_tool_uses(
     messages: Sequence[Message],
     edit: BetaClearToolUses20250919EditParam,
     *,
-    tools: Sequence[dict[str, Any]] = (),
+    tool_definitions: Sequence[dict[str, Any]] = (),
     count: Callable[[str], int],
 ) -> list[Message]:
     """The prompt Anthropic's ``clear_tool_uses_20250919`` edit would leave, re-implemented from
     its documentation (the server is not reachable).
 
     - ``trigger`` (default 100,000 ``input_tokens``): the edit runs once the prompt exceeds it:
-      its input tokens (``messages`` and ``tools``, counted with ``count``: 4 framing tokens
+      its input tokens (``messages`` and ``tool_definitions``, counted with ``count``: 4 framing tokens
       a message + its content, as :mod:`agent_memory.prompt_tokens`) or, for ``tool_uses``, its number of tool uses.
     - ``keep`` (default 3 ``tool_uses``): the newest tool uses stay; every older one's result is
       replaced by :data:`ANTHROPIC_PLACEHOLDER`, oldest first. The documentation does not say
@@ -502,7 +502,7 @@ def anthropic_clear_tool_uses(
         messages: the prompt, oldest first, tool results in full; a tool result pairs with the
             call of the same id before it, or (a text action) stands alone as one tool use.
         edit: the edit as sent to the API (``{"type": "clear_tool_uses_20250919", ...}``).
-        tools: the tool definitions sent with the prompt (they count toward the trigger).
+        tool_definitions: the tool definitions sent with the prompt (they count toward the trigger).
         count: tokens of a text.
 
     Returns:
@@ -524,7 +524,7 @@ def anthropic_clear_tool_uses(
         raise ValueError("trigger, keep and clear_at_least values must not be negative")
     uses = _tool_uses(messages)
     sizes = [message_tokens(m, count) for m in messages]
-    size = sum(sizes) + tool_tokens(tools, count)
+    size = sum(sizes) + tool_tokens(tool_definitions, count)
     if (size if trigger["type"] == "input_tokens" else len(uses)) <= trigger["value"]:
         return list(messages)
     excluded = set(edit.get("exclude_tools") or ())
@@ -575,10 +575,10 @@ class AnthropicClearToolUses:
                 "with o200k" + (f"; {self.why}" if self.why else ""))
 
     def prompts(self, messages: Sequence[Message], calls: Sequence[int], *,
-                tools: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
+                tool_definitions: Sequence[dict[str, Any]], counter: TokenCounter) -> Prompts:
         count = _memo(counter)
         for call in calls:
-            yield anthropic_clear_tool_uses(messages[:call], self.edit, tools=tools, count=count)
+            yield anthropic_clear_tool_uses(messages[:call], self.edit, tool_definitions=tool_definitions, count=count)
 
 
 DEFAULT_PEERS: tuple[PeerStrategy, ...] = (

@@ -1,7 +1,7 @@
 """Where memory lives: storage backends and how to choose one.
 
 ``AgentMemory("a")`` keeps everything in files under ``./memory`` (or ``AGENT_MEMORY_DIR``):
-nothing to start, one machine. ``AgentMemory("a", store="postgresql://user@host/db")`` (or
+nothing to start, one machine. ``AgentMemory("a", backend="postgresql://user@host/db")`` (or
 ``AGENT_MEMORY_URL``) keeps it in Postgres with pgvector, shared by processes on any number of
 machines. :func:`open_backend` turns what a caller gives into a :class:`Backend`; the contracts a
 backend implements are in :mod:`agent_memory.storage.contracts`. Which backend a
@@ -24,7 +24,7 @@ from agent_memory.storage.urls import is_database_url, redacted_url, url_scheme
 
 __all__ = [
     "BACKEND_ENTRY_POINT_GROUP",
-    "STORE_URL_ENV",
+    "BACKEND_URL_ENV",
     "Backend",
     "BackendFactory",
     "FileBackend",
@@ -35,7 +35,7 @@ __all__ = [
     "url_scheme",
 ]
 
-STORE_URL_ENV = "AGENT_MEMORY_URL"
+BACKEND_URL_ENV = "AGENT_MEMORY_URL"
 """Environment variable naming the backend when the code names none: a URL (``postgresql://``,
 ``file://``, or a scheme an installed package registers) or a memory directory. Without it (and
 without ``AGENT_MEMORY_DIR``) memory is in ``./memory``."""
@@ -48,12 +48,12 @@ _OPEN: dict[tuple[str, bool], Backend] = {}
 _OPEN_LOCK = threading.RLock()  # re-entrant: a factory may open the backend it wraps
 
 
-def open_backend(store: str | os.PathLike[str] | Backend | None = None,
+def open_backend(backend: str | os.PathLike[str] | Backend | None = None,
                  memory_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Backend:
-    """The backend ``store`` names.
+    """The :class:`Backend` that ``backend`` names.
 
     Args:
-        store: a :class:`Backend` (returned as is); a string ``<scheme>://...``, opened by its
+        backend: a :class:`Backend` (returned as is); a string ``<scheme>://...``, opened by its
             scheme's factory (:mod:`agent_memory.storage.schemes`): ``postgresql://`` (or
             ``postgres://``) a database, ``file://`` and a path a memory directory, any other
             scheme the one an installed package registers in the entry-point group
@@ -70,24 +70,24 @@ def open_backend(store: str | os.PathLike[str] | Backend | None = None,
     that was closed (its ``closed`` attribute is true) is replaced by a new one.
 
     Raises:
-        ConfigurationError: if both ``store`` and ``memory_dir`` are given; if a URL's scheme is
+        ConfigurationError: if both ``backend`` and ``memory_dir`` are given; if a URL's scheme is
             not known (the message lists the known ones, :func:`backend_schemes`); if the
             scheme's factory fails to load or raises (the message names the scheme and the entry
             point); if a database URL is given and the ``postgres`` extra (psycopg, psycopg-pool,
             pgvector) is not installed, or the server refuses the connection.
         BackendUnavailableError: if a database server does not answer.
     """
-    if store is not None and not isinstance(store, str | os.PathLike):
-        if isinstance(store, Backend):
+    if backend is not None and not isinstance(backend, str | os.PathLike):
+        if isinstance(backend, Backend):
             if memory_dir is not None:
-                raise ConfigurationError("give a store or a memory_dir, not both")
-            return store
-        raise ConfigurationError(f"store must be a URL, a path or a Backend, not {type(store).__name__}")
-    if store is not None and memory_dir is not None:
-        raise ConfigurationError("give a store or a memory_dir, not both")
-    target: str | os.PathLike[str] | None = store if store is not None else memory_dir
+                raise ConfigurationError("give a backend or a memory_dir, not both")
+            return backend
+        raise ConfigurationError(f"backend must be a URL, a path or a Backend, not {type(backend).__name__}")
+    if backend is not None and memory_dir is not None:
+        raise ConfigurationError("give a backend or a memory_dir, not both")
+    target: str | os.PathLike[str] | None = backend if backend is not None else memory_dir
     if target is None:
-        target = os.environ.get(STORE_URL_ENV) or None
+        target = os.environ.get(BACKEND_URL_ENV) or None
     if isinstance(target, str):
         scheme = url_scheme(target)
         if scheme in _UNSHARED_SCHEMES:

@@ -227,7 +227,7 @@ class LockHolder:
     host: str
     """Host name of the holder ("": unknown)."""
     since: float
-    """When it took the lock, epoch seconds (0.0: unknown)."""
+    """When it took the lock, Unix time in seconds (0.0: unknown)."""
     note: str = ""
     """What the holder said it holds the lock for (a step id), or ""."""
 

@@ -103,10 +103,10 @@ class QueuedEvent(BaseModel):
     restored; tuples are lists; a model, such as a message, is its JSON data). As returned by
     :meth:`EventJournal.push`: the payload as given, not read back."""
     queued_at: float
-    """When it was journaled, in seconds since the Unix epoch."""
+    """When it was journaled, in Unix time (seconds)."""
     status: EventStatus
     applied_at: float | None = None
-    """When it was marked applied or failed (epoch seconds); ``None`` while open."""
+    """When it was marked applied or failed (Unix time, seconds); ``None`` while open."""
     result: Any = None
     """What applying it returned, as JSON data (``{"turn_id": ...}``, ``{"memory_id": ...}``);
     ``None`` while open, for a failed event, and for kinds that return nothing."""

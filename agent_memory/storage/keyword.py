@@ -44,7 +44,7 @@ class KeywordIndex(Protocol):
 
     def list_items(self, criteria: MemoryCriteria, *, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` items matching the filters, newest first, as ``(item id, timestamp in
-        seconds since the epoch)``."""
+        Unix time in seconds)``."""
         ...
 
     def item_ids(self) -> set[str]:

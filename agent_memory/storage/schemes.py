@@ -19,7 +19,7 @@ from two places:
       [project.entry-points."agent_memory.backends"]
       mybackend = "mybackend.agent_memory:open_backend"
 
-  after which ``AgentMemory("a", store="mybackend://...")`` (or ``AGENT_MEMORY_URL``) opens it in
+  after which ``AgentMemory("a", backend="mybackend://...")`` (or ``AGENT_MEMORY_URL``) opens it in
   every process that has the package installed. Should two installed packages declare one
   scheme, the one found first on ``sys.path`` is used and the other is logged as ignored.
 
@@ -80,12 +80,12 @@ class BackendFactory(Protocol):
     Args:
         url: the whole URL as the caller gave it (its scheme is the entry point's name, in any
             case; blanks around it removed), password included: the factory parses it.
-        read_only: the caller only reads (the inspector): open the store without writing
+        read_only: the caller only reads (the inspector): open the backend without writing
             anything, if the backend can; a backend whose readers never write may ignore it.
 
     Returns:
         The :class:`~agent_memory.storage.contracts.Backend`. Its ``url`` should be a URL that
-        opens the same store in another process (a fork records it for its child). The process
+        opens the same backend in another process (a fork records it for its child). The process
         keeps it for later opens of the same URL (one per ``url`` and ``read_only``); give it a
         ``closed`` attribute that turns true on ``close()`` for a closed one to be replaced.
 

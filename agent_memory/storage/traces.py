@@ -7,8 +7,8 @@ read-modify-write atomic across processes. The kinds are ``raw`` (the active
 ``raw_traces.jsonl``), ``archive`` (``raw_traces_archive.jsonl``), ``episodic`` and ``semantic``.
 The file backend keeps them as AutoByteus' JSONL files
 (:class:`~agent_memory.storage.files.traces.FileTraceStore`); a backend without traces of its own
-gets them on its logs (:class:`~agent_memory.storage.common.LogTraceStore`);
-:class:`InMemoryTraceStore` keeps them in lists (tests, throwaway agents).
+gets them on its logs (:class:`~agent_memory.storage.common.LogTraceStore`; on ``memory://``
+logs they live in this process only, for tests and throwaway agents).
 
 **Crash order of** :meth:`TraceStore.archive_turns`: the turns' lines are appended to the archive
 and synced, *then* the active file is atomically rewritten without them. A process killed in
@@ -46,7 +46,7 @@ from agent_memory.models.traces import (
 )
 from agent_memory.storage.contracts import Locks
 
-__all__ = ["KINDS", "InMemoryTraceStore", "RawKind", "TraceKind", "TraceRecord", "TraceStore", "typed_records"]
+__all__ = ["KINDS", "RawKind", "TraceKind", "TraceRecord", "TraceStore", "typed_records"]
 
 TraceKind = Literal["raw", "archive", "episodic", "semantic"]
 """Which records: ``raw`` (active raw traces), ``archive`` (compacted or truncated raw traces),
@@ -461,8 +461,8 @@ class TraceStore(ABC):
         raise ItemNotFoundError(f"no semantic fact {fact_id!r}", item_id=str(fact_id))
 
     @_public
-    def redact_result(self, ref: str, note: str) -> int:
-        """Replace the preview of every tool result holding memory item ``ref`` (active and
+    def redact_result(self, item_id: str, note: str) -> int:
+        """Replace the preview of every tool result holding memory item ``item_id`` (active and
         archived traces) with ``note``: what ``forget`` does to the conversation. The trace stays
         (its call keeps its answer; the turn keeps its shape) with ``tool_result_ref`` unchanged,
         so the history says an item was there.
@@ -478,7 +478,7 @@ class TraceStore(ABC):
         for kind in raw_kinds:
             with self._locked(kind):
                 items = self._read_raw(kind)
-                hits = [n for n, item in enumerate(items) if item.tool_result_ref == ref and item.tool_result != note]
+                hits = [n for n, item in enumerate(items) if item.tool_result_ref == item_id and item.tool_result != note]
                 for n in hits:
                     items[n] = items[n].model_copy(update={"tool_result": note})
                 if hits:
@@ -523,24 +523,3 @@ class TraceStore(ABC):
         for kind in KINDS:
             with self._locked(kind):
                 self._rewrite(kind, [])
-
-
-class InMemoryTraceStore(TraceStore):
-    """A :class:`TraceStore` in lists of this process: nothing survives it. For tests and
-    throwaway agents; the shortest example of a backend."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._records: dict[TraceKind, list[TraceRecord]] = {kind: [] for kind in KINDS}
-
-    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        with self._kind_locks[kind]:
-            self._records[kind].extend(records)
-
-    def _read(self, kind: TraceKind) -> list[TraceRecord]:
-        with self._kind_locks[kind]:
-            return list(self._records[kind])
-
-    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        with self._kind_locks[kind]:
-            self._records[kind] = list(records)

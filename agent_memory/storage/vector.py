@@ -42,7 +42,7 @@ class IndexChunk:
     source: str
     """The item's source."""
     timestamp_s: float
-    """The item's store time, seconds since the Unix epoch."""
+    """The item's store time, Unix time in seconds."""
     tags: tuple[str, ...] = field(default=())
     """The item's tags (normalised, lower case)."""
 

@@ -9,10 +9,10 @@ backend and Postgres, ``tests/test_backend_conformance.py``); a third party runs
 
     class TestMyBackend(BackendConformance):
         @pytest.fixture
-        def store(self, tmp_path):
-            return f"mybackend://{tmp_path}/store"   # a new, empty store, by its URL
+        def new_backend(self, tmp_path):
+            return f"mybackend://{tmp_path}/store"   # a new, empty backend, by its URL
 
-Run it with ``pytest test_my_backend.py``. The ``store`` fixture gives each test a new, empty store,
+Run it with ``pytest test_my_backend.py``. The ``new_backend`` fixture gives each test a new, empty backend,
 as :func:`~agent_memory.storage.open_backend` takes it: a memory directory, a URL (a database URL
 with its password: the tests that run other processes hand it to them), or a
 :class:`~agent_memory.storage.contracts.Backend` object. Give a URL: every test then runs, the
@@ -99,20 +99,20 @@ def _applied(held: dict[str, bytes], found: LogRead) -> dict[str, bytes]:
     return state
 
 
-def cross_process_url(store: Any) -> str:
-    """The URL or path another process of a test opens ``store`` by: ``store`` itself when it is a
+def cross_process_url(backend: Any) -> str:
+    """The URL or path another process of a test opens ``backend`` by: ``backend`` itself when it is a
     string or a path-like (a URL keeps its password).
 
     Raises:
-        pytest.skip.Exception: (the test is skipped) when ``store`` is an object, with a reason
+        pytest.skip.Exception: (the test is skipped) when ``backend`` is an object, with a reason
             naming its type, its ``url`` and the remedy: another process cannot be handed an object.
     """
-    if isinstance(store, str | os.PathLike):
-        return os.fspath(store)
-    shown = getattr(store, "url", None)
-    pytest.skip(f"cross-process test: the store fixture gave a {type(store).__name__} object "
+    if isinstance(backend, str | os.PathLike):
+        return os.fspath(backend)
+    shown = getattr(backend, "url", None)
+    pytest.skip(f"cross-process test: the new_backend fixture gave a {type(backend).__name__} object "
                 f"(url {shown!r}), which another process cannot open; return its URL or path from "
-                "`store` instead (a third party's scheme registered in the entry-point group "
+                "`new_backend` instead (a third party's scheme registered in the entry-point group "
                 "agent_memory.backends) to run it")
 
 
@@ -123,30 +123,30 @@ def _child_env() -> dict[str, str]:
 
 
 class BackendConformance:
-    """The suite; subclass it with a ``store`` fixture (see the module docstring)."""
+    """The suite; subclass it with a ``new_backend`` fixture (see the module docstring)."""
 
     # -- fixtures ---------------------------------------------------------------------------------
     @pytest.fixture
-    def store(self) -> Any:
-        """A new, empty store for each test: override in the subclass."""
-        raise NotImplementedError("give your conformance class a `store` fixture")
+    def new_backend(self) -> Any:
+        """A new, empty backend for each test: override in the subclass."""
+        raise NotImplementedError("give your conformance class a `new_backend` fixture")
 
     @pytest.fixture
-    def backend(self, store: Any) -> Iterator[Backend]:
-        yield open_backend(store)
+    def backend(self, new_backend: Any) -> Iterator[Backend]:
+        yield open_backend(new_backend)
 
     @pytest.fixture
-    def url(self, store: Any, backend: Backend) -> str:
-        """What another process opens the store by: the store's URL or path (skips the test, with
-        the reason, when the store is an object, see :func:`cross_process_url`, or a backend
+    def url(self, new_backend: Any, backend: Backend) -> str:
+        """What another process opens the backend by: its URL or path (skips the test, with
+        the reason, when the fixture gave an object, see :func:`cross_process_url`, or a backend
         that keeps its data in this process, ``in_process = True``)."""
         if getattr(backend, "in_process", False):
             pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (in_process = True); "
                         "another process opening the URL sees none of it")
-        return cross_process_url(store)
+        return cross_process_url(new_backend)
 
     def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
-        return AgentMemory(agent_id, store=backend, **kwargs)
+        return AgentMemory(agent_id, backend=backend, **kwargs)
 
     # -- the item log -----------------------------------------------------------------------------
     def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
@@ -518,7 +518,7 @@ class BackendConformance:
         script = textwrap.dedent(f"""
             import sys
             from agent_memory import AgentMemory, MemoryConfig
-            memory = AgentMemory("shared", store={url!r}, config=MemoryConfig(index_on_store=False))
+            memory = AgentMemory("shared", backend={url!r}, config=MemoryConfig(index_on_store=False))
             ids = [memory.store(f"process {{sys.argv[1]}} note {{k}}") for k in range(25)]
             victim = ids[0]
             memory.forget(victim)
@@ -537,7 +537,7 @@ class BackendConformance:
     def test_a_killed_writer_loses_nothing_it_acknowledged(self, backend: Backend, url: str) -> None:
         script = textwrap.dedent(f"""
             from agent_memory import AgentMemory, MemoryConfig
-            memory = AgentMemory("crash", store={url!r}, config=MemoryConfig(index_on_store=False))
+            memory = AgentMemory("crash", backend={url!r}, config=MemoryConfig(index_on_store=False))
             k = 0
             while True:
                 print(memory.store(f"note {{k}} " + "payload " * 200), flush=True)
@@ -575,7 +575,7 @@ class BackendConformance:
         script = textwrap.dedent(f"""
             import sys
             from agent_memory import AgentMemory, MemoryConfig
-            memory = AgentMemory("forgetter", store={url!r}, config=MemoryConfig(index_on_store=False))
+            memory = AgentMemory("forgetter", backend={url!r}, config=MemoryConfig(index_on_store=False))
             for item_id in sys.stdin.read().split():
                 memory.forget(item_id)
                 print(item_id, flush=True)
@@ -613,7 +613,7 @@ class BackendConformance:
         script = textwrap.dedent(f"""
             import sys
             from agent_memory import AgentMemory, MemoryConfig
-            memory = AgentMemory("seen", store={url!r}, config=MemoryConfig(index_on_store=False))
+            memory = AgentMemory("seen", backend={url!r}, config=MemoryConfig(index_on_store=False))
             print(memory.get(sys.argv[1]).content)
             print(memory.store("written there"))
             """)

@@ -255,7 +255,7 @@ class LexicalIndex:
 
     def list_items(self, criteria: MemoryCriteria, *, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` items matching ``criteria``'s filters (its text is ignored), newest
-        first, as (item id, timestamp in seconds since the epoch). SQLite orders and limits along
+        first, as (item id, Unix time in seconds). SQLite orders and limits along
         ``chunk_meta_listing``, so a listing costs O(limit) (O(limit / share of items passing
         the filters) with filters), not O(items)."""
         where, params = _filters(criteria)

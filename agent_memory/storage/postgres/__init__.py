@@ -1,6 +1,6 @@
 """The Postgres backend (extra ``postgres``): one database that processes on many machines share.
 
-``AgentMemory("a", store="postgresql://user:password@host/db")`` (or ``AGENT_MEMORY_URL``) keeps
+``AgentMemory("a", backend="postgresql://user:password@host/db")`` (or ``AGENT_MEMORY_URL``) keeps
 everything of every agent in the database: item records and content blobs
 (:mod:`~agent_memory.storage.postgres.items`), chunks with a pgvector HNSW index and full-text
 search (:mod:`~agent_memory.storage.postgres.search`), traces, episodes and facts

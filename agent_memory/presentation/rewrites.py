@@ -1,14 +1,14 @@
-"""Swap epochs: whether rewriting the prompt to swap results for their citations pays under prompt
+"""Prompt rewrites: whether rewriting the prompt to swap results for their citations pays under prompt
 caching (issue 15).
 
 A provider's prompt cache serves only the part of a prompt equal to the previous prompt from the
 start. Swapping a result that was sent in full for its citation shortens every later prompt, but
 changes the prompt from that result on: everything after it is written to the cache again. So
-swaps are batched into *epochs*: one rewrite of the prompt from a position ``p`` (the oldest
-swapped message), which swaps every due result at or after ``p`` at once. Between epochs the
+swaps are batched into *rewrites*: one rewrite of the prompt from a position ``p`` (the oldest
+swapped message), which swaps every due result at or after ``p`` at once. Between rewrites the
 prompt only grows at its end, and the cache serves all of it but the new messages.
 
-The decision (:func:`decide_epoch`) prices both futures in units of the base input price per token
+The decision (:func:`decide_rewrite`) prices both futures in units of the base input price per token
 (:class:`CacheRates`, from a :class:`~agent_memory.pricing.PriceModel`: ``w`` the cache-write
 rate, ``r`` the cache-read rate, both relative to the input price; Anthropic ``w = 1.25``,
 ``r = 0.1``; OpenAI ``w = 1`` (uncached input), ``r = 0.5`` for gpt-4o, ``0.1`` for gpt-5; a
@@ -19,15 +19,15 @@ prompt under the provider's minimum is not cached at all, ``w = r = 1``). With t
 - gain: ``D * r`` per later call (those tokens are no longer read), over ``N`` expected remaining
   calls: ``D * r * N``;
 - when citing starts, the tools list and the system prompt change (the memory tools and the
-  section that teaches them, ``T`` tokens), so the epoch rewrites from position 0 and every later
+  section that teaches them, ``T`` tokens), so the rewrite starts at position 0 and every later
   call carries ``T`` more: ``- T * w`` now and ``- T * r * N`` later.
 
-An epoch is made when ``gain - extra > 0``.
+A rewrite is made when ``gain - extra > 0``.
 
-:func:`decide_epoch` evaluates ``gain - extra`` with the provider's own rule
+:func:`decide_rewrite` evaluates ``gain - extra`` with the provider's own rule
 (:meth:`~agent_memory.pricing.PromptCaching.cached_prefix`: the 1,024-token minimum, OpenAI's
 128-token steps) for every candidate ``p`` (the position of each due swap) and chooses the ``p``
-that maximises it, or no epoch when none pays. This is the same break-even Anthropic's context
+that maximises it, or no rewrite when none pays. This is the same break-even Anthropic's context
 editing leaves to the user's hand (``clear_at_least``), computed from the prices. A rewrite that
 happens anyway (a compaction: the kernel rewrites the prompt from the compaction point) makes
 every swap after it free: the caller passes an empty previous prompt and every due swap is made.
@@ -35,17 +35,17 @@ every swap after it free: the caller passes an empty previous prompt and every d
 ``N`` is an estimate (:func:`remaining_calls`). A caller who knows how long its conversations run
 gives ``expected_calls``. Without it, ``N`` follows J. R. Gott's delta-t argument (Nature 363,
 1993; the Lindy effect): observed at a random moment of its life, a process that has lasted ``t``
-goes on for more than ``x`` with probability ``t / (t + x)``. An epoch pays only if the
+goes on for more than ``x`` with probability ``t / (t + x)``. A rewrite pays only if the
 conversation lasts long enough, and one that does not pay back costs more than sending
 everything, so ``N`` is the length it reaches with probability 3/4, ``t / 3``
-(:data:`LINDY_DIVISOR`), at least 1. And since that is a guess, an epoch must also be affordable
+(:data:`LINDY_DIVISOR`), at least 1. And since that is a guess, a rewrite must also be affordable
 (``stop_loss``): its extra cost now at most what the call costs without it
-(:data:`MAX_EXTRA_SHARE`), so that a conversation that ends right after an epoch has cost at most
+(:data:`MAX_EXTRA_SHARE`), so that a conversation that ends right after a rewrite has cost at most
 one call more than sending everything.
 
 Measured on the replayed traces (``agent-memory replay``: tau-bench, SWE-agent, ReAct; the rule has
 no per-source setting): with Gott's median (``N = t``) and no stop-loss the default cost up to 5%
-more than naive on SWE-agent (epochs late in short runs); with ``t / 3`` and the stop-loss, at most
+more than naive on SWE-agent (rewrites late in short runs); with ``t / 3`` and the stop-loss, at most
 0.03% more (one run that began citing at its last call; before the offer below). Telling the policy
 each tau-bench run's real length (``expected_calls``) instead changes its cost by under half a
 point: the estimate is not what limits it.
@@ -93,24 +93,24 @@ __all__ = [
     "MAX_EXTRA_SHARE",
     "OFFER_HORIZON_CALLS",
     "CacheRates",
-    "EpochDecision",
+    "RewriteDecision",
     "PromptLayout",
     "Swap",
-    "decide_epoch",
+    "decide_rewrite",
     "offer_from_first_call",
     "remaining_calls",
 ]
 
 MAX_EXTRA_SHARE = 1.0
-"""With ``stop_loss``: an epoch's extra cost now may be at most this share of what the call costs
+"""With ``stop_loss``: a rewrite's extra cost now may be at most this share of what the call costs
 without it."""
 
 LINDY_DIVISOR = 3
 """Without ``expected_calls``, a conversation that has made ``t`` calls is counted on for ``t / 3``
 more: by Gott's delta-t argument it goes on for at least that long with probability 3/4 (the lower
-end of his 50% interval, ``t/3`` to ``3t``), so an epoch that pays back within ``t / 3`` calls pays
-three times in four. The median, ``t`` more calls, would make every marginal epoch a coin toss, and
-an epoch that does not pay back leaves the conversation dearer than sending everything."""
+end of his 50% interval, ``t/3`` to ``3t``), so a rewrite that pays back within ``t / 3`` calls pays
+three times in four. The median, ``t`` more calls, would make every marginal rewrite a coin toss, and
+a rewrite that does not pay back leaves the conversation dearer than sending everything."""
 
 
 OFFER_HORIZON_CALLS = 2
@@ -202,7 +202,7 @@ class Swap:
 
     position: int
     """Index of its (first) message in the prompt, 0-based; the same in the previous prompt and
-    the next one (the history is append-only between epochs)."""
+    the next one (the history is append-only between rewrites)."""
     saved_tokens: int
     """Tokens the swap takes off every prompt from now on."""
     key: str = ""
@@ -210,17 +210,17 @@ class Swap:
 
 
 @dataclass(frozen=True)
-class EpochDecision:
-    """What :func:`decide_epoch` chose."""
+class RewriteDecision:
+    """What :func:`decide_rewrite` chose."""
 
     swaps: tuple[Swap, ...] = ()
     """The swaps to make with the next prompt (empty: none; the prompt only grows)."""
     rewrite_from: int | None = None
     """The message position from which the next prompt differs from the previous one because of
-    the swaps (0 when citing starts: the tools list changes); ``None``: no epoch."""
+    the swaps (0 when citing starts: the tools list changes); ``None``: no rewrite."""
     net_gain: float = 0.0
-    """The expected saving of the chosen epoch, ``gain - extra``, in base input prices per token
-    (0.0 without rates or without an epoch)."""
+    """The expected saving of the chosen rewrite, ``gain - extra``, in base input prices per token
+    (0.0 without rates or without a rewrite)."""
 
     @property
     def saved_tokens(self) -> int:
@@ -260,7 +260,7 @@ def offer_from_first_call(prompt_tokens: int, offer_tokens: int, rates: CacheRat
     return offer_tokens * rates.read * OFFER_HORIZON_CALLS < prompt_tokens * (rates.write - rates.read)
 
 
-def decide_epoch(
+def decide_rewrite(
     previous: PromptLayout,
     swaps: Sequence[Swap],
     *,
@@ -270,8 +270,8 @@ def decide_epoch(
     start_tokens: int | None = None,
     min_saved_tokens: int = 0,
     stop_loss: bool = True,
-) -> EpochDecision:
-    """Choose the epoch of the next prompt (module docstring for the cost model).
+) -> RewriteDecision:
+    """Choose the rewrite of the next prompt (module docstring for the cost model).
 
     Args:
         previous: the previous prompt, as the cache holds it; an empty layout when nothing of it
@@ -285,11 +285,11 @@ def decide_epoch(
         remaining: ``N``, the calls expected after this one (:func:`remaining_calls`).
         start_tokens: ``None`` when citing has begun; else the tokens starting to cite adds to
             every call (``T``: the memory tools and their system-prompt section). Starting is one
-            epoch from position 0 with every change in ``swaps`` (every result's new showing; all
+            rewrite from position 0 with every change in ``swaps`` (every result's new showing; all
             are free then), made only when together they save more than ``T`` tokens *and*, with
             rates, it pays.
-        min_saved_tokens: an epoch (after citing began) must save at least this many tokens.
-        stop_loss: an epoch's extra cost now must also be at most :data:`MAX_EXTRA_SHARE` of what
+        min_saved_tokens: a rewrite (after citing began) must save at least this many tokens.
+        stop_loss: a rewrite's extra cost now must also be at most :data:`MAX_EXTRA_SHARE` of what
             the call costs without it (for an estimated ``remaining``; ``False`` when the caller
             knows how many calls are to come).
 
@@ -306,29 +306,29 @@ def decide_epoch(
     if start_tokens is not None:
         saved = sum(swap.saved_tokens for swap in swaps)  # all change at once, even a longer one
         if not swaps or saved <= start_tokens:
-            return EpochDecision()  # a citing prompt would not be smaller than the naive one
+            return RewriteDecision()  # a citing prompt would not be smaller than the naive one
         if rates is None:
-            return EpochDecision(tuple(swaps), 0)
+            return RewriteDecision(tuple(swaps), 0)
         after = prompt - saved + start_tokens
         now = rates.call_cost(prompt, old)
         extra = rates.call_cost(after, 0) - now
         net = remaining * (rates.read_cost(prompt) - rates.read_cost(after)) - extra
         affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
-        return EpochDecision(tuple(swaps), 0, net) if net > 0 and affordable else EpochDecision()
+        return RewriteDecision(tuple(swaps), 0, net) if net > 0 and affordable else RewriteDecision()
     useful = sorted((swap for swap in swaps if swap.saved_tokens > 0), key=lambda swap: swap.position)
     if not useful:
-        return EpochDecision()
+        return RewriteDecision()
     # saved[i]: what the swaps at or after useful[i] save together
     saved_from = list(accumulate(swap.saved_tokens for swap in reversed(useful)))[::-1]
     if rates is None:
         if saved_from[0] >= min_saved_tokens:
-            return EpochDecision(tuple(useful), useful[0].position)
-        return EpochDecision()
+            return RewriteDecision(tuple(useful), useful[0].position)
+        return RewriteDecision()
     now, later = rates.call_cost(prompt, old), rates.read_cost(prompt)
-    best: EpochDecision | None = None
+    best: RewriteDecision | None = None
     for i, swap in enumerate(useful):
         if i and swap.position == useful[i - 1].position:
-            continue  # the same epoch as the previous candidate
+            continue  # the same rewrite as the previous candidate
         if saved_from[i] < min_saved_tokens:
             break  # later candidates save even less
         after = prompt - saved_from[i]
@@ -337,5 +337,5 @@ def decide_epoch(
         net = remaining * (later - rates.read_cost(after)) - extra
         affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
         if net > 0 and affordable and (best is None or net > best.net_gain):
-            best = EpochDecision(tuple(useful[i:]), swap.position, net)
-    return best if best is not None else EpochDecision()
+            best = RewriteDecision(tuple(useful[i:]), swap.position, net)
+    return best if best is not None else RewriteDecision()
