@@ -60,7 +60,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
 	$(LLAMA_CMAKE) $(PY) -m pip install --no-cache-dir '$(LLAMA)'
-	$(PY) -m pip install -e '.[test,llm,bench,postgres,integrations]'
+	$(PY) -m pip install -e '.[all,test,llm,bench]'
 	touch $@
 
 run: venv

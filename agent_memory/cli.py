@@ -45,8 +45,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
-import typer
-from rich import box
+from agent_memory.extras import require_extra
+
+require_extra("cli", "the agent-memory command")
+
+import typer  # noqa: E402
+from rich import box  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text

@@ -8,9 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-import typer
 from pydantic import ValidationError
-from rich.console import Console
+
+from agent_memory.extras import require_extra
+
+require_extra("cli", "the agent-memory command")
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
 

@@ -7,7 +7,8 @@ with ``raise ... from exc`` so callers catch one root::
     AgentMemoryError
     ├── ContextOverflowError        what must stay verbatim does not fit the model's input budget
     ├── ConfigurationError          misconfiguration by the developer (bad path, missing model,
-    │                               MemoryConfig values out of range)
+    │   │                           MemoryConfig values out of range)
+    │   └── MissingExtraError (ImportError)  a part of the library whose extra is not installed
     ├── InvalidArgumentError (ValueError, TypeError)
     │                               an argument of the wrong type, out of its documented bounds
     │                               (``agent_memory.limits``), or not valid Unicode
@@ -86,6 +87,7 @@ __all__ = [
     "LockTimeoutError",
     "MAX_QUOTED_CHARS",
     "MemoryClosedError",
+    "MissingExtraError",
     "StoreError",
     "TransformError",
     "UnsupportedRecordError",
@@ -137,6 +139,13 @@ class AgentMemoryError(Exception):
 
 class ConfigurationError(AgentMemoryError):
     """The library was set up wrongly (a missing model path, an unusable directory, bad settings)."""
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A part of the library was used whose optional dependencies (its extra) are not installed;
+    the message names the extra and the ``pip install`` that adds it
+    (:func:`agent_memory.extras.require_extra`). An ``ImportError`` too, so ``try: import ...
+    except ImportError`` keeps working."""
 
 
 class InvalidArgumentError(AgentMemoryError, ValueError, TypeError):

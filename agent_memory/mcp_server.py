@@ -55,8 +55,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from mcp.server.mcpserver import MCPServer
+from agent_memory.extras import require_extra
+
+require_extra("mcp", "the MCP server (agent_memory.mcp_server, agent-memory serve-mcp)")
+
+import anyio  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (

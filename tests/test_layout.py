@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
-    {"errors", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
+    {"errors", "extras", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
      "tokens", "embeddings"},
     {"models"},
     {"prompt_tokens", "transforms", "plugins", "llm"},

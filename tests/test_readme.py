@@ -44,6 +44,10 @@ class Script:
 
 
 SCRIPTS: dict[str, Script] = {
+    # The quickstart (examples/quickstart.py without its docstring): it starts its own scripted model.
+    "import json\nimport os\nfrom pathlib import Path\n\nfrom agent_memory import AgentMemory, ContextBuilder, MemoryAgent": Script(
+        prints=('retrieve_memory(id="mem_', "XMLHttpRequest", "The Fetch API replaces XMLHttpRequest. [('fetch_page',), ()]"),
+    ),
     # "Use it": a page stored, then the model's retrieve call handed to the toolkit.
     "from agent_memory import AgentMemory, OfferState": Script(prints=("True", "The Team plan costs $12")),
     # "Results shown once, then cited": the result is named by its call, never as `agent`.
@@ -145,6 +149,8 @@ def run_block(index: int, workdir: Path) -> BlockRun:
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONPATH": str(ROOT),
+            # the quickstart reads a real page from the shared data, as the suite does
+            "AGENT_MEMORY_DATA": os.environ.get("AGENT_MEMORY_DATA") or str(ROOT.parent / "shared" / "data"),
         }
         env.pop("AGENT_MEMORY_DIR", None)
         done = subprocess.run([sys.executable, "-c", blocks()[index]], cwd=workdir, env=env, capture_output=True,

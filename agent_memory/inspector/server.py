@@ -37,6 +37,7 @@ from typing import Any, cast
 
 from agent_memory.config import MAX_QUERY_LIMIT
 from agent_memory.errors import AgentMemoryError, ConfigurationError, InvalidArgumentError, InvalidIdError, ItemNotFoundError
+from agent_memory.extras import require_extra
 from agent_memory.inspector.readonly import ReadOnlyBackend
 from agent_memory.inspector.views import (
     PLOT_NAME,
@@ -191,6 +192,7 @@ class Inspector:
     # -- the app -----------------------------------------------------------------------------------
     def app(self) -> Any:
         """The Starlette app (ASGI) serving the pages (module docstring)."""
+        require_extra("inspector", "the inspector")
         from jinja2 import Environment, FileSystemLoader, select_autoescape
         from starlette.applications import Starlette
         from starlette.middleware import Middleware
@@ -385,6 +387,7 @@ class InspectorServer:
             self._socket.close()
             raise ConfigurationError(f"cannot listen on {self.host}:{port}: {exc}") from exc
         self.port: int = self._socket.getsockname()[1]
+        require_extra("inspector", "the inspector")
         import uvicorn
 
         self._server = uvicorn.Server(uvicorn.Config(inspector.app(), log_level="warning", lifespan="off",

@@ -48,7 +48,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from agent_memory.extras import require_extra
+
+require_extra("anthropic", "agent_memory.integrations.anthropic_memory")
+
+from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError  # noqa: E402
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,

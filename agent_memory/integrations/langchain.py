@@ -33,6 +33,10 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agent_memory.extras import require_extra
+
+require_extra("langchain", "agent_memory.integrations.langchain")
+
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool

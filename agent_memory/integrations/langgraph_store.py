@@ -81,6 +81,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agent_memory.extras import require_extra
+
+require_extra("langchain", "agent_memory.integrations.langgraph_store")
+
 from langgraph.store.base import (
     BaseStore,
     GetOp,

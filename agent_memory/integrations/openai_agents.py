@@ -30,6 +30,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from agent_memory.extras import require_extra
+
+require_extra("openai-agents", "agent_memory.integrations.openai_agents")
+
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, RunResult
 from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC

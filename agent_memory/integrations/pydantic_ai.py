@@ -30,7 +30,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from pydantic_ai import messages as pai
+from agent_memory.extras import require_extra
+
+require_extra("pydantic-ai", "agent_memory.integrations.pydantic_ai")
+
+from pydantic_ai import messages as pai  # noqa: E402
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset

@@ -46,6 +46,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_memory.extras import require_extra
 from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
@@ -689,10 +690,8 @@ class AnthropicChatModel(_SDKChatModel):
         client: Any = None,
         cache_breakpoints: bool = True,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError as exc:
-            raise ConfigurationError("AnthropicChatModel needs the anthropic package (pip install anthropic)") from exc
+        require_extra("anthropic", "AnthropicChatModel")
+        import anthropic
         self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
         self.renderer = AnthropicRenderer(cache_breakpoints=cache_breakpoints)
         if client is None:

@@ -7,8 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import typer
-from rich.console import Console
+from agent_memory.extras import require_extra
+
+require_extra("replay", "agent-memory replay")
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_memory.console import CliError

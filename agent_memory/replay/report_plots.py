@@ -16,6 +16,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_memory.extras import require_extra
 from agent_memory.replay.report import PAGES_SUFFIX, ReplayReport, StrategySummary
 from agent_memory.replay.report_text import _k, _pct, _usd, markdown
 from agent_memory.replay.strategies import MASKING, NAIVE, RERUN_SUFFIX
@@ -31,6 +32,7 @@ def _panels(report: ReplayReport, series: dict[str, dict[str, list[float]]], *, 
     """One panel per source: the cumulative sum of each strategy's per-call values on a log scale,
     the default strategy drawn thick in black; each legend entry ends with the strategy's Σ
     (``total`` formats it) and its change against naive as the tables give it (``change``)."""
+    require_extra("replay", "the replay's plots")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,6 +112,7 @@ def savings_figure(report: ReplayReport) -> Figure:
     Raises:
         ValueError: for a report without prices.
     """
+    require_extra("replay", "the replay's plots")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,6 +143,7 @@ def savings_figure(report: ReplayReport) -> Figure:
 
 
 def _save(fig: Figure, path: Path) -> None:
+    require_extra("replay", "the replay's plots")
     import matplotlib.pyplot as plt
 
     fig.savefig(path, dpi=110)

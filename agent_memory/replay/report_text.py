@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_memory.extras import require_extra
 from agent_memory.replay.report import PAGES_SUFFIX, TOTAL, ReplayReport, SourceSummary
 from agent_memory.replay.strategies import MASKING, MASKING_RERUN, NAIVE, RERUN_SUFFIX
 
@@ -137,6 +138,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def rich_table(report: ReplayReport) -> Any:
     """The headline as a rich :class:`~rich.table.Table`: per source, the default strategy
     against naive in tokens and (when priced) cost under each price model."""
+    require_extra("replay", "the replay's tables")
     from rich.table import Table
 
     if report.price_models:

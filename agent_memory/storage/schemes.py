@@ -38,6 +38,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
+from agent_memory.extras import require_extra
 from agent_memory.errors import MAX_MESSAGE_CHARS, AgentMemoryError, ConfigurationError, quoted
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.limits import shorten
@@ -123,13 +124,9 @@ def open_postgres(url: str, *, read_only: bool) -> Backend:
             installed, or the server refuses the connection or the database cannot be prepared.
         BackendUnavailableError: if the server does not answer.
     """
-    try:
-        with HEAVY_IMPORTS:  # psycopg and pgvector (numpy)
-            from agent_memory.storage.postgres import PostgresBackend
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"a postgresql:// store needs the postgres extra: pip install 'agent-memory[postgres]' ({exc})"
-        ) from exc
+    require_extra("postgres", "a postgresql:// backend")
+    with HEAVY_IMPORTS:  # psycopg and pgvector (numpy)
+        from agent_memory.storage.postgres import PostgresBackend
     return PostgresBackend(url)
 
 
