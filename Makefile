@@ -10,9 +10,9 @@
 #   make test-llm   the local LLM's tests (after `make llm`); .ci/run runs them after `make test`
 #   make bench   the benchmarks on the real data in $(DATA)
 #   make local-llm  the bundled local model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible
-#                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (see README, research agent)
+#                server on 127.0.0.1:$(LOCAL_LLM_PORT), tool calling on (docs/agents.md, research agent)
 #   make postgres   a local Postgres with pgvector (pgserver's) in ./postgres-data, left running;
-#                prints its URL for AGENT_MEMORY_URL / --backend (README, "Many machines")
+#                prints its URL for AGENT_MEMORY_URL / --backend (docs/storage.md, "Many machines")
 #   make postgres-stop  stop it
 #   make clean   remove .venv, build metadata and caches (never memory data)
 

@@ -7,7 +7,7 @@ inside the model's budget, and :class:`MemoryAgent` runs an agent loop with both
 included. Importing this package is fast: chromadb, torch and sentence-transformers load on first
 use of the index.
 
-This is the public face, what the README uses (39 names): the memory (:class:`AgentMemory`,
+This is the public face, what the README and docs/ use (39 names): the memory (:class:`AgentMemory`,
 :class:`MemoryConfig`, its items, criteria, hits and snapshots); the agent loop
 (:class:`MemoryAgent`, its config, run, tools, sub-agents, event processor); the kernel
 (:class:`MemoryManager`, :class:`ModelLimits`, :class:`LLMRequestAssembler`); the chat models;

@@ -1,4 +1,4 @@
-"""The house: one public face, no import cycle, no import that climbs a floor (README, "Layout").
+"""The house: one public face, no import cycle, no import that climbs a floor (docs/layout.md).
 
 Imports are read from the source (``ast``), every kind counted: module level, inside functions, and
 under ``if TYPE_CHECKING:``. A cycle hidden behind a function-local import is still a cycle."""
@@ -29,7 +29,7 @@ FLOORS: list[set[str]] = [
     {"integrations", "replay", "mcp_server", "migrate", "testing", "console", "cli", "inspector", "__init__"},
 ]
 """The floors of ``agent_memory``, lowest first: a module imports from its own floor or below.
-The README's Layout section shows the same plan."""
+docs/layout.md shows the same plan."""
 
 MAX_PUBLIC_NAMES = 40
 
@@ -77,7 +77,7 @@ def _floor(module: str) -> int:
     for n, floor in enumerate(FLOORS):
         if part in floor:
             return n
-    raise AssertionError(f"{module} is on no floor: add {part!r} to FLOORS and to the README's Layout")
+    raise AssertionError(f"{module} is on no floor: add {part!r} to FLOORS and to docs/layout.md")
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -175,7 +175,7 @@ def test_no_import_climbs_a_floor() -> None:
 
 
 def test_every_module_is_on_a_floor_named_in_the_readme_layout() -> None:
-    layout = (ROOT / "README.md").read_text(encoding="utf-8").split("## Layout", 1)[1]
+    layout = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     for module in _modules():
         _floor(module)
     for floor in FLOORS:
@@ -207,7 +207,7 @@ def test_readme_and_examples_import_only_the_public_face() -> None:
     """The README and the examples import from ``agent_memory`` only its public names; besides it,
     only the framework adapters (``agent_memory.integrations.<framework>``, each behind its extra)
     and the test helpers (``agent_memory.testing``)."""
-    texts = [(ROOT / "README.md").read_text(encoding="utf-8")]
+    texts = [path.read_text(encoding="utf-8") for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
     texts += [path.read_text(encoding="utf-8") for path in sorted((ROOT / "examples").glob("*.py"))]
     seen = [pair for text in texts for pair in _agent_memory_imports(text)]
     assert len(seen) > 20

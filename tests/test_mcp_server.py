@@ -390,7 +390,7 @@ def test_a_bad_agent_id_is_one_line_on_stderr(tmp_path: Path) -> None:
 
 # -- the README's set-ups ------------------------------------------------------------------------
 def readme_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    return re.findall(rf"```{language}\n(.*?)```", (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8"), re.S)
 
 
 def option(args: list[str], name: str) -> str:

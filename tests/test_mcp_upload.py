@@ -276,9 +276,9 @@ def test_fuzzed_store_calls_with_uploads_and_files_never_raise(raw: dict, fuzzed
 
 
 # -- what the schema costs -------------------------------------------------------------------------
-def test_the_readme_states_the_store_tool_sizes() -> None:
+def test_the_docs_state_the_store_tool_sizes() -> None:
     count = default_token_counter().count
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
     plain = count(json.dumps(StoreMemoryAction.openai_schema()))
     row = re.search(r"^\| `store_memory` \| (\d+) \|", readme, re.M)
     assert row is not None and int(row.group(1)) == plain

@@ -1,4 +1,4 @@
-"""Every Python block of README.md runs as written (issue 20, finding 8).
+"""Every Python block of README.md and of the pages of docs/ runs as written (issue 20, finding 8).
 
 Each block runs on its own, in a fresh process whose working directory and home are a new
 temporary directory (two blocks at a time: each is a fresh interpreter importing torch and loading
@@ -100,8 +100,29 @@ SCRIPTS: dict[str, Script] = {
 }
 
 
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+"""The README and every page of ``docs/``: their Python blocks all run here."""
+
+MAX_README_LINES = 400
+
+
+def labelled_blocks() -> list[tuple[str, str]]:
+    """``(page-n, code)`` of every Python block, page by page (README first), in order."""
+    return [(f"{page.stem}-{n}", code) for page in PAGES
+            for n, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8")), 1)]
+
+
 def blocks() -> list[str]:
-    return BLOCK.findall(README.read_text(encoding="utf-8"))
+    return [code for _, code in labelled_blocks()]
+
+
+def test_the_readme_is_short_and_links_every_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_README_LINES
+    for page in PAGES[1:]:
+        assert f"(docs/{page.name})" in text, f"the README does not link docs/{page.name}"
+    for name in ("memory", "kernel", "agents", "storage", "frameworks", "mcp", "cli", "replay", "benchmarks"):
+        assert (ROOT / "docs" / f"{name}.md").is_file(), name
 
 
 def script_for(code: str) -> Script:
@@ -172,12 +193,12 @@ def block_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, F
                for index in range(len(blocks()))}
 
 
-@pytest.mark.parametrize("index", range(len(blocks())), ids=lambda i: f"block{i + 1}")
+@pytest.mark.parametrize("index", range(len(blocks())), ids=lambda i: labelled_blocks()[i][0])
 def test_readme_python_block_runs_as_written(index: int, block_runs: dict[int, Future[BlockRun]]) -> None:
     code = blocks()[index]
     script = script_for(code)
     run = block_runs[index].result()
-    assert run.returncode == 0, f"README block {index + 1} failed:\n{code}\n--- stderr:\n{run.stderr[-4000:]}"
+    assert run.returncode == 0, f"block {labelled_blocks()[index][0]} failed:\n{code}\n--- stderr:\n{run.stderr[-4000:]}"
     for expected in script.prints:
         assert expected in run.stdout, f"block {index + 1} printed:\n{run.stdout[-2000:]}"
     for expected in script.requests:

@@ -7,7 +7,7 @@ call and its result always stay together (only the result's text changes), and a
 swapped to its citation only when the citation is shorter than what it replaces.
 
 A citation names where its result came from. A result stored without a source (``source`` the
-default ``"agent"``: ``memory.store(result)`` by hand, as the README's loop does) is cited by the
+default ``"agent"``: ``memory.store(result)`` by hand, as docs/memory.md's example does) is cited by the
 tool message that refers to it: its ``name`` as the source and ``name(arguments)`` of the call as
 the title (a ``url`` argument as the source when the arguments are too long to show), the way
 :meth:`~agent_memory.kernel.manager.MemoryManager.ingest_tool_result` stores them. The item itself
