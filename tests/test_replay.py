@@ -375,9 +375,9 @@ def test_memory_tools_fit_the_budget() -> None:
     assert sizes["single_all"] < sizes["all_three"]
 
 
-def test_the_readme_tool_table_states_the_measured_sizes() -> None:
+def test_the_docs_tool_table_states_the_measured_sizes() -> None:
     sizes = memory_tool_sizes()
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "memory.md").read_text(encoding="utf-8")
     stated = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| (.+?) \| (\d+) \|", readme, re.M)}
     assert stated["`retrieve_memory`"] == sizes["retrieve_memory"]
     assert stated["`query_memory`"] == sizes["query_memory"]
