@@ -80,10 +80,12 @@ run: venv
 	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
 		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
 
-# The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins).
+# The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins),
+# then the suite in two processes (pytest-xdist; a file's tests stay in one, so a module's fixtures
+# run once).
 test: venv
 	$(PY) -m mypy
-	$(OFFLINE) $(PY) -m pytest -q -m 'not local_llm'
+	$(OFFLINE) $(PY) -m pytest -q -m 'not local_llm' -n 2 --dist loadfile
 
 # The tests that run the local LLM (marker local_llm); under CI=true they fail if it is missing.
 test-llm: llm
