@@ -8,14 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
+import typer  # the cli extra: agent_memory.cli and agent_memory.replay.command check it before importing this
 from pydantic import ValidationError
-
-from agent_memory.extras import require_extra
-
-require_extra("cli", "the agent-memory command")
-
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
+from rich.console import Console
 
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
 

@@ -20,6 +20,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from agent_memory.extras import EXTRAS
 
@@ -58,13 +60,14 @@ def _pyproject_extras() -> dict[str, list[str]]:
 def _distributions(requirements: list[str], extras: dict[str, list[str]]) -> set[str]:
     """Distribution names of an extra's requirements, ``agent-memory[...]`` expanded."""
     names: set[str] = set()
-    for requirement in requirements:
-        name = requirement.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower()
+    for text in requirements:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
         if name == "agent-memory":
-            for inner in requirement.split("[", 1)[1].rstrip("]").split(","):
-                names |= _distributions(extras[inner.strip()], extras)
+            for inner in requirement.extras:
+                names |= _distributions(extras[inner], extras)
         else:
-            names.add(name.replace("_", "-"))
+            names.add(name)
     return names
 
 
@@ -84,7 +87,7 @@ def test_the_extras_map_matches_pyproject_and_what_each_distribution_provides() 
         assert extra in extras, f"{extra} is not an extra of pyproject.toml"
         wanted = _distributions(extras[extra], extras)
         for module in modules:
-            owners = {name.lower().replace("_", "-") for name in provided.get(module, [])}
+            owners = {canonicalize_name(name) for name in provided.get(module, [])}
             assert owners & wanted, f"{module} ({extra}) comes from {owners}, not from {sorted(wanted)}"
     everything = set().union(*(_distributions(extras[extra], extras) for extra in EXTRAS))
     assert _distributions(extras["all"], extras) == everything

@@ -44,10 +44,6 @@ class Script:
 
 
 SCRIPTS: dict[str, Script] = {
-    # The quickstart (examples/quickstart.py without its docstring): it starts its own scripted model.
-    "import json\nimport os\nfrom pathlib import Path\n\nfrom agent_memory import AgentMemory, ContextBuilder, MemoryAgent": Script(
-        prints=('retrieve_memory(id="mem_', "XMLHttpRequest", "The Fetch API replaces XMLHttpRequest. [('fetch_page',), ()]"),
-    ),
     # "Use it": a page stored, then the model's retrieve call handed to the toolkit.
     "from agent_memory import AgentMemory, OfferState": Script(prints=("True", "The Team plan costs $12")),
     # "Results shown once, then cited": the result is named by its call, never as `agent`.
@@ -116,6 +112,18 @@ def blocks() -> list[str]:
     return [code for _, code in labelled_blocks()]
 
 
+def quickstart() -> str:
+    """examples/quickstart.py from its first import: the README's quickstart block, which
+    tests/test_light_core.py (no extra installed) and tests/test_wheel.py (from the built wheel)
+    run, so it is not run a third time here."""
+    text = (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
+    return text[text.index("import json"):]
+
+
+def test_the_readme_quickstart_is_the_example_the_core_tests_run() -> None:
+    assert blocks()[0] == quickstart()
+
+
 def test_the_readme_is_short_and_links_every_page() -> None:
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= MAX_README_LINES
@@ -170,8 +178,6 @@ def run_block(index: int, workdir: Path) -> BlockRun:
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "PYTHONPATH": str(ROOT),
-            # the quickstart reads a real page from the shared data, as the suite does
-            "AGENT_MEMORY_DATA": os.environ.get("AGENT_MEMORY_DATA") or str(ROOT.parent / "shared" / "data"),
         }
         env.pop("AGENT_MEMORY_DIR", None)
         done = subprocess.run([sys.executable, "-c", blocks()[index]], cwd=workdir, env=env, capture_output=True,
@@ -190,12 +196,14 @@ def block_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, F
     """Every block, started as the module's tests begin, two at a time."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {index: pool.submit(run_block, index, tmp_path_factory.mktemp(f"block{index + 1}"))
-               for index in range(len(blocks()))}
+               for index, code in enumerate(blocks()) if code != quickstart()}
 
 
 @pytest.mark.parametrize("index", range(len(blocks())), ids=lambda i: labelled_blocks()[i][0])
 def test_readme_python_block_runs_as_written(index: int, block_runs: dict[int, Future[BlockRun]]) -> None:
     code = blocks()[index]
+    if code == quickstart():
+        return  # run by tests/test_light_core.py and tests/test_wheel.py (see quickstart())
     script = script_for(code)
     run = block_runs[index].result()
     assert run.returncode == 0, f"block {labelled_blocks()[index][0]} failed:\n{code}\n--- stderr:\n{run.stderr[-4000:]}"

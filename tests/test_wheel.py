@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
 import subprocess
 import sys
 import tomllib
@@ -22,26 +21,29 @@ from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _closure(requirements: list[str]) -> set[str]:
-    """Names of the installed distributions ``requirements`` need, transitively."""
-    seen: set[str] = set()
+    """Names of the installed distributions ``requirements`` need, transitively (each distribution
+    with each extra asked of it expanded once)."""
+    names: set[str] = set()
+    expanded: set[tuple[str, str]] = set()
     todo = [(Requirement(text), "") for text in requirements]
     while todo:
         requirement, extra = todo.pop()
         if requirement.marker is not None and not requirement.marker.evaluate({**default_environment(), "extra": extra}):
             continue
-        dist = importlib.metadata.distribution(requirement.name)
-        wanted = [(requirement.name.lower(), extra_name) for extra_name in sorted(requirement.extras)]
-        key = re.sub(r"[-_.]+", "-", requirement.name).lower()
-        new = key not in seen
-        seen.add(key)
-        for _, extra_name in ([(key, "")] if new else []) + wanted:
-            todo.extend((Requirement(text), extra_name) for text in dist.requires or [])
-    return seen
+        name = canonicalize_name(requirement.name)
+        names.add(name)
+        for wanted in ("", *sorted(requirement.extras)):
+            if (name, wanted) not in expanded:
+                expanded.add((name, wanted))
+                requires = importlib.metadata.distribution(requirement.name).requires or []
+                todo.extend((Requirement(text), wanted) for text in requires)
+    return names
 
 
 def _link_distributions(names: set[str], target: Path) -> None:

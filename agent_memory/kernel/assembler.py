@@ -131,7 +131,7 @@ class LLMRequestAssembler:
         return BuiltContext(messages=built.messages, state=built.state.model_copy(update={"offer": offer}),
                             swapped_now=built.swapped_now)
 
-    def _tools(self, offer: OfferState) -> list[dict[str, Any]]:
+    def _definitions_for(self, offer: OfferState) -> list[dict[str, Any]]:
         memory_tools = self.toolkit.openai_tools(offer) if self.toolkit is not None else []
         return [*self.tool_definitions, *memory_tools]
 
@@ -155,7 +155,7 @@ class LLMRequestAssembler:
             built = manager.build_prompt(notes=manager.soft_notes())
             offer = self._offer(built)
             built = self._recorded(built, offer)
-            tool_definitions = self._tools(offer)
+            tool_definitions = self._definitions_for(offer)
             built = self._taught(built, tool_definitions)
             estimate = manager.count_tokens(built.messages, tool_definitions)
             if not manager.compaction_required and estimate <= manager.budget.input_budget:
