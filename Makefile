@@ -5,7 +5,8 @@
 #                no-op until pyproject.toml changes)
 #   make run     the main job: replay the real agent runs of $(DATA)/traces and a research
 #                session over real pages into ./replay-report/ (report.md, report.json, tokens.png)
-#   make test    the type check (mypy) and the test suite, but for the local LLM's tests
+#   make test    the type check (mypy) and the test suite, but for the local LLM's tests (installs
+#                Debian's chromium for the inspector's browser test when missing)
 #   make llm     build and install llama-cpp-python and the local model (extra `llm`; ~4-8 min)
 #   make test-llm   the local LLM's tests (after `make llm`); .ci/run runs them after `make test`
 #   make bench   the benchmarks on the real data in $(DATA)
@@ -27,7 +28,7 @@ TORCH  := torch==2.13.0
 # Nothing is ever fetched from the Hugging Face hub: the embedding model is a local package.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: venv run test test-llm llm bench clean local-llm postgres postgres-stop
+.PHONY: venv run test test-llm llm bench clean local-llm postgres postgres-stop browser
 
 # AutoByteus (github.com/AutoByteus/autobyteus, whose trace memory the kernel follows), for the test
 # that its reader and ours read each other's files: a venv of its own, since its dependencies are
@@ -54,13 +55,7 @@ $(AB_STAMP):
 	$(AB_VENV)/bin/python -m pip install --disable-pip-version-check '$(AB_PIN)'
 	echo '$(AB_PIN)' | cut -d= -f3 > $@
 
-# The inspector's browser test drives Debian's chromium through its chromedriver (never a driver
-# downloaded at test time): installed here when missing, with sudo only when not root.
-SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-
 $(STAMP): pyproject.toml
-	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
-		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
@@ -83,7 +78,16 @@ run: venv
 # The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins),
 # then the suite in two processes (pytest-xdist; a file's tests stay in one, so a module's fixtures
 # run once).
-test: venv
+# The inspector's browser test drives Debian's chromium through its chromedriver (never a driver
+# downloaded at test time): installed for the tests when missing, with sudo only when not root. The
+# library itself needs no browser, so `make venv` does not install one.
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; fi
+
+test: venv browser
 	$(PY) -m mypy
 	$(OFFLINE) $(PY) -m pytest -q -m 'not local_llm' -n 2 --dist loadfile
 

@@ -25,7 +25,7 @@ definitions) and compared text for text. Tool-call arguments are normalised to `
 their value first, on both sides: LangChain keeps arguments as a dict and its chat models send
 ``json.dumps`` of it, so the trace's own spacing could not survive it.
 
-    python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--model gpt-4o] [--out FILE]
+    python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--pick I ...] [--model gpt-4o] [--out FILE]
 
 Each side's prompt sequence is also priced with prompt caching (the price model's provider rule,
 the prefix each prompt shares with the one before, the trace's own output tokens), as the replay
@@ -268,12 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--runs", type=int, default=None, help="replay only the first N runs")
+    parser.add_argument("--pick", type=int, action="append", default=None,
+                        help="replay only the run at this index (0-based, in file order; repeatable)")
     parser.add_argument("--model", default="gpt-4o", help="the price model both sides decide swaps under")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "adapters.json")
     args = parser.parse_args(argv)
     runs = load_traces([args.data / "traces" / "tau_bench"])
     tools = load_agent_tools(args.data / "agent_tools" / "tau_bench_airline.json")
     runs = with_agent_tools(runs, {"tau_bench": tools})[: args.runs]
+    if args.pick:
+        runs = [runs[index] for index in args.pick]
     prices = PriceModel.lookup(args.model)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:

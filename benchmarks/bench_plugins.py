@@ -45,7 +45,7 @@ from agent_memory import ItemMetadata, MemoryItem
 from agent_memory.html import extract_page
 from agent_memory.models.items import content_to_bytes
 from agent_memory.plugins import PluginRegistry
-from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.citations import VALUES_LABEL, CitationBuilder
 from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
@@ -116,7 +116,7 @@ def bench_readability(data: Path, builder: CitationBuilder) -> dict[str, Any]:
         title = page_title(html, page)
         item = make_item(html, n, type="web_content", media_type="text/html", source=f"https://example.org/{folder.name}")
         citation = builder.cite(item)
-        key = citation.key_content
+        key, values = _values_apart(citation.key_content)
         lead = _lead(key, (title, page.site_name, page.date))
         gold = norm(html_text(gold_path))
         gold_words = set(gold.split())
@@ -133,6 +133,8 @@ def bench_readability(data: Path, builder: CitationBuilder) -> dict[str, Any]:
             "lead_words_in_gold": sum(w in gold_words for w in words),
             "lead_sentences": len(sentences),
             "lead_sentences_in_gold": sum(s in gold for s in sentences),
+            "values": len(values),
+            "values_in_gold": sum(bool(norm(v)) and f" {norm(v)} " in f" {gold} " for v in values),
             "citation_tokens": COUNTER.count(citation.render()),
             "markup_in_citation": bool(re.search(r"<[a-zA-Z/!][^>]*>", citation.render())),
         })
@@ -147,9 +149,24 @@ def bench_readability(data: Path, builder: CitationBuilder) -> dict[str, Any]:
         "pages_with_lead_share": round(sum(r["has_lead"] for r in rows) / n, 3),
         "lead_words_in_gold_share": round(sum(r["lead_words_in_gold"] for r in rows) / words, 3),
         "lead_sentences_in_gold_share": round(sum(r["lead_sentences_in_gold"] for r in rows) / sentences, 3),
+        "pages_with_values_share": round(sum(bool(r["values"]) for r in rows) / n, 3),
+        "values_in_gold_share": round(sum(r["values_in_gold"] for r in rows) / (sum(r["values"] for r in rows) or 1), 3),
         "pages_with_markup_in_citation": sum(r["markup_in_citation"] for r in rows),
         "per_page": rows,
     }
+
+
+def _values_apart(key: str) -> tuple[str, list[str]]:
+    """A citation's key content without its ``values:`` line, and that line's values (a last value
+    cut short by an ellipsis left out)."""
+    lines = key.split("\n")
+    for n, line in enumerate(lines):
+        if line.startswith(VALUES_LABEL):
+            values = line[len(VALUES_LABEL):].split()
+            if values and values[-1].endswith("…"):
+                values = values[:-1]
+            return "\n".join(lines[:n] + lines[n + 1:]), values
+    return key, []
 
 
 def _lead(key: str, head: tuple[str | None, ...]) -> str:
@@ -312,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pages.add_row("citations with a lead excerpt", f"{readability['pages_with_lead_share']:.3f}")
     pages.add_row("lead words found in gold content", f"{readability['lead_words_in_gold_share']:.3f}")
     pages.add_row("lead sentences found verbatim in gold content", f"{readability['lead_sentences_in_gold_share']:.3f}")
+    pages.add_row("citations with a values line", f"{readability['pages_with_values_share']:.3f}")
+    pages.add_row("values found as words in gold content", f"{readability['values_in_gold_share']:.3f}")
     pages.add_row("citations with markup", str(readability["pages_with_markup_in_citation"]))
     pages.add_row("extract_page snippets: precision / recall / F1",
                   f"{extraction['precision']:.3f} / {extraction['recall']:.3f} / {extraction['f1']:.3f}")

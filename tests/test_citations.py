@@ -12,7 +12,7 @@ import pytest
 from agent_memory import ItemMetadata, MemoryItem
 from agent_memory.models.items import content_to_bytes
 from agent_memory.plugins import PluginRegistry
-from agent_memory.presentation.citations import MIN_KEY_TOKENS, Citation, CitationBuilder
+from agent_memory.presentation.citations import MIN_KEY_TOKENS, VALUES_LABEL, Citation, CitationBuilder
 from agent_memory.tokens import TiktokenCounter
 from agent_memory.transforms import raw_text, readable_text
 
@@ -109,6 +109,16 @@ def test_citation_of_a_web_page_shows_title_and_lead(builder: CitationBuilder, d
     assert citation.plugin == "web_page"
     expected = json.loads((page.parent / "expected-metadata.json").read_text(encoding="utf-8"))
     assert citation.key_content.startswith(expected["title"])
+
+
+def test_a_web_pages_key_values_come_from_its_text_not_its_markup(builder: CitationBuilder, data_dir: Path) -> None:
+    html = (data_dir / "webpages" / "readability" / "002" / "source.html").read_text(encoding="utf-8")
+    item = make_item(html, type="web_content", media_type="text/html", source="https://example.org/fetch-api")
+    values = next(line for line in builder.cite(item).key_content.splitlines() if line.startswith(VALUES_LABEL))
+    text = readable_text(item)[0]
+    for markup in ("OpenGraph", "MSSmartTagsPreventParsing", "html5shiv.googlecode.com", "ie7.css"):
+        assert markup in html and markup not in text and markup not in values
+    assert "reqHeaders" in values  # the article's own code
 
 
 def test_citation_is_a_frozen_model() -> None:

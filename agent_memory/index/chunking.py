@@ -24,7 +24,7 @@ from agent_memory.html import extract_page, looks_like_html
 from agent_memory.models.items import ItemRecord
 from agent_memory.storage.vector import IndexChunk
 from agent_memory.tokens import TokenCounter
-from agent_memory.transforms import raw_text
+from agent_memory.transforms import JsonFormat, raw_text
 
 __all__ = ["TextChunk", "chunk_header", "chunk_text", "indexable_text", "item_chunks"]
 
@@ -92,11 +92,11 @@ def chunk_header(record: ItemRecord) -> str:
     return f"{label}\n" if label and label not in ("agent", "user") else ""
 
 
-def indexable_text(record: ItemRecord, content: Any) -> str:
+def indexable_text(record: ItemRecord, content: Any, *, json_format: JsonFormat = "lines") -> str:
     """The text of ``content`` that should be embedded for ``record``: its raw text
-    (:func:`~agent_memory.transforms.raw_text`, JSON as lines, nothing for binary bytes), an HTML
-    page as its main text."""
-    text = raw_text(content, record.metadata.content_encoding, json_format="lines", binary=None)
+    (:func:`~agent_memory.transforms.raw_text`, JSON in ``json_format``: one line per row or leaf
+    by default; nothing for binary bytes), an HTML page as its main text."""
+    text = raw_text(content, record.metadata.content_encoding, json_format=json_format, binary=None)
     if text is None:
         return ""
     if record.metadata.content_encoding != "json" and (record.metadata.media_type == "text/html" or looks_like_html(text)):

@@ -179,17 +179,19 @@ class AgentMemoryMiddleware(AgentMiddleware):
     def _prepare(self, request: ModelRequest[Any], channel: MemoryChannel) -> ModelRequest[Any]:
         channel.use_tools([_openai_tool(tool) for tool in request.tools if _tool_name(tool) not in channel.tool_names])
         messages: list[AnyMessage] = list(request.messages)
-        presented = channel.present(langchain_to_messages(messages))
+        system = request.system_message
+        # counted as sent: the system prompt is part of what a swap rewrites and a cache holds
+        head = [Message(role="system", content=_text(system.content))] if system is not None else []
+        presented = channel.present(head + langchain_to_messages(messages))
         for index, text in presented.shown.items():
-            original = messages[index]
+            original = messages[index - len(head)]
             if original.content != text:
-                messages[index] = original.model_copy(update={"content": text})
+                messages[index - len(head)] = original.model_copy(update={"content": text})
         offered = set(presented.memory_tool_names)
         tools = [tool for tool in request.tools
                  if _tool_name(tool) not in channel.tool_names or _tool_name(tool) in offered]
         overrides: dict[str, Any] = {"messages": messages, "tools": tools}
         if presented.memory_prompt:
-            system = request.system_message
             before = _text(system.content) if system is not None else ""
             overrides["system_message"] = SystemMessage(content=f"{before}\n\n{presented.memory_prompt}".strip())
         return request.override(**overrides)

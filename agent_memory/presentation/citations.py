@@ -15,11 +15,11 @@ citation.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from pydantic import BaseModel, ConfigDict
 
+from agent_memory.index.chunking import indexable_text
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
 from agent_memory.plugins import PluginRegistry
@@ -129,9 +129,11 @@ class CitationBuilder:
     def _with_values(self, item: MemoryItem, key_content: str, budget: int) -> str:
         """``key_content`` within ``budget`` tokens, followed by a line of the result's key values
         it does not already show (as many as fit in :data:`VALUES_SHARE` of the budget, in order
-        of appearance)."""
-        text = item.content if isinstance(item.content, str) else json.dumps(item.content, ensure_ascii=False,
-                                                                              default=str)
+        of appearance). The values are read from the text the item is indexed as
+        (:func:`~agent_memory.index.chunking.indexable_text`): an HTML page's main text, not its
+        markup (a stylesheet's or a script's name is no value a model goes on to use); JSON as
+        compact JSON (keys, not the paths of lines); nothing from binary content."""
+        text = indexable_text(item, item.content, json_format="compact")
         shown = set(values_in(key_content))
         values = [value for value in values_in(text) if value not in shown]
         if not values:

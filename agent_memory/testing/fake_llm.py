@@ -325,7 +325,8 @@ class FakeLLMServer:
     :class:`ScriptedReply` queued by :meth:`enqueue` (one queue, in order), rendered in that API's
     JSON shape (``chat.completion``, ``response``, Anthropic ``message``), tool calls, reasoning
     and usage included. Unless scripted, ``usage`` counts whitespace-separated words, not tokens.
-    With the queue empty it answers HTTP 500 ``"no scripted reply left"``. No streaming; request
+    With the queue empty it asks ``unscripted``, and without one answers HTTP 500
+    ``"no scripted reply left"``. No streaming; request
     fields (``max_tokens``, ``tools``, ``response_format``, ...) are recorded, not honoured.
     ``GET /v1/models`` lists :data:`FAKE_MODEL`.
 
@@ -347,17 +348,28 @@ class FakeLLMServer:
         port: TCP port; ``None``: a free one.
         cache_min_tokens: shortest prefix the Anthropic cache stores, in the usage's units
             (words; :data:`DEFAULT_FAKE_CACHE_MIN_TOKENS`).
+        unscripted: what answers a request when the queue is empty, called with the route's path
+            (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``) and the JSON body
+            (:func:`agent_memory.testing.stand_in.stand_in_reply`: the stand-in model that the
+            docs' examples run against without a key); ``None``: HTTP 500.
 
     Use :meth:`start` / :meth:`stop` or ``with FakeLLMServer() as server:``; point an OpenAI
     client at :attr:`base_url` and an Anthropic client at :attr:`anthropic_base_url`.
     """
 
-    def __init__(self, *, port: int | None = None, cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS) -> None:
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS,
+        unscripted: Callable[[str, dict[str, Any]], ScriptedReply] | None = None,
+    ) -> None:
         # the socket is bound now and kept until start() listens on it: a port looked up free and
         # bound later can be taken in between by another process (two test suites at once)
         self._socket: socket.socket | None = _bound_socket(port or 0)
         self.port: int = self._socket.getsockname()[1]
         self.cache_min_tokens = cache_min_tokens
+        self.unscripted = unscripted
         self._anthropic_cache: set[str] = set()
         self.requests: list[dict[str, Any]] = []
         """JSON bodies of every request to an answering route, oldest first."""
@@ -422,9 +434,11 @@ class FakeLLMServer:
             self.requests.append(body)
             self.received.append(RecordedRequest(path=path, headers=headers, body=body))
             n = len(self.requests)
-            if self._replies:
-                reply = self._replies.popleft()
-                return (reply(body) if callable(reply) else reply), n
+            reply = self._replies.popleft() if self._replies else None
+        if reply is not None:
+            return (reply(body) if callable(reply) else reply), n
+        if self.unscripted is not None:
+            return self.unscripted(path, body), n
         return ScriptedReply(content="no scripted reply left", status=500), n
 
     def start(self) -> FakeLLMServer:
