@@ -17,8 +17,10 @@ its hook runs as the framework runs it:
 The reference is the replay's own prompt for the same policy (``agent_memory.replay.engine``'s
 ``_agent_prompt``, the function ``agent-memory replay`` counts with) on the trace's messages: a
 ``ContextBuilder`` with the same price model and tool costs, the toolkit's offer, and the memory
-prompt. For the SDK the policy is the SDK's: the memory tools go with every call from the call
-after the first stored result (``ToolOffer(mode="all")``), which the reference follows too.
+prompt. For the SDK the policy is the SDK's: its tools are fixed before the filter runs, so the
+memory tools go with every call from the call after the one where citing would first pay for them
+(``ContextBuilder.build_ahead``, ``ToolOffer(mode="all")`` once on), which the reference follows on
+the trace's own messages.
 
 Both sides are counted the same way (o200k, ``count_prompt_tokens``: messages and tool
 definitions) and compared text for text. Tool-call arguments are normalised to ``json.dumps`` of
@@ -68,7 +70,7 @@ from agent_memory.presentation.context import ContextBuilder  # noqa: E402
 from agent_memory.presentation.offer import ToolOffer, load_toolkit, offer_cost_tokens  # noqa: E402
 from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
 from agent_memory.pricing import CallTokens, PriceModel  # noqa: E402
-from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens  # noqa: E402
+from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens, tool_tokens  # noqa: E402
 from agent_memory.replay.engine import StrategyCurve, _agent_prompt  # noqa: E402 - the replay's own prompt
 from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
 from agent_memory.records.prepare import result_store_arguments  # noqa: E402
@@ -189,13 +191,17 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
     memory_tool_defs = [convert_to_openai_tool(t) for t in middleware.tools]
     sdk_memory_defs = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                          "parameters": t.params_json_schema}} for t in adapter.tools]
+    # the SDK's policy, restated: the memory tools go from the call after the one where citing would
+    # first pay for them and the memory prompt (ContextBuilder.build_ahead)
+    sdk_cost = (tool_tokens(own_tools + sdk_memory_defs, counter.count) - tool_tokens(own_tools, counter.count)
+                + counter.count(MEMORY_PROMPT))
+    sdk_on = False
     row: dict[str, Any] = {"run": run.run_id, "calls": len(run.calls), "naive_tokens": 0,
                            "langchain": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0},
                            "openai_agents": {"same": 0, "tokens": 0, "reference_tokens": 0, "hook_ms": 0.0}}
     curves = {label: StrategyCurve() for label in SIDES}
     last: dict[str, Any] = dict.fromkeys(SIDES)
     count = counter.count
-    previous_call = 0
     for call in run.calls:
         prefix = messages[:call]
         row["naive_tokens"] += count_prompt_tokens(prefix, own_tools, counter=counter)
@@ -234,16 +240,13 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
         sdk_messages, _ = items_to_messages(out.input)
         sdk_prompt = ([Message(role="system", content=out.instructions)] if out.instructions else []) + sdk_messages
         sdk_sent_tools = own_tools + (sdk_memory_defs if enabled else [])
-        ref_messages, _ = sdk_ref.prompt(prefix)
-        ref_messages = [m for m in ref_messages if m.role != "system"]
-        stored_before = any(m.role == "tool" for m in messages[:previous_call])
-        if system is not None or stored_before:
-            base = [Message(role="system", content=system.content)] if system is not None else []  # type: ignore[list-item]
-            ref_messages = with_memory_prompt(base + ref_messages, MEMORY_PROMPT) if stored_before else base + ref_messages
-        ref_tools = own_tools + (sdk_memory_defs if stored_before else [])
+        ref_on = sdk_on  # decided by the call before, as the SDK decides the tools before the filter
+        built, sdk_on = sdk_ref.builder.build_ahead(sdk_ref.history(prefix), tools_on=ref_on, offer_cost_tokens=sdk_cost)
+        sdk_ref.builder.commit(built)
+        ref_messages = with_memory_prompt(built.messages, MEMORY_PROMPT) if ref_on else built.messages
+        ref_tools = own_tools + (sdk_memory_defs if ref_on else [])
         _tally(row["openai_agents"], (sdk_prompt, sdk_sent_tools), (ref_messages, ref_tools), counter)
         last["openai_agents"] = curves["openai_agents"].record(sdk_prompt, sdk_sent_tools, last["openai_agents"], count)
-        previous_call = call
     outputs = [message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls]
     for label, curve in curves.items():
         cost = sum((prices.cost(CallTokens(prompt_tokens=prompt, prefix_tokens=shared, output_tokens=output))

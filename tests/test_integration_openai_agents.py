@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool  # noqa: E402
+from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 from agent_memory import AgentMemory  # noqa: E402
@@ -76,7 +77,8 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
     shown = _outputs(requests[1])[0]
     assert shown == adapter.channel.builder.view(first_id).full and "openSUSE" in shown  # shown in full once
     # The SDK fixes the tools before the filter stores: the memory tools go from the call after the
-    # first stored result, the call in which it can first be cited.
+    # one where citing would first pay for them (here the first stored result: a page whose readable
+    # text is far shorter than its HTML), the call in which it can first be cited.
     assert "retrieve_memory" not in _tools(requests[0]) and "retrieve_memory" not in _tools(requests[1])
     assert "retrieve_memory" in _tools(requests[2]) and "Memory:" not in requests[1]["instructions"]
     third = _outputs(requests[2])
@@ -92,8 +94,6 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
 
 
 def test_the_filter_stores_each_result_once_across_processes_of_one_conversation(tmp_path: Path) -> None:
-    from agents.run_config import CallModelData, ModelInputData
-
     big = "Row {n}: the quarterly revenue of unit {n} grew by {n} percent over the year before.\n"
     items: list[Any] = [
         {"role": "user", "content": "Summarise the report"},
@@ -110,6 +110,42 @@ def test_the_filter_stores_each_result_once_across_processes_of_one_conversation
                                            agent=agent, context=None))
     assert len(memory.records()) == 1
     assert out.input[0] == items[0] and out.input[1] == items[1]  # only outputs are touched
+
+
+def _filter_calls(adapter: OpenAIAgentsMemory, results: list[str]) -> list[tuple[bool, ModelInputData]]:
+    """The filter on a conversation that gets one more result per call: (the memory tools were
+    enabled for that call, what the filter sent)."""
+    agent = Agent(name="analyst", tools=[*adapter.tools])
+    items: list[Any] = [{"role": "user", "content": "Compare the reports"}]
+    sent = []
+    for n, text in enumerate(results):
+        items += [{"type": "function_call", "call_id": f"c{n}", "name": "report", "arguments": json.dumps({"n": n})},
+                  {"type": "function_call_output", "call_id": f"c{n}", "output": text}]
+        enabled = adapter.enabled
+        sent.append((enabled, adapter.input_filter(CallModelData(
+            model_data=ModelInputData(input=list(items), instructions="You compare reports."), agent=agent, context=None))))
+    return sent
+
+
+def test_small_results_never_bring_the_memory_tools_and_a_large_one_brings_them_a_call_later(tmp_path: Path) -> None:
+    small = [f"Report {n}: revenue grew by {n} percent." for n in range(6)]
+    quiet = OpenAIAgentsMemory(AgentMemory("analyst", tmp_path / "small"), model="gpt-4o")
+    calls = _filter_calls(quiet, small)
+    for enabled, out in calls:
+        assert not enabled and "Memory:" not in (out.instructions or "")
+    assert [item["output"] for item in calls[-1][1].input if "output" in item] == small
+    assert not quiet.enabled  # six results stored, none worth its citation's tools and prompt
+
+    rows = "".join(f"Row {n}: the quarterly revenue of unit {n} grew by {n} percent over the year before.\n"
+                   for n in range(400))
+    busy = OpenAIAgentsMemory(AgentMemory("analyst", tmp_path / "large"), model="gpt-4o")
+    calls = _filter_calls(busy, [rows, "Report 9: flat.", "Report 10: down."])
+    assert [enabled for enabled, _ in calls] == [False, True, True]  # decided when the large one arrived
+    first_output = [item["output"] for item in calls[0][1].input if "output" in item][0]
+    assert first_output == rows  # shown whole in the call that stores it: no tool could read a citation
+    later = [item["output"] for item in calls[-1][1].input if "output" in item]
+    assert later[0].startswith("[report(") and len(later[0]) < len(rows) // 20  # then cited
+    assert "Memory:" in (calls[-1][1].instructions or "")
 
 
 def test_session_keeps_items_in_the_backend_and_survives_a_new_process(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from agent_memory.presentation.offer import (
 )
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import BilledTokens, Cost, PriceModel
+from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.records.prepare import result_store_arguments
 
 __all__ = ["DEFAULT_ADAPTER_TOOLS", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
@@ -163,6 +164,11 @@ class MemoryChannel:
         own_tools: the agent's own tool definitions (OpenAI function format), sent with every call:
             they count towards the cached prefix and the tools' share of a prompt.
         registry: compaction plugins for citations; ``None``: the installed ones.
+        tools_ahead: for a framework that fixes a call's tools before its hook runs (with
+            ``ToolOffer(mode="all")``): the names of the memory tools it sends, decided a call ahead
+            (:attr:`tools_due`, :meth:`ContextBuilder.build_ahead
+            <agent_memory.presentation.context.ContextBuilder.build_ahead>`); ``None``: the tools
+            are chosen per call.
 
     Raises:
         InvalidArgumentError: if ``conversation_id`` is not a valid id (letters, digits, ``_``,
@@ -184,6 +190,7 @@ class MemoryChannel:
         memory_prompt: str | None = MEMORY_PROMPT,
         own_tools: Sequence[Mapping[str, Any]] = (),
         registry: PluginRegistry | None = None,
+        tools_ahead: Sequence[str] | None = None,
     ) -> None:
         self.memory = memory
         self.conversation_id = validate_agent_id(conversation_id)
@@ -201,6 +208,12 @@ class MemoryChannel:
         )
         self.own_tools: list[dict[str, Any]] | None = None
         """The agent's own tool definitions as last told (:meth:`use_tools`)."""
+        self._ahead = None if tools_ahead is None else [
+            {"type": "function", "function": definition} for definition in self.function_definitions(tools_ahead)]
+        self._ahead_cost = 0
+        """Tokens the ``tools_ahead`` tools and the memory prompt add to a call (while off)."""
+        self._ahead_on = False
+        """The ``tools_ahead`` tools go with the next call."""
         self.use_tools(own_tools)
         self.usage = UsageLedger(prices=prices)
         self._lock = threading.RLock()
@@ -220,10 +233,14 @@ class MemoryChannel:
         tools = [dict(tool) for tool in own_tools]
         if tools == self.own_tools:
             return
-        cost, own_tokens = offer_cost_tokens(self.toolkit, tools, self.memory.tokens.count, self.memory_prompt)
+        count = self.memory.tokens.count
+        cost, own_tokens = offer_cost_tokens(self.toolkit, tools, count, self.memory_prompt)
         self.own_tools = tools
         self.builder.fixed_tokens = own_tokens
         self.builder.offer_cost_tokens = cost
+        if self._ahead is not None:
+            self._ahead_cost = (tool_tokens(tools + self._ahead, count) - own_tokens
+                                + (count(self.memory_prompt) if self.memory_prompt else 0))
 
     def function_definitions(self, names: Sequence[str]) -> list[dict[str, Any]]:
         """The memory tools called ``names``, as function definitions (``name``, ``description``,
@@ -241,11 +258,17 @@ class MemoryChannel:
     @property
     def tools_due(self) -> bool:
         """For a framework that fixes a call's tools before its hook runs (the Agents SDK,
-        pydantic-ai): whether the memory tools go with the next call. From the call after the
-        first stored result (the first call that can cite it), or from the start when the memory
-        held items when the channel opened (a shared or forked snapshot) or the policy cites at
-        the first showing (``always_cite``)."""
-        return self._held_items or self.builder.policy.kind == "always_cite" or bool(self._stored)
+        pydantic-ai): whether the memory tools go with the next call. From the start when the
+        memory held items when the channel opened (a shared or forked snapshot, which the model
+        may query) or the policy cites from the first call (``always_cite``, ``start="first_call"``);
+        else, with ``tools_ahead``, from the call after the one where citing would first pay for
+        them (:meth:`ContextBuilder.build_ahead
+        <agent_memory.presentation.context.ContextBuilder.build_ahead>`), and without it from the
+        call after the first stored result."""
+        policy = self.builder.policy
+        if self._held_items or policy.kind == "always_cite" or policy.start == "first_call":
+            return True
+        return self._ahead_on if self._ahead is not None else bool(self._stored)
 
     @property
     def stored_ids(self) -> list[str]:
@@ -307,7 +330,11 @@ class MemoryChannel:
             last, self._last = self._last, referenced
             same = next((n for n, (a, b) in enumerate(zip(last, referenced)) if a != b), min(len(last), len(referenced)))
             rewrite = None if same == len(last) else same  # the framework trimmed or edited its history
-            prepared = self.builder.prepare(referenced, rewrite_from=rewrite)
+            if self._ahead is not None:
+                prepared, self._ahead_on = self.builder.build_ahead(
+                    referenced, tools_on=self.tools_due, offer_cost_tokens=self._ahead_cost, rewrite_from=rewrite)
+            else:
+                prepared = self.builder.prepare(referenced, rewrite_from=rewrite)
             self.builder.commit(prepared)
             built = prepared.messages
             offer = OfferState(citing=self.builder.citing)
@@ -334,10 +361,10 @@ DEFAULT_ADAPTER_TOOLS = ("retrieve_memory", "query_memory")
 
 class FixedToolsAdapter:
     """The base of the adapters for frameworks that fix a call's tools before their hook runs
-    (the OpenAI Agents SDK, pydantic-ai): their channel offers the memory tools on every call from
-    :attr:`MemoryChannel.tools_due` on (``ToolOffer(mode="all")``, so starting to cite costs no
-    tools), and a subclass turns :attr:`tool_definitions` into the framework's tool type in
-    :meth:`_make_tools`.
+    (the OpenAI Agents SDK, pydantic-ai): their channel decides a call ahead whether the memory
+    tools go (:attr:`MemoryChannel.tools_due`: from the call after the one where citing would
+    first pay for them), and a subclass turns :attr:`tool_definitions` into the framework's tool
+    type in :meth:`_make_tools`.
 
     Args:
         memory: where results are stored.
@@ -368,7 +395,8 @@ class FixedToolsAdapter:
     ) -> None:
         self.memory = memory
         self.channel = MemoryChannel(memory, conversation_id=conversation_id, model=model, prices=prices,
-                                     policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt)
+                                     policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt,
+                                     tools_ahead=tools)
         self.tool_definitions = self.channel.function_definitions(tools)
         """The memory tools the agent gets, as function definitions."""
         self._make_tools()

@@ -12,9 +12,10 @@ Three lines::
   as everywhere in agent-memory), and adds the memory prompt to the instructions while the memory
   tools are enabled. Only the outputs' text changes: every other item is passed as the SDK made it.
 - :attr:`OpenAIAgentsMemory.tools` are the memory tools as SDK ``FunctionTool`` objects. The SDK
-  fixes an agent's tools before the filter runs, so they are enabled (``is_enabled``) from the
-  call after the first stored result on, and the channel counts them as sent on every call
-  (:class:`~agent_memory.presentation.offer.ToolOffer` ``mode="all"``).
+  fixes an agent's tools before the filter runs, so the filter decides a call ahead: they are
+  enabled (``is_enabled``) from the call after the one where citing would first pay for them and
+  the memory prompt, and stay on (:attr:`~agent_memory.integrations.channel.MemoryChannel.tools_due`);
+  a conversation of small results never carries them.
 - :meth:`OpenAIAgentsMemory.record` prices a run's usage (each model request's input, cached input
   and output tokens) with prompt caching as the provider bills it.
 - :class:`AgentMemorySession` is an SDK ``Session`` whose items live in agent-memory's backend.

@@ -15,9 +15,10 @@ Three lines::
   history, so a cited result stays cited in ``result.all_messages()``; its full content is in
   memory under the id the citation names.
 - :attr:`PydanticAIMemory.toolset` holds the memory tools. pydantic-ai prepares a request's tools
-  before its history is processed, so they are offered from the request after the first stored
-  result on (or from the start when the memory already holds items, or the policy cites at once),
-  and the channel counts them as sent with every request (``ToolOffer(mode="all")``).
+  before its history is processed, so they are offered from the request after the one where
+  citing would first pay for them and the memory prompt (or from the start when the memory already
+  holds items, or the policy cites at once), and stay on
+  (:attr:`~agent_memory.integrations.channel.MemoryChannel.tools_due`).
 - :meth:`PydanticAIMemory.record` prices a finished run's requests (cache reads and writes as
   reported) with prompt caching as the provider bills it.
 """

@@ -322,7 +322,7 @@ class ContextBuilder:
             room -= tokens - cap
 
     def build(self, history: Sequence[Message], *, full_cap: int | None = None,
-              rewrite_from: int | None = None) -> BuiltContext:
+              rewrite_from: int | None = None, may_start: bool = True) -> BuiltContext:
         """The messages for the next LLM call, oldest first, and the state they imply
         (``BuiltContext.messages``, ``BuiltContext.state``). Nothing is recorded: the same
         ``history`` gives the same result until :meth:`commit` (or :meth:`rewritten`,
@@ -340,6 +340,9 @@ class ContextBuilder:
         the last prompt's, e.g. a compaction sizing its tail): every swap due there is made, as
         after :meth:`rewritten`; ``None``: the history continues the last prompt's.
 
+        ``may_start=False`` keeps a builder that is not citing from starting with this call (the
+        memory tools cannot go with it: :meth:`build_ahead`).
+
         A ``tool_result_ref`` that names no stored item (forgotten) is shown as
         :data:`FORGOTTEN_NOTE`.
         """
@@ -355,13 +358,14 @@ class ContextBuilder:
             first_call.setdefault(shown_id, call)
         shared = min(state.prompt_messages, len(history), len(history) if rewrite_from is None else max(0, rewrite_from))
         citing_since = state.citing_since
-        if citing_since is None and self.policy.start == "first_call":
+        if citing_since is None and self.policy.start == "first_call" and may_start:
             citing_since = call  # the memory tools go from the first call: nothing to weigh
         swapped = set(state.swapped)
         newly: list[str] = []
-        if citing_since is None and full_cap is not None and any(self.view(r).raw_tokens > full_cap for r in item_ids):
+        if (citing_since is None and may_start and full_cap is not None
+                and any(self.view(r).raw_tokens > full_cap for r in item_ids)):
             citing_since = call  # the prompt must fit: capped showings need the tools that read the rest
-        if citing_since is None:
+        if citing_since is None and may_start:
             started = self._start(history, item_ids, call, first_call, shared)
             if started is not None:
                 citing_since, newly = call, started
@@ -401,6 +405,43 @@ class ContextBuilder:
 
     prepare = build
     """The same as :meth:`build` (the name the kernel and the integrations use)."""
+
+    def build_ahead(self, history: Sequence[Message], *, tools_on: bool, offer_cost_tokens: int,
+                    rewrite_from: int | None = None) -> tuple[BuiltContext, bool]:
+        """:meth:`build` for a framework that fixes a call's tools before its hook sees the call
+        (the OpenAI Agents SDK, pydantic-ai): the memory tools go with a call or not by what the
+        previous call decided. Returns the context and whether the memory tools go with the next
+        call; nothing is recorded until :meth:`commit`.
+
+        ``tools_on``: the tools go with this call (paid already: :attr:`offer_cost_tokens` should be
+        0), so citing may start, and they stay on. Off: the builder weighs starting as a per-call
+        offer does, with ``offer_cost_tokens`` (tokens: the memory tools' definitions and the
+        memory prompt); if it would start, the tools go from the next call. In this call it starts
+        only when that shows no citation (nothing swapped yet, no first showing cut at the cap:
+        the model could not retrieve what it cites), e.g. results shown as their readable text
+        from the start; else it does not start until the tools are there. So a conversation whose
+        results never pay for the tools (small results) never carries them, and one whose results
+        do cites from one call later than a framework that chooses tools per call would.
+
+        Raises:
+            ValueError: if ``offer_cost_tokens`` is negative.
+        """
+        if offer_cost_tokens < 0:
+            raise ValueError("offer_cost_tokens must be >= 0")
+        if tools_on or self.state.citing_since is not None:
+            return self.build(history, rewrite_from=rewrite_from), True
+        kept = self.offer_cost_tokens
+        self.offer_cost_tokens = offer_cost_tokens
+        try:
+            would = self.build(history, rewrite_from=rewrite_from)
+        finally:
+            self.offer_cost_tokens = kept
+        if would.state.citing_since is None:
+            return would, False
+        shown = {m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref} - would.state.swapped
+        if not would.swapped_now and not any(self.view(item_id).capped for item_id in shown if item_id in self.memory):
+            return would, True  # citing starts with readable showings and no citation: the tools come next
+        return self.build(history, rewrite_from=rewrite_from, may_start=False), True
 
     def commit(self, built: BuiltContext) -> None:
         """Record that ``built`` (what :meth:`build` gave) was sent and answered: its state
