@@ -241,7 +241,8 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
         sdk_prompt = ([Message(role="system", content=out.instructions)] if out.instructions else []) + sdk_messages
         sdk_sent_tools = own_tools + (sdk_memory_defs if enabled else [])
         ref_on = sdk_on  # decided by the call before, as the SDK decides the tools before the filter
-        built, sdk_on = sdk_ref.builder.build_ahead(sdk_ref.history(prefix), tools_on=ref_on, offer_cost_tokens=sdk_cost)
+        sdk_ref.builder.offer_cost_tokens = 0 if ref_on else sdk_cost
+        built, sdk_on = sdk_ref.builder.build_ahead(sdk_ref.history(prefix), tools_on=ref_on)
         sdk_ref.builder.commit(built)
         ref_messages = with_memory_prompt(built.messages, MEMORY_PROMPT) if ref_on else built.messages
         ref_tools = own_tools + (sdk_memory_defs if ref_on else [])

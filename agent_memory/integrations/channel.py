@@ -261,14 +261,14 @@ class MemoryChannel:
         pydantic-ai): whether the memory tools go with the next call. From the start when the
         memory held items when the channel opened (a shared or forked snapshot, which the model
         may query) or the policy cites from the first call (``always_cite``, ``start="first_call"``);
-        else, with ``tools_ahead``, from the call after the one where citing would first pay for
-        them (:meth:`ContextBuilder.build_ahead
-        <agent_memory.presentation.context.ContextBuilder.build_ahead>`), and without it from the
-        call after the first stored result."""
+        else from the call after the one where citing would first pay for them
+        (:meth:`ContextBuilder.build_ahead
+        <agent_memory.presentation.context.ContextBuilder.build_ahead>`). Always ``False`` for a
+        channel without ``tools_ahead`` (its tools are chosen per call)."""
+        if self._ahead is None:
+            return False
         policy = self.builder.policy
-        if self._held_items or policy.kind == "always_cite" or policy.start == "first_call":
-            return True
-        return self._ahead_on if self._ahead is not None else bool(self._stored)
+        return self._held_items or policy.kind == "always_cite" or policy.start == "first_call" or self._ahead_on
 
     @property
     def stored_ids(self) -> list[str]:
@@ -331,8 +331,9 @@ class MemoryChannel:
             same = next((n for n, (a, b) in enumerate(zip(last, referenced)) if a != b), min(len(last), len(referenced)))
             rewrite = None if same == len(last) else same  # the framework trimmed or edited its history
             if self._ahead is not None:
-                prepared, self._ahead_on = self.builder.build_ahead(
-                    referenced, tools_on=self.tools_due, offer_cost_tokens=self._ahead_cost, rewrite_from=rewrite)
+                tools_on = self.tools_due
+                self.builder.offer_cost_tokens = 0 if tools_on else self._ahead_cost  # on: paid already
+                prepared, self._ahead_on = self.builder.build_ahead(referenced, tools_on=tools_on, rewrite_from=rewrite)
             else:
                 prepared = self.builder.prepare(referenced, rewrite_from=rewrite)
             self.builder.commit(prepared)

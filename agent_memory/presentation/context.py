@@ -406,38 +406,27 @@ class ContextBuilder:
     prepare = build
     """The same as :meth:`build` (the name the kernel and the integrations use)."""
 
-    def build_ahead(self, history: Sequence[Message], *, tools_on: bool, offer_cost_tokens: int,
+    def build_ahead(self, history: Sequence[Message], *, tools_on: bool,
                     rewrite_from: int | None = None) -> tuple[BuiltContext, bool]:
         """:meth:`build` for a framework that fixes a call's tools before its hook sees the call
         (the OpenAI Agents SDK, pydantic-ai): the memory tools go with a call or not by what the
         previous call decided. Returns the context and whether the memory tools go with the next
         call; nothing is recorded until :meth:`commit`.
 
-        ``tools_on``: the tools go with this call (paid already: :attr:`offer_cost_tokens` should be
-        0), so citing may start, and they stay on. Off: the builder weighs starting as a per-call
-        offer does, with ``offer_cost_tokens`` (tokens: the memory tools' definitions and the
-        memory prompt); if it would start, the tools go from the next call. In this call it starts
-        only when that shows no citation (nothing swapped yet, no first showing cut at the cap:
-        the model could not retrieve what it cites), e.g. results shown as their readable text
-        from the start; else it does not start until the tools are there. So a conversation whose
-        results never pay for the tools (small results) never carries them, and one whose results
-        do cites from one call later than a framework that chooses tools per call would.
-
-        Raises:
-            ValueError: if ``offer_cost_tokens`` is negative.
+        ``tools_on``: the tools go with this call, so citing may start, and they stay on (the
+        caller sets :attr:`offer_cost_tokens` to 0: they are paid already). Off: the builder weighs
+        starting as a per-call offer does (:attr:`offer_cost_tokens` then holds what the tools'
+        definitions and the memory prompt would add); if it would start, the tools go from the next
+        call. In this call it starts only when that shows no citation (nothing swapped yet, no
+        first showing cut at the cap: the model could not retrieve what it cites), e.g. results
+        shown as their readable text from the start; else it does not start until the tools are
+        there. So a conversation whose results never pay for the tools (small results) never
+        carries them, and one whose results do cites from one call later than a framework that
+        chooses tools per call would.
         """
-        if offer_cost_tokens < 0:
-            raise ValueError("offer_cost_tokens must be >= 0")
-        if tools_on or self.state.citing_since is not None:
-            return self.build(history, rewrite_from=rewrite_from), True
-        kept = self.offer_cost_tokens
-        self.offer_cost_tokens = offer_cost_tokens
-        try:
-            would = self.build(history, rewrite_from=rewrite_from)
-        finally:
-            self.offer_cost_tokens = kept
-        if would.state.citing_since is None:
-            return would, False
+        would = self.build(history, rewrite_from=rewrite_from)
+        if tools_on or would.state.citing_since is None:
+            return would, tools_on
         shown = {m.tool_result_ref for m in history if m.role == "tool" and m.tool_result_ref} - would.state.swapped
         if not would.swapped_now and not any(self.view(item_id).capped for item_id in shown if item_id in self.memory):
             return would, True  # citing starts with readable showings and no citation: the tools come next
