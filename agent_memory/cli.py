@@ -938,7 +938,7 @@ def inspect_memory(
     it with Ctrl-C."""
     from agent_memory.inspector import Inspector, InspectorServer, check_bind_host
     from agent_memory.pricing import PriceModel
-    from agent_memory.storage import url_scheme
+    from agent_memory.storage.urls import checked_url
 
     _use(ctx, memory_dir, agent_id, agent, backend)
     options: _Globals = ctx.obj
@@ -948,7 +948,7 @@ def inspect_memory(
         if len(given) > 1:
             _fail("give one backend: BACKEND, --backend or --memory-dir")
         chosen: str | None = str(given[0]) if given else None
-        scheme = url_scheme(chosen) if chosen is not None else None  # a URL of another scheme opens as it says
+        scheme = checked_url(chosen) if chosen is not None else None  # a URL of another scheme opens as it says
         if chosen is not None and scheme in (None, "file") and \
                 not Path(chosen.strip()[len("file://"):] if scheme else chosen).is_dir():
             _fail(f"no memory directory at {chosen}")

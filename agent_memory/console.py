@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from agent_memory.errors import AgentMemoryError, ItemNotFoundError
+from agent_memory.storage.urls import redacted_text
 
 __all__ = ["PROG", "CliError", "fail", "reported_errors", "stderr", "stdout"]
 
@@ -45,7 +46,8 @@ def fail(message: str) -> NoReturn:
 
 @contextmanager
 def reported_errors() -> Iterator[None]:
-    """Turn library errors into one line on stderr and exit code 1 (no traceback).
+    """Turn library errors into one line on stderr and exit code 1 (no traceback), without any
+    password a URL in it shows (:func:`~agent_memory.storage.urls.redacted_text`).
 
     Raises:
         typer.Exit: code 1, for a :class:`CliError`, an :class:`~agent_memory.errors.AgentMemoryError`,
@@ -54,10 +56,10 @@ def reported_errors() -> Iterator[None]:
     try:
         yield
     except ItemNotFoundError as exc:
-        typer.echo(f"Error: {exc}. Use `{PROG} list` or `{PROG} query TEXT` to find ids.", err=True)
+        typer.echo(f"Error: {redacted_text(str(exc))}. Use `{PROG} list` or `{PROG} query TEXT` to find ids.", err=True)
         raise typer.Exit(1) from None
     except (CliError, AgentMemoryError, OSError) as exc:
-        typer.echo(f"Error: {exc}", err=True)
+        typer.echo(f"Error: {redacted_text(str(exc))}", err=True)
         raise typer.Exit(1) from None
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -6,19 +6,23 @@ point, and the built-in schemes work without any installed metadata (a source ch
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+import traceback
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.errors import ConfigurationError
+from agent_memory.cli import app
+from agent_memory.errors import AgentMemoryError, ConfigurationError
 from agent_memory.storage import FileBackend, backend_schemes, open_backend, url_scheme
 from agent_memory.storage.schemes import BACKEND_ENTRY_POINT_GROUP, BUILTIN_SCHEMES
 from agent_memory.testing import PostgresServer
@@ -57,6 +61,26 @@ def open_nothing(url, *, read_only):
 
 def open_hijack(url, *, read_only):
     raise AssertionError("a built-in scheme was replaced")
+
+
+def open_leaky(url, *, read_only):
+    password = url.split(":")[2].split("@")[0]
+    try:
+        raise ConnectionRefusedError(f"connect to {url} refused")
+    except ConnectionRefusedError as exc:
+        raise RuntimeError(f"cannot log in to {url}: password {password} rejected") from exc
+
+
+def open_leaky_library_error(url, *, read_only):
+    from agent_memory.errors import StoreError
+
+    raise StoreError(f"thirdparty refused {url}") from ValueError(url.split(":")[2].split("@")[0])
+
+
+def open_leaky_url(url, *, read_only):
+    backend = FileBackend("/nonexistent/leaky", read_only=True)
+    backend.url = url  # the URL as given, password and all
+    return backend
 '''
 
 
@@ -80,6 +104,9 @@ def third_party_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         refused = thirdparty_mod:open_refused
         nothing = thirdparty_mod:open_nothing
         unloadable = thirdparty_mod_not_installed:open_it
+        leaky = thirdparty_mod:open_leaky
+        leakylib = thirdparty_mod:open_leaky_library_error
+        leakyurl = thirdparty_mod:open_leaky_url
         """), THIRD_PARTY_MODULE)
     return site
 
@@ -200,6 +227,23 @@ def test_a_library_error_of_a_factory_keeps_its_type_with_a_note(third_party: An
     note = " ".join(getattr(raised.value, "__notes__", []))
     assert "backend URL scheme 'refused'" in note and "refused = thirdparty_mod:open_refused" in note
     assert "secret" not in note
+
+
+@pytest.mark.parametrize("scheme", ["leaky", "leakylib", "leakyurl"])
+def test_a_factorys_messages_never_show_the_password(third_party: Any, scheme: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # the factory quotes the URL, and the password alone, in its error and in the errors chained to
+    # it; or returns a backend whose url holds the password
+    caplog.set_level(logging.DEBUG)
+    url = f"{scheme}://alice:Hunter2Qwerty@host/db"
+    with pytest.raises(AgentMemoryError) as raised:
+        AgentMemory("a", backend=url, config=FAST)
+    shown = "".join(traceback.format_exception(raised.value))  # messages, notes, the chain
+    assert "Hunter2Qwerty" not in shown and "Hunter2Qwerty" not in caplog.text
+    assert f"{scheme}://alice:***@host/db" in shown and f"{scheme} = thirdparty_mod:" in shown
+    result = CliRunner().invoke(app, ["--backend", url, "list"])
+    assert result.exit_code == 1 and result.stderr.startswith("Error: ")
+    assert "Hunter2Qwerty" not in result.stdout + result.stderr
 
 
 def test_a_built_in_scheme_cannot_be_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -20,7 +20,7 @@ from agent_memory.errors import ConfigurationError
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage.files import FileBackend
 from agent_memory.storage.schemes import BACKEND_ENTRY_POINT_GROUP, BackendFactory, backend_schemes, open_url
-from agent_memory.storage.urls import is_database_url, redacted_url, url_scheme
+from agent_memory.storage.urls import checked_url, is_database_url, redacted_url, url_scheme
 
 __all__ = [
     "BACKEND_ENTRY_POINT_GROUP",
@@ -58,7 +58,8 @@ def open_backend(backend: str | os.PathLike[str] | Backend | None = None,
             ``postgres://``) a database, ``file://`` and a path a memory directory, any other
             scheme the one an installed package registers in the entry-point group
             ``agent_memory.backends``; any other string or path-like a memory directory (a
-            path-like is always a path). ``None``: ``memory_dir`` when given, else
+            path-like is always a path; a string with ``://`` and no ``/`` before it is meant as
+            a URL, and one whose scheme is misspelt is refused, never opened as a directory). ``None``: ``memory_dir`` when given, else
             ``AGENT_MEMORY_URL``, else the directory ``AGENT_MEMORY_DIR`` or ``./memory``.
         memory_dir: the memory directory of a caller that names one (the files backend).
         read_only: the caller only reads: a memory directory is opened as on a read-only mount
@@ -70,8 +71,9 @@ def open_backend(backend: str | os.PathLike[str] | Backend | None = None,
     that was closed (its ``closed`` attribute is true) is replaced by a new one.
 
     Raises:
-        ConfigurationError: if both ``backend`` and ``memory_dir`` are given; if a URL's scheme is
-            not known (the message lists the known ones, :func:`backend_schemes`); if the
+        ConfigurationError: if both ``backend`` and ``memory_dir`` are given; if a string meant as
+            a URL is not one (:func:`~agent_memory.storage.urls.checked_url`: ``://x``,
+            ``1abc://x``, an unencoded ``@`` in its password); if a URL's scheme is not known (the message lists the known ones, :func:`backend_schemes`); if the
             scheme's factory fails to load or raises (the message names the scheme and the entry
             point); if a database URL is given and the ``postgres`` extra (psycopg, psycopg-pool,
             pgvector) is not installed, or the server refuses the connection.
@@ -89,7 +91,7 @@ def open_backend(backend: str | os.PathLike[str] | Backend | None = None,
     if target is None:
         target = os.environ.get(BACKEND_URL_ENV) or None
     if isinstance(target, str):
-        scheme = url_scheme(target)
+        scheme = checked_url(target)
         if scheme in _UNSHARED_SCHEMES:
             return open_url(target, read_only=read_only)
         if scheme is not None:

@@ -61,6 +61,7 @@ from agent_memory.storage.journal import (
     statuses,
 )
 from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
+from agent_memory.storage.urls import redacted_text
 
 __all__ = ["LogDocument", "LogJournal", "LogTraceStore", "describe", "document", "journal", "read_only", "traces"]
 
@@ -349,10 +350,11 @@ class LogJournal(EventJournal):
 
 # -- what the library asks a backend for ----------------------------------------------------------
 def describe(backend: Backend, agent_id: str) -> str:
-    """Where the agent's records are, for messages: the backend's ``describe(agent_id)`` when it
-    has one (a path), else its URL and the agent id."""
+    """Where the agent's records are, for messages and notices: the backend's
+    ``describe(agent_id)`` when it has one (a path), else its URL and the agent id; without any
+    password a third party's backend puts in it (:func:`~agent_memory.storage.urls.redacted_text`)."""
     own = getattr(backend, "describe", None)
-    return str(own(agent_id)) if own is not None else f"{backend.url} (agent {agent_id})"
+    return redacted_text(str(own(agent_id)) if own is not None else f"{backend.url} (agent {agent_id})")
 
 
 def read_only(backend: Backend, agent_id: str) -> bool:

@@ -44,7 +44,7 @@ from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.limits import shorten
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage.files import FileBackend
-from agent_memory.storage.urls import redacted_url, url_scheme
+from agent_memory.storage.urls import checked_url, redact_error, redacted_text, redacted_url, url_scheme
 
 __all__ = [
     "BACKEND_ENTRY_POINT_GROUP",
@@ -86,14 +86,17 @@ class BackendFactory(Protocol):
 
     Returns:
         The :class:`~agent_memory.storage.contracts.Backend`. Its ``url`` should be a URL that
-        opens the same backend in another process (a fork records it for its child). The process
+        opens the same backend in another process (a fork records it for its child), without a
+        password: it is shown in messages, and a backend whose ``url`` holds one is refused. The process
         keeps it for later opens of the same URL (one per ``url`` and ``read_only``); give it a
         ``closed`` attribute that turns true on ``close()`` for a closed one to be replaced.
 
     Raises:
         Anything: an :class:`~agent_memory.errors.AgentMemoryError` reaches the caller as it is
         (with a note naming the scheme and the entry point); any other exception is raised as a
-        :class:`~agent_memory.errors.ConfigurationError` that names them.
+        :class:`~agent_memory.errors.ConfigurationError` that names them. Either way its message
+        and the exceptions chained to it are shown with the URL's password masked
+        (:func:`~agent_memory.storage.urls.redact_error`), so a message may quote the URL.
     """
 
     def __call__(self, url: str, *, read_only: bool) -> Backend: ...
@@ -143,18 +146,24 @@ def open_url(url: str, *, read_only: bool = False) -> Backend:
     """The backend of the ``<scheme>://`` URL ``url``, made now by its scheme's factory (no
     process-wide sharing: :func:`~agent_memory.storage.open_backend` keeps one per URL).
 
+    No message, note or chained exception shows the URL's password: what the factory raises is
+    redacted (:func:`~agent_memory.storage.urls.redact_error`) before it is noted, wrapped or
+    raised.
+
     Raises:
-        ConfigurationError: if ``url`` has no ``<scheme>://``; if its scheme is not known (the
-            message lists the known ones); if the scheme's entry point does not load, is not
-            callable, raises anything but an :class:`~agent_memory.errors.AgentMemoryError`, or
-            returns no :class:`~agent_memory.storage.contracts.Backend` (the message names the
-            scheme and the entry point).
+        ConfigurationError: if ``url`` has no ``<scheme>://``, or is not a URL
+            (:func:`~agent_memory.storage.urls.checked_url`: a misspelt scheme, an unencoded ``@``
+            in its user info); if its scheme is not known (the message lists the known ones); if
+            the scheme's entry point does not load, is not callable, raises anything but an
+            :class:`~agent_memory.errors.AgentMemoryError`, returns no
+            :class:`~agent_memory.storage.contracts.Backend`, or a third party's backend whose
+            ``url`` holds a password (the message names the scheme and the entry point).
         AgentMemoryError: what the factory raised (a
             :class:`~agent_memory.errors.BackendUnavailableError` for a server that does not
             answer, ...), with a note (PEP 678, ``__notes__``) naming the scheme and the entry point.
     """
     url = url.strip()
-    scheme = url_scheme(url)
+    scheme = checked_url(url)
     shown = quoted(redacted_url(url))
     if scheme is None:
         raise ConfigurationError(f"not a <scheme>:// URL: {shown}")
@@ -177,14 +186,22 @@ def open_url(url: str, *, read_only: bool = False) -> Backend:
     try:
         backend = factory(url, read_only=read_only)
     except AgentMemoryError as exc:
+        redact_error(exc, url)  # the factory's message and its causes may quote the URL, or its password
         exc.add_note(f"while opening {shown} with backend URL scheme {scheme!r} ({where})")
         raise
     except Exception as exc:  # noqa: BLE001 - a third party's backend, named in the error
+        redact_error(exc, url)
+        said = shorten(redacted_text(str(exc), url), MAX_MESSAGE_CHARS)
         raise ConfigurationError(f"backend URL scheme {scheme!r}: {where} failed to open {shown}: "
-                                 f"{type(exc).__name__}: {shorten(str(exc), MAX_MESSAGE_CHARS)}") from exc
+                                 f"{type(exc).__name__}: {said}") from exc
     if not isinstance(backend, Backend):
         raise ConfigurationError(f"backend URL scheme {scheme!r}: {where} returned a {type(backend).__name__}, "
                                  "not a Backend (agent_memory.storage.contracts.Backend)")
+    if scheme not in BUILTIN_SCHEMES and redacted_url(str(backend.url)) != backend.url:
+        backend.close()
+        raise ConfigurationError(f"backend URL scheme {scheme!r}: {where} returned a backend whose url "
+                                 f"{quoted(redacted_url(str(backend.url)))} holds a password; a Backend's url "
+                                 "is shown in messages and must leave it out")
     return backend
 
 

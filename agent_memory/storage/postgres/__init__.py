@@ -51,7 +51,7 @@ class PostgresBackend:
 
     def __init__(self, url: str) -> None:
         self.database = Database(url)
-        self.url = redacted_url(url)
+        self.url = redacted_url(self.database.url)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.url!r})"

@@ -40,7 +40,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from agent_memory.errors import BackendUnavailableError, ConfigurationError, LockTimeoutError, StoreError
 from agent_memory.limits import shorten
-from agent_memory.storage.urls import redacted_url
+from agent_memory.storage.urls import checked_url, lowercase_scheme, redact_error, redacted_text, redacted_url
 
 __all__ = ["EMBEDDING_DIMENSIONS", "MIGRATIONS", "SCHEMA_VERSION", "Database", "advisory_key"]
 
@@ -262,18 +262,25 @@ class Database:
     """The pool and schema of one database URL (see the module docstring).
 
     Args:
-        url: a ``postgresql://`` URL (a libpq connection string works too).
+        url: a ``postgresql://`` URL, its scheme in any case (it is lowercased for libpq, which
+            knows only the lower case), or a libpq connection string.
+
+    No error, note or log line shows the password: every message of psycopg or libpq (which
+    quote a URL they cannot parse, or its password alone) is redacted first, and so is the
+    psycopg error chained to the library's (:func:`~agent_memory.storage.urls.redact_error`).
 
     Raises:
         BackendUnavailableError: if the server does not answer (down, restarting, unreachable).
-        ConfigurationError: if the server refuses the connection (a wrong password, a database
-            that does not exist), the ``vector`` extension cannot be created, or the database's
-            schema is newer than this library's.
+        ConfigurationError: if ``url`` is not a URL (:func:`~agent_memory.storage.urls.checked_url`)
+            or libpq cannot parse it, the server refuses the connection (a wrong password, a
+            database that does not exist), the ``vector`` extension cannot be created, or the
+            database's schema is newer than this library's.
     """
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        self.server = server_of(url)
+        checked_url(url)
+        self.url = lowercase_scheme(url)
+        self.server = redacted_text(server_of(self.url), self.url)
         """Where the server is looked for (:func:`server_of`): what an outage's error names."""
         self._closed = False
         self._lock = threading.Lock()
@@ -283,7 +290,7 @@ class Database:
         self._answered_at = float("-inf")  # time.monotonic() when the server last answered a check or probe
         self._migrate()
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url, min_size=1, max_size=POOL_MAX_SIZE, timeout=POOL_TIMEOUT_S, open=True,
+            self.url, min_size=1, max_size=POOL_MAX_SIZE, timeout=POOL_TIMEOUT_S, open=True,
             kwargs={"autocommit": True}, configure=_configure, name="agent-memory",
             reconnect_timeout=RECONNECT_TIMEOUT_S,
         )
@@ -309,7 +316,13 @@ class Database:
         except psycopg.Error as exc:
             if _is_outage(exc):  # the server does not answer: the same error as for any later call
                 raise self._went_down(exc) from exc
-            raise ConfigurationError(f"cannot prepare the database {redacted_url(self.url)}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot prepare the database {redacted_url(self.url)}: {self._shown(exc)}") from exc
+
+    def _shown(self, exc: BaseException) -> str:
+        """``exc``'s message without the URL's secrets: ``exc`` and its chain are redacted in place
+        (:func:`~agent_memory.storage.urls.redact_error`), as they become the cause of our error."""
+        return str(redact_error(exc, self.url))
 
     @property
     def closed(self) -> bool:
@@ -381,7 +394,7 @@ class Database:
             except StoreError as refused:
                 return refused
         where = what if what is not None else f"database {redacted_url(self.url)}"
-        return StoreError(f"{where}: {type(exc).__name__}: {exc}")
+        return StoreError(f"{where}: {type(exc).__name__}: {self._shown(exc)}")
 
     def _wait_for_connection(self) -> psycopg.Connection[Any]:
         """A connection of the pool: after :data:`FIRST_WAIT_S` without one, only if the server
@@ -391,7 +404,7 @@ class Database:
         except PoolTimeout:
             pass
         except psycopg.Error as exc:  # PoolClosed
-            raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {self._shown(exc)}") from exc
         self._answers()
         try:
             return self.pool.getconn(timeout=POOL_TIMEOUT_S - FIRST_WAIT_S)
@@ -400,7 +413,7 @@ class Database:
             raise LockTimeoutError(f"no free connection to {redacted_url(self.url)} within {POOL_TIMEOUT_S:g} s: all "
                                    f"{POOL_MAX_SIZE} are in use") from exc
         except psycopg.Error as exc:
-            raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {exc}") from exc
+            raise StoreError(f"database {redacted_url(self.url)}: {type(exc).__name__}: {self._shown(exc)}") from exc
 
     def _refuse_during_outage(self) -> None:
         """Raise the outage's error at once while the server is known to be unreachable and its
@@ -436,13 +449,15 @@ class Database:
             StoreError: the server answers but refuses the connection (a wrong password, a
                 database that does not exist).
         """
+        if cause is not None:
+            redact_error(cause, self.url)
         try:
             with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT_S, autocommit=True):
                 pass
         except psycopg.Error as exc:
             if not _is_outage(exc):
                 raise StoreError(f"the Postgres server at {self.server} refuses connections: "
-                                 f"{type(exc).__name__}: {shorten(str(exc), 300)}") from exc
+                                 f"{type(exc).__name__}: {shorten(self._shown(exc), 300)}") from exc
             raise self._went_down(exc) from (cause or exc)
         self._answered_at = time.monotonic()
         with self._outage_lock:
@@ -453,7 +468,7 @@ class Database:
 
     def _went_down(self, exc: psycopg.Error) -> BackendUnavailableError:
         """Record that the server does not answer (``exc`` says why) and return the error."""
-        reason = shorten(" ".join(str(exc).split()), 300)
+        reason = shorten(" ".join(self._shown(exc).split()), 300)
         with self._outage_lock:
             outage = self._outage
             if outage is None:
