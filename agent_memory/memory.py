@@ -659,7 +659,7 @@ class AgentMemory:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,
                               records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
-                          get_record=self._items.get_record, records=self._items.records)
+                          get_record=self._items.get_record, records=self._items.records, n_items=self._items.count())
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:

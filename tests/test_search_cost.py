@@ -17,7 +17,7 @@ import pytest
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.embeddings import torch_threads
 from agent_memory.index.fusion import ROCCHIO_BETA, rocchio
-from agent_memory.storage.files.lexical import LexicalIndex
+from agent_memory.storage.lexical import LexicalIndex
 from agent_memory.storage.keyword import within_budget
 from agent_memory.storage.vector import IndexChunk
 from agent_memory.models.items import MemoryCriteria
@@ -154,9 +154,15 @@ def test_a_query_is_embedded_with_the_configured_threads(tmp_path: Path, monkeyp
 
 
 def _long_text() -> str:
-    """~6,000 characters of distinct sentences; the last one names a word found nowhere else."""
+    """~8,000 characters of distinct sentences (no chunk a near-duplicate of another: each sentence
+    names three goods of 60); the last one names a word found nowhere else."""
     towns = ["Brest", "Lyon", "Nantes", "Lille", "Rennes", "Dijon", "Tours", "Metz", "Caen", "Nancy"]
-    sentences = [f"Report {n}: the market of {towns[n % 10]} opened on day {n} with {n * 7} stalls." for n in range(90)]
+    goods = ("apples pears plums cherries leeks onions garlic carrots turnips beets cabbages kale honey cider "
+             "butter cheese cream eggs bread flour oats barley rye wool linen hemp rope nails tin copper lace silk "
+             "soap candles wax salt pepper saffron cloves ginger figs dates raisins almonds walnuts hazelnuts "
+             "chestnuts trout herring oysters mussels eels pike carp lamb veal pork geese ducks hens").split()
+    sentences = [f"Report {n}: the market of {towns[n % 10]} sold {goods[n * 7 % 60]}, {goods[(n * 13 + 5) % 60]} "
+                 f"and {goods[(n * 29 + 11) % 60]} at {n * 7} stalls." for n in range(90)]
     return " ".join(sentences) + " Finally the quay of Varnbystrand was rebuilt in granite."
 
 

@@ -37,7 +37,7 @@ from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
 __all__ = [
     "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking",
     "best_per_item", "dense_ranks", "follow_up_keywords", "follow_up_text", "fuse", "item_filter", "newest", "rank",
-    "rocchio", "round_robin", "search",
+    "rocchio", "round_robin", "search", "verbatim_matches",
 ]
 
 SCORE_TOLERANCE = 1e-4
@@ -198,6 +198,7 @@ def search(
     config: MemoryConfig,
     get_record: Callable[[str], ItemRecord],
     records: Callable[[], list[ItemRecord]],
+    n_items: int | None = None,
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -207,16 +208,23 @@ def search(
     question whose answer lies one hop away (the film named in the director's paragraph) finds
     that second document too; the two rankings are merged by :func:`round_robin`. Then ``score``
     is ``1 / (rrf_k + merged rank)`` and ``similarity`` the cosine to the query that found the
-    item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up. Items the
+    item. A text longer than :data:`MULTI_HOP_MAX_QUERY_CHARS` gets no follow-up, nor one that
+    items hold verbatim (:func:`verbatim_matches`: those items lead, a look-up of what the text
+    names, scored ``1 / (rrf_k + rank)`` as well). Items the
     index knows but ``get_record`` does not (a store cleared or restored meanwhile, a record of a
     newer version) are skipped. ``records``: every item record, for the filters of a memory
-    without a keyword index (:func:`item_filter`).
+    without a keyword index (:func:`item_filter`). ``n_items``: how many items the memory holds
+    at most (a search that found that many distinct items stops widening); ``None``: unknown.
     """
     assert criteria.text is not None
     passing = item_filter(criteria, lexical=lexical, records=records)
-    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config, passing=passing)
+    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config, passing=passing,
+                 n_items=n_items)
     merged = first.order
-    if config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
+    found_by = {item_id: first for item_id, _ in first.order}
+    if first.exact:  # a look-up of what the text names: no second hop; scores follow the order
+        merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, (item_id, _) in enumerate(first.order, 1)]
+    elif config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
         lead = first.chunk(first.order[0][0])
         follow_up = follow_up_text(criteria.text, lead.body, words=config.multi_hop_words)
         keywords = (
@@ -229,13 +237,11 @@ def search(
             vector = rocchio(index.embed_query(criteria.text), stored) if stored is not None else None
         second = rank(
             follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector,
-            passing=passing,
+            passing=passing, n_items=n_items,
         )
         ids = round_robin([i for i, _ in first.order], [i for i, _ in second.order])
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, item_id in enumerate(ids, start=1)]
         found_by = {item_id: first if first.found(item_id) else second for item_id in ids}
-    else:
-        found_by = {item_id: first for item_id, _ in first.order}
     hits: list[QueryHit] = []
     for item_id, score in merged:
         try:
@@ -263,14 +269,18 @@ class Ranking:
     order: list[tuple[str, float]]
     dense: dict[str, ChunkHit]
     lexical: dict[str, ChunkHit]
+    exact: dict[str, ChunkHit]
+    """Items that hold the query text verbatim (:func:`verbatim_matches`), with that chunk; they
+    lead ``order``."""
 
     def found(self, item_id: str) -> bool:
         """Whether this query found the item (in either ranking)."""
         return item_id in self.dense or item_id in self.lexical
 
     def chunk(self, item_id: str) -> ChunkHit:
-        """The chunk to show for an item: its best dense chunk, else its best keyword chunk."""
-        return self.dense.get(item_id) or self.lexical[item_id]
+        """The chunk to show for an item: the one that holds the query verbatim, else its best
+        dense chunk, else its best keyword chunk."""
+        return self.exact.get(item_id) or self.dense.get(item_id) or self.lexical[item_id]
 
 
 def rank(
@@ -283,6 +293,7 @@ def rank(
     keyword_text: str | None = None,
     vector: Sequence[float] | None = None,
     passing: ItemFilter | None = None,
+    n_items: int | None = None,
 ) -> Ranking:
     """Items matching ``criteria``'s filters ranked for ``text``: dense and keyword rankings of
     items (each by its best chunk) fused by :func:`fuse`; the keyword ranking searches
@@ -292,8 +303,10 @@ def rank(
     ``criteria.limit`` distinct items were found and the indexes have more. ``passing``: the
     filter authority's answer for ``criteria``'s filters (:func:`item_filter`), handed to the
     vector index; ``None``: none (``criteria`` must then filter nothing, or the vector index
-    translate its filters itself)."""
+    translate its filters itself). The query is embedded once, however often the search widens;
+    it stops widening once ``n_items`` (the most items the memory holds) are found."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
+    wanted = criteria.limit if n_items is None else max(1, min(criteria.limit, n_items))
     while True:
         # BM25 runs in a worker thread while the query is embedded (with one torch thread by
         # default) and the vector index searched: SQLite and torch release the GIL, so on 2
@@ -306,6 +319,8 @@ def rank(
             if lexical else None
         )
         try:
+            if vector is None:
+                vector = index.embed_query(text)
             dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector, passing=passing)
         except BaseException:
             if pending is not None:
@@ -314,13 +329,44 @@ def rank(
         keyword = pending.result() if pending else []
         dense_best, lexical_best = best_per_item(dense), best_per_item(keyword)
         exhausted = len(dense) < n_chunks and len(keyword) < n_chunks
-        if len(dense_best.keys() | lexical_best.keys()) >= criteria.limit or exhausted:
+        if len(dense_best.keys() | lexical_best.keys()) >= wanted or exhausted:
             break
         n_chunks *= 2
     order = fuse(
         dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight
     )
-    return Ranking(order=order, dense=dense_best, lexical=lexical_best)
+    exact = verbatim_matches(keyword_text or text, keyword)
+    if exact:
+        order = [pair for pair in order if pair[0] in exact] + [pair for pair in order if pair[0] not in exact]
+    return Ranking(order=order, dense=dense_best, lexical=lexical_best, exact=exact)
+
+
+def verbatim_matches(text: str, hits: Sequence[ChunkHit]) -> dict[str, ChunkHit]:
+    """The items among keyword ``hits`` (best first) with a chunk that holds ``text`` verbatim,
+    each with its best such chunk: ``text``'s words, in order, case-folded, separated by anything
+    but a word character (so the query ``zz-0001`` matches ``ZZ-0001`` and ``ZZ 0001``, never
+    ``ZZ-00012``).
+
+    An exact identifier (a name, an id, an error code, a SKU, a function name) is what agents
+    look up most, and what a sentence-embedding model knows least: its dense ranking of such a
+    query is noise, and reciprocal rank fusion puts a keyword-only first hit (weight 0.5 at
+    rank 1: 0.5/61) below the 61st dense hit. So items that hold the query verbatim lead the
+    ranking, as a phrase match leads a search engine's; a question never appears verbatim in
+    what it asks about, so questions are ranked by fusion alone."""
+    words = [word.casefold() for word in _WORDS.findall(text)]
+    if not words or not hits:
+        return {}
+    pattern = regex.compile(
+        r"(?<!\w)" + r"\W+".join(regex.escape(word) for word in words) + r"(?!\w)", regex.IGNORECASE | regex.V1
+    )
+    found: dict[str, ChunkHit] = {}
+    for hit in hits:
+        if hit.item_id not in found and pattern.search(hit.body) is not None:
+            found[hit.item_id] = hit
+    return found
+
+
+_WORDS = regex.compile(r"\w+")
 
 
 MULTI_HOP_MAX_QUERY_CHARS = 1_000

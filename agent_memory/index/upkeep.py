@@ -52,7 +52,7 @@ from agent_memory.errors import (
     VectorIndexError,
     outage_behind,
 )
-from agent_memory.index.chunking import item_chunks
+from agent_memory.index.chunking import chunks_to_embed, item_chunks
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
 from agent_memory.storage.vector import IndexChunk, VectorIndex
@@ -255,12 +255,13 @@ class IndexUpkeep:
             self._write([chunk for record, content in pairs for chunk in self.chunks(record, content)], pairs)
 
     def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
-        """Every chunk into the keyword index, and into the vector index those that start within
-        ``config.max_embedded_chars`` (all of them without a keyword index); an item's first
-        chunk always starts at 0, so every item is in both."""
-        embedded = chunks
-        if self.lexical is not None:
-            embedded = [chunk for chunk in chunks if chunk.start_char < self.config.max_embedded_chars]
+        """Every chunk into the keyword index, and into the vector index the ones
+        :func:`~agent_memory.index.chunking.chunks_to_embed` keeps: those that start within
+        ``config.max_embedded_chars`` (any start without a keyword index, which is then the only
+        way to find the rest) and are not near-duplicates of an earlier chunk of their item. An
+        item's first chunk is always kept, so every item is in both."""
+        bound = self.config.max_embedded_chars if self.lexical is not None else None
+        embedded = chunks_to_embed(chunks, max_start_char=bound)
         with self._locked():
             self.index.add(embedded)
             if self.lexical is not None:

@@ -243,6 +243,13 @@ class ItemStore:
         with self._mutex:
             return self._token or ""
 
+    def count(self) -> int:
+        """How many records the log holds (those this version cannot read included): O(1) after
+        a refresh, cheap when nothing changed."""
+        self.refresh()
+        with self._mutex:
+            return len(self._records)
+
     def records(self) -> list[ItemRecord]:
         """Every item record this version can read, oldest first (records of a newer version are
         left out: :meth:`unreadable` lists them)."""

@@ -8,11 +8,12 @@ sub-agents, or two memories of one test, see each other as they would on a real 
 
 It is also the proof that a backend is small: it implements the contracts of
 :mod:`~agent_memory.storage.contracts` (a :class:`~agent_memory.storage.contracts.Backend` handing
-out keyed logs, locks and a vector index), in four classes, and passes the conformance suite
+out keyed logs, locks and a vector index), in four classes and a keyword index it borrows, and passes the conformance suite
 (:mod:`agent_memory.testing.conformance`) but its tests of several processes, which it cannot
 take: its data lives in one process. Documents, traces and the event journal are the library's,
-built on its logs (:mod:`~agent_memory.storage.common`); it has no keyword index, so a query is
-searched by meaning alone and filtered by the item records.
+built on its logs (:mod:`~agent_memory.storage.common`); its keyword index is the file backend's
+SQLite FTS5 index kept in memory (:mod:`~agent_memory.storage.lexical`), so a query is hybrid and
+filtered as on files, and it embeds within the same bounds (``max_embedded_chars``).
 
 Nothing is durable: the process is the storage. Use the default files backend (or Postgres) for
 anything that must survive the process.
@@ -24,8 +25,10 @@ import hashlib
 import math
 import os
 import socket
+import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +36,9 @@ from typing import Any
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConflictError, InvalidArgumentError, LockTimeoutError, StoreError
 from agent_memory.ids import validate_agent_id
-from agent_memory.storage.vector import ChunkHit, IndexChunk, has_filters
+from agent_memory.lazy_imports import HEAVY_IMPORTS
+from agent_memory.storage.lexical import LexicalIndex
+from agent_memory.storage.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.contracts import ChangeToken, LockHolder, LogChange, LogRead, QuarantineHook
 from agent_memory.tokens import TokenCounter
@@ -148,70 +153,129 @@ class InProcessLocks:
 
 
 class InProcessVectorIndex:
-    """:class:`~agent_memory.storage.vector.VectorIndex` by exhaustive cosine over unit vectors held
-    in a dict, embedded with the memory's model (``config.embedding_model_path``). Filters by the
-    ``passing`` test the memory gives (it translates no criteria itself)."""
+    """:class:`~agent_memory.storage.vector.VectorIndex` by exact (exhaustive) cosine search in
+    numpy: unit vectors in the rows of one float32 matrix, a query one matrix-vector product and a
+    partial sort (``numpy.argpartition``), embedded with the memory's model
+    (``config.embedding_model_path``). Filters by the ``passing`` test the memory gives (it
+    translates no criteria itself): an :class:`~agent_memory.storage.vector.ItemFilter`'s passing
+    items mask the rows at once; a bare test is asked about the nearest chunks, more until enough
+    pass. Exact search cannot miss a chunk, however many near-identical vectors it holds."""
 
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
-        self._chunks: dict[str, tuple[IndexChunk, list[float]]] = {}
+        self._rows: dict[str, int] = {}
+        """Chunk id (``<item_id>:<chunk_index>``) → its row of :attr:`_matrix`."""
+        self._chunks: list[IndexChunk | None] = []
+        """The chunk of each row; ``None`` for a row freed by a delete (reused by the next add)."""
+        self._free: list[int] = []
+        self._matrix: Any = None
+        """float32 array of shape (capacity, dimensions); rows past ``len(_chunks)`` are unused."""
+        self._live: Any = None
+        """bool array of shape (capacity,): which rows hold a chunk."""
         self._embedder: Any = None
         self._mutex = threading.Lock()
 
-    def _embed(self, texts: list[str]) -> list[list[float]]:
+    def _model(self) -> Any:
         if self._embedder is None:
             from agent_memory.embeddings import SentenceTransformerEmbedder
 
             path = str(self.config.embedding_model_path) if self.config.embedding_model_path else None
-            self._embedder = SentenceTransformerEmbedder(path, batch_size=self.config.embedding_batch_size)
-        vectors: list[list[float]] = self._embedder.embed(texts)
-        return vectors
+            self._embedder = SentenceTransformerEmbedder(path, batch_size=self.config.embedding_batch_size,
+                                                         query_threads=self.config.query_embedding_threads)
+        return self._embedder
 
     def add(self, chunks: Sequence[IndexChunk]) -> None:
-        vectors = self._embed([chunk.text for chunk in chunks]) if chunks else []
+        if not chunks:
+            return
+        with HEAVY_IMPORTS:
+            import numpy as np
+        vectors = np.asarray(self._model().embed([chunk.text for chunk in chunks]), dtype=np.float32)
         with self._mutex:
             for chunk, vector in zip(chunks, vectors, strict=True):
-                self._chunks[f"{chunk.item_id}:{chunk.chunk_index}"] = (chunk, [float(x) for x in vector])
+                chunk_id = f"{chunk.item_id}:{chunk.chunk_index}"
+                row = self._rows.get(chunk_id)
+                if row is None:
+                    row = self._free.pop() if self._free else len(self._chunks)
+                    if row == len(self._chunks):
+                        self._chunks.append(None)
+                    self._rows[chunk_id] = row
+                if self._matrix is None:
+                    self._matrix = np.zeros((64, vectors.shape[1]), dtype=np.float32)
+                    self._live = np.zeros(64, dtype=bool)
+                elif row >= self._matrix.shape[0]:
+                    capacity = 2 * self._matrix.shape[0]
+                    self._matrix = np.concatenate([self._matrix, np.zeros_like(self._matrix)])
+                    self._live = np.concatenate([self._live, np.zeros(capacity // 2, dtype=bool)])
+                self._matrix[row] = vector
+                self._live[row] = True
+                self._chunks[row] = chunk
 
     def embed_query(self, text: str) -> list[float]:
-        return self._embed([text])[0]
+        vector: list[float] = self._model().embed_query(text)
+        return vector
 
     def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
                passing: Callable[[Sequence[str]], set[str]] | None = None) -> list[ChunkHit]:
         if passing is None and has_filters(criteria):
             raise InvalidArgumentError("the in-process index filters by a passing test: give passing=")
-        query = list(vector) if vector is not None else self.embed_query(text)
+        with HEAVY_IMPORTS:
+            import numpy as np
+
+        query = np.asarray(list(vector) if vector is not None else self.embed_query(text), dtype=np.float32)
         with self._mutex:
-            held = list(self._chunks.items())
-        allowed = passing([chunk_id for chunk_id, _ in held]) if passing is not None else None
-        scored = sorted(((sum(a * b for a, b in zip(query, vec, strict=True)), chunk) for chunk_id, (chunk, vec) in held
-                         if allowed is None or chunk_id in allowed), key=lambda pair: -pair[0])
+            chunks = list(self._chunks)
+            rows = np.flatnonzero(self._live[: len(chunks)]) if chunks else np.zeros(0, dtype=np.int64)
+            scores = self._matrix[rows] @ query if len(rows) else np.zeros(0, dtype=np.float32)
+        if passing is not None:  # an ItemFilter names its items; a bare test is asked about every chunk
+            held = [chunk for row in rows if (chunk := chunks[int(row)]) is not None]  # live rows hold one
+            keys = [chunk.item_id for chunk in held] if isinstance(passing, ItemFilter) else [_id(c) for c in held]
+            allowed = passing.items() if isinstance(passing, ItemFilter) else passing(keys)
+            keep = np.fromiter((key in allowed for key in keys), dtype=np.bool_, count=len(keys))
+            rows, scores = rows[keep], scores[keep]
+        if 0 < n_chunks < len(rows):
+            top = np.argpartition(-scores, n_chunks - 1)[:n_chunks]
+            rows, scores = rows[top], scores[top]
+        order = np.lexsort((rows, -scores))[: max(n_chunks, 0)]  # best first; equal scores in row order
         return [ChunkHit(item_id=chunk.item_id, chunk_index=chunk.chunk_index, body=chunk.text[chunk.header_chars:],
-                         start_char=chunk.start_char, score=score) for score, chunk in scored[:n_chunks]]
+                         start_char=chunk.start_char, score=float(scores[n]))
+                for n in order if (chunk := chunks[int(rows[n])]) is not None]
 
     def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
         with self._mutex:
-            held = self._chunks.get(f"{item_id}:{chunk_index}")
-        return list(held[1]) if held is not None else None
+            row = self._rows.get(f"{item_id}:{chunk_index}")
+            return None if row is None else [float(x) for x in self._matrix[row]]
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
         if has_filters(criteria):
             raise InvalidArgumentError("the in-process index lists every item; the item records filter a listing")
         with self._mutex:
-            return [(chunk.item_id, chunk.timestamp_s) for chunk, _ in self._chunks.values() if chunk.chunk_index == 0]
+            return [(chunk.item_id, chunk.timestamp_s) for chunk in self._chunks
+                    if chunk is not None and chunk.chunk_index == 0]
 
     def item_ids(self) -> set[str]:
         with self._mutex:
-            return {chunk.item_id for chunk, _ in self._chunks.values()}
+            return {chunk.item_id for chunk in self._chunks if chunk is not None}
 
     def delete_items(self, item_ids: Sequence[str]) -> None:
         gone = set(item_ids)
         with self._mutex:
-            self._chunks = {key: held for key, held in self._chunks.items() if held[0].item_id not in gone}
+            for row, chunk in enumerate(self._chunks):
+                if chunk is not None and chunk.item_id in gone:
+                    del self._rows[_id(chunk)]
+                    self._chunks[row] = None
+                    self._live[row] = False
+                    self._free.append(row)
 
     def reset(self) -> None:
         with self._mutex:
+            self._rows.clear()
             self._chunks.clear()
+            self._free.clear()
+            self._matrix = self._live = None
+
+
+def _id(chunk: IndexChunk | None) -> str:
+    return f"{chunk.item_id}:{chunk.chunk_index}" if chunk is not None else ""
 
 
 class InProcessBackend:
@@ -232,6 +296,10 @@ class InProcessBackend:
         self._logs: dict[tuple[str, str], InProcessLog] = {}
         self._locks: dict[str, InProcessLocks] = {}
         self._vectors: dict[str, InProcessVectorIndex] = {}
+        self._keywords: dict[str, tuple[LexicalIndex, sqlite3.Connection]] = {}
+        """Each agent's keyword index and the connection that keeps its in-memory database alive."""
+        self._space = uuid.uuid4().hex
+        """Names this backend's in-memory SQLite databases apart from every other backend's."""
         self._claimed: set[str] = set()
         self._mutex = threading.Lock()
 
@@ -259,6 +327,25 @@ class InProcessBackend:
         with self._mutex:
             return self._vectors.setdefault(validate_agent_id(agent_id), InProcessVectorIndex(config))
 
+    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
+                      recreate: bool = False) -> LexicalIndex:
+        """The agent's BM25 keyword index: SQLite FTS5 in this process's memory
+        (:meth:`~agent_memory.storage.lexical.LexicalIndex.in_memory`), the same index and
+        scoring as the file backend's. ``recreate`` empties it.
+
+        Raises:
+            KeywordIndexError: if this Python's SQLite cannot keep a database in memory (before
+                3.36) or lacks FTS5.
+        """
+        agent_id = validate_agent_id(agent_id)
+        with self._mutex:
+            held = self._keywords.get(agent_id)
+            if held is None:
+                held = self._keywords[agent_id] = LexicalIndex.in_memory(f"agent-memory/{self._space}/{agent_id}")
+        if recreate:
+            held[0].reset()
+        return held[0]
+
     def claim(self, agent_id: str) -> bool:
         agent_id = validate_agent_id(agent_id)
         with self._mutex:
@@ -273,6 +360,10 @@ class InProcessBackend:
             for key in [key for key in self._logs if key[0] == agent_id]:
                 del self._logs[key]
             self._vectors.pop(agent_id, None)
+            keyword = self._keywords.pop(agent_id, None)
+        if keyword is not None:
+            keyword[0].close()
+            keyword[1].close()
 
     def agent_ids(self) -> list[str]:
         with self._mutex:

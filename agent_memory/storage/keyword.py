@@ -1,7 +1,7 @@
 """The keyword index contract: the same chunks as the vector index, ranked by BM25-like scores.
 
 A backend implements :class:`KeywordIndex` (a Protocol); the built-in ones are SQLite FTS5
-(:class:`~agent_memory.storage.files.lexical.LexicalIndex`, the file backend's) and Postgres full-text
+(:class:`~agent_memory.storage.lexical.LexicalIndex`, the file backend's) and Postgres full-text
 search (:mod:`agent_memory.storage.postgres`). Like the vector index it holds only derived data,
 rebuilt from the item log at any time (``AgentMemory.rebuild_index``). Query Memory fuses its
 ranking with the vector index's (:mod:`agent_memory.index.fusion`).

@@ -22,7 +22,7 @@ from agent_memory.errors import StoreError
 from agent_memory.fileio import writable_dir
 from agent_memory.ids import validate_agent_id
 from agent_memory.storage.keyword import KeywordIndex
-from agent_memory.storage.files.lexical import LexicalIndex
+from agent_memory.storage.lexical import LexicalIndex
 from agent_memory.storage.vector import VectorIndex
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name

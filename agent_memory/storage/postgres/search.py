@@ -317,7 +317,7 @@ class PostgresKeywordIndex:
         word counted once per chunk (``tsvector`` keeps positions, not counts), its IDF from the
         kept document frequencies: ``ln(1 + (N - df + 0.5) / (df + 0.5))``. With
         ``max_postings``, the commonest words are left out while the words kept appear in more
-        chunks together (:func:`~agent_memory.storage.files.lexical.within_budget`, as the file index does)."""
+        chunks together (:func:`~agent_memory.storage.lexical.within_budget`, as the file index does)."""
         words = query_words(text)
         if not words:
             return []

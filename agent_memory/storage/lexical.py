@@ -1,4 +1,5 @@
-"""A BM25 keyword index beside the vector index, in SQLite FTS5.
+"""A BM25 keyword index beside the vector index, in SQLite FTS5: the file backend's (one file) and
+the in-process backend's (a database in this process's memory, SQLite's ``memdb`` VFS).
 
 Dense embeddings are strong on paraphrase and multi-hop questions, BM25 on names, numbers and rare
 words; fused, they beat either alone (on HotpotQA, all paragraphs pooled, recall@5: .775 with
@@ -20,6 +21,11 @@ connection is remembered so that :meth:`LexicalIndex.close` closes all of them. 
 SQLite calls "not a database" or "malformed" is damaged beyond use: :meth:`LexicalIndex.destroy`
 deletes it so that it can be created again and refilled from ``items.jsonl``.
 
+An in-process index (:meth:`LexicalIndex.in_memory`) lives in SQLite's ``memdb`` VFS
+(https://sqlite.org/src/file/src/memdb.c, SQLite 3.36+): one database that every connection of the
+process opening the same name shares, with SQLite's usual locking (not the shared-cache mode),
+kept while a connection is open: the in-process backend keeps one open for as long as its data.
+
 A read-only index (``LexicalIndex(path, read_only=True)``, for a memory on a read-only mount) is
 opened with SQLite's ``mode=ro`` URI, or, where SQLite cannot create the WAL's shared-memory file
 beside it (a read-only directory), ``immutable=1``: nothing is written, and writes raise
@@ -35,6 +41,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from agent_memory.errors import KeywordIndexError
 from agent_memory.storage.keyword import is_corruption, query_words, within_budget
@@ -92,12 +99,14 @@ class LexicalIndex:
             if it does not exist).
     """
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, _memdb: str | None = None) -> None:
         self.path = path
         self.read_only = read_only
-        if read_only and not path.is_file():
+        self._memdb = _memdb
+        """The ``memdb`` URI of an in-process index (:meth:`in_memory`); ``None``: the file ``path``."""
+        if _memdb is None and read_only and not path.is_file():
             raise KeywordIndexError(f"there is no keyword index at {path} to read")
-        if not read_only:
+        if _memdb is None and not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -114,13 +123,32 @@ class LexicalIndex:
             self.close()
             raise
 
+    @classmethod
+    def in_memory(cls, name: str) -> tuple[LexicalIndex, sqlite3.Connection]:
+        """An index in this process's memory under ``name`` (every index of the process opened
+        with the same name shares its data), and a connection that keeps the data alive: SQLite
+        frees a ``memdb`` database when its last connection closes, and :meth:`close` closes the
+        index's own. The caller holds the keeper for as long as the data must live.
+
+        Raises:
+            KeywordIndexError: if this SQLite lacks the ``memdb`` VFS (before 3.36) or FTS5.
+        """
+        uri = f"file:/{quote(name, safe='')}?vfs=memdb"
+        try:
+            keeper = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise KeywordIndexError(f"SQLite {sqlite3.sqlite_version} cannot keep an index in memory: {exc}") from exc
+        return cls(Path(name), _memdb=uri), keeper
+
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
                 # check_same_thread=False only so that close() may close every thread's connection;
                 # each connection is still used by the one thread that opened it.
-                if self.read_only:
+                if self._memdb is not None:
+                    conn = sqlite3.connect(self._memdb, uri=True, timeout=60, check_same_thread=False)
+                elif self.read_only:
                     conn = self._connect_read_only()
                 else:
                     conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
@@ -130,7 +158,7 @@ class LexicalIndex:
                 self._all.append(conn)
             self._local.conn = conn
             try:
-                if not self.read_only:
+                if not self.read_only and self._memdb is None:
                     conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SESSION_SCHEMA)
             except sqlite3.Error as exc:
