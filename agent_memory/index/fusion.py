@@ -32,7 +32,7 @@ from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
-from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
+from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit, QueryRanking
 
 __all__ = [
     "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking",
@@ -198,6 +198,7 @@ def search(
     config: MemoryConfig,
     get_record: Callable[[str], ItemRecord],
     records: Callable[[], list[ItemRecord]],
+    ranking: QueryRanking = "default",
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -211,12 +212,19 @@ def search(
     index knows but ``get_record`` does not (a store cleared or restored meanwhile, a record of a
     newer version) are skipped. ``records``: every item record, for the filters of a memory
     without a keyword index (:func:`item_filter`).
+
+    ``ranking="similarity"``: the dense ranking alone (no keyword ranking, no follow-up query),
+    ``score`` = ``similarity`` = the cosine of each item's best chunk to ``criteria.text``, best
+    first; the keyword index still answers the filters.
     """
     assert criteria.text is not None
     passing = item_filter(criteria, lexical=lexical, records=records)
-    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config, passing=passing)
+    dense_only = ranking == "similarity"
+    first = rank(criteria.text, criteria, index=index, lexical=None if dense_only else lexical, config=config,
+                 passing=passing)
     merged = first.order
-    if config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
+    if (not dense_only and config.multi_hop and first.order and criteria.limit > 1
+            and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS):
         lead = first.chunk(first.order[0][0])
         follow_up = follow_up_text(criteria.text, lead.body, words=config.multi_hop_words)
         keywords = (
@@ -242,8 +250,8 @@ def search(
             record = get_record(item_id)
         except (ItemNotFoundError, UnsupportedRecordError):
             continue
-        ranking = found_by[item_id]
-        dense_hit, shown = ranking.dense.get(item_id), ranking.chunk(item_id)
+        found = found_by[item_id]
+        dense_hit, shown = found.dense.get(item_id), found.chunk(item_id)
         hits.append(
             QueryHit(
                 item=record, score=score, similarity=dense_hit.score if dense_hit else None,
