@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agent_memory.errors import InvalidArgumentError, OutsideSnapshotError, StoreError, map_exceptions
 from agent_memory.ids import validate_agent_id
-from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, utc_now
+from agent_memory.models.items import ItemRecord, MemoryCriteria, MemoryItem, QueryHit, QueryRanking, utc_now
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage import common
 
@@ -68,7 +68,7 @@ class ForkableMemory(Protocol):
 
     def get(self, item_id: str, /) -> MemoryItem: ...
 
-    def query(self, criteria: MemoryCriteria, /) -> list[QueryHit]: ...
+    def query(self, criteria: MemoryCriteria, /, *, ranking: QueryRanking = ...) -> list[QueryHit]: ...
 
     def close(self) -> None: ...
 
@@ -229,12 +229,12 @@ class ParentLayer:
         """The snapshot's records the parent still holds, oldest first."""
         return [record for record in self.memory.records() if record.id in self.ids]
 
-    def query(self, criteria: MemoryCriteria) -> list[QueryHit]:
-        """The parent's hits for ``criteria`` among the snapshot's items, best first: the parent's
-        own index answers (its vectors are reused), limited to items stored before the fork and
-        then to the snapshot's ids."""
+    def query(self, criteria: MemoryCriteria, *, ranking: QueryRanking = "default") -> list[QueryHit]:
+        """The parent's hits for ``criteria`` among the snapshot's items, best first (ranked as
+        ``ranking`` says): the parent's own index answers (its vectors are reused), limited to
+        items stored before the fork and then to the snapshot's ids."""
         until = self.fork.created_at if criteria.until is None else min(criteria.until, self.fork.created_at)
-        hits = self.memory.query(criteria.model_copy(update={"until": until}))
+        hits = self.memory.query(criteria.model_copy(update={"until": until}), ranking=ranking)
         return [hit for hit in hits if hit.item.id in self.ids]
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from agent_memory.boundary import check_memory_dir as _check_memory_dir
 from agent_memory.boundary import int_arg as _int_arg
@@ -52,6 +52,7 @@ from agent_memory.models.items import (
     MemoryTransform,
     MemoryType,
     QueryHit,
+    QueryRanking,
     RetrieveResult,
 )
 from agent_memory.observers import (
@@ -600,6 +601,7 @@ class AgentMemory:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = None,
+        ranking: QueryRanking = "default",
     ) -> list[QueryHit]:
         """Items matching ``criteria`` (or the same fields as keywords), best first:
         ``memory.query("heron")`` searches for that text, as ``memory.query(text="heron")`` does.
@@ -624,18 +626,24 @@ class AgentMemory:
                 ``None``: no bound.
             limit: most items returned (1 to ``MAX_QUERY_LIMIT``, 100); ``None``:
                 ``DEFAULT_QUERY_LIMIT`` (5).
+            ranking: how a text is ranked (:data:`~agent_memory.models.items.QueryRanking`):
+                ``"default"`` as above; ``"similarity"`` by the cosine similarity of each item's
+                best chunk to the text alone (one dense search, no keyword fusion, no follow-up
+                query), which is then ``QueryHit.score``. Ignored without ``text``.
 
         With ``criteria``, each keyword that is not ``None`` replaces that field of it.
 
         Raises:
             InvalidArgumentError: if ``criteria`` is neither a text nor a :class:`MemoryCriteria`,
                 a text is given both ways, a keyword is
-                unknown, or a filter is invalid (see the bounds on :class:`MemoryCriteria`), or
+                unknown, ``ranking`` is neither ranking, or a filter is invalid (see the bounds on :class:`MemoryCriteria`), or
                 ``text`` is blank.
             VectorIndexError: if the index fails as a whole (``rebuild_index`` repairs a damaged
                 one; a damaged keyword index file is recreated from the store without it);
                 ``ConfigurationError`` if it cannot be opened (a Chroma server is down).
         """
+        if ranking not in get_args(QueryRanking):
+            raise InvalidArgumentError(f"ranking must be one of {', '.join(get_args(QueryRanking))}, not {ranking!r}")
         if isinstance(criteria, str):
             if text is not None:
                 raise InvalidArgumentError("give the query text once: memory.query('…') or memory.query(text='…')")
@@ -659,11 +667,12 @@ class AgentMemory:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,
                               records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
-                          get_record=self._items.get_record, records=self._items.records, n_items=self._items.count())
+                          get_record=self._items.get_record, records=self._items.records, n_items=self._items.count(),
+                          ranking=ranking)
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
-            hits = merge_hits(hits, self._base.query(wanted), wanted.limit, by_score=wanted.text is not None)
+            hits = merge_hits(hits, self._base.query(wanted, ranking=ranking), wanted.limit, by_score=wanted.text is not None)
         self._observers.notify(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
                                        tokens=0, query=wanted.text[:200] if wanted.text else None))
         return hits

@@ -4,16 +4,19 @@ runner against the loopback scripted server."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import Anthropic
+from anthropic import Anthropic, AsyncAnthropic
+from anthropic.lib.tools import BetaAsyncAbstractMemoryTool, ToolError
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.integrations.anthropic_memory import MEMORY_FILE_TAG, AgentMemoryTool
+from agent_memory.integrations.anthropic_memory import MEMORY_FILE_TAG, AgentMemoryTool, AsyncAgentMemoryTool
 from agent_memory.storage import FileBackend
 from agent_memory.storage.contracts import LogChange
 from agent_memory.storage.files.items import FileItemLog
@@ -65,7 +68,7 @@ def test_edits_that_cannot_apply_are_tool_errors(tool: AgentMemoryTool) -> None:
         ({"command": "create", "path": "/memories/a.md", "file_text": "again"}, "already exists"),
         ({"command": "str_replace", "path": "/memories/a.md", "old_str": "x", "new_str": "y"}, "Multiple occurrences"),
         ({"command": "str_replace", "path": "/memories/a.md", "old_str": "zz", "new_str": "y"}, "did not appear verbatim"),
-        ({"command": "insert", "path": "/memories/a.md", "insert_line": 9, "insert_text": "y"}, "range [0, 3]"),
+        ({"command": "insert", "path": "/memories/a.md", "insert_line": 9, "insert_text": "y"}, "range [0, 2]"),
         ({"command": "view", "path": "/memories/none.md"}, "does not exist"),
         ({"command": "delete", "path": "/memories"}, "Cannot delete"),
         ({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/a.md"}, "already exists"),
@@ -205,7 +208,8 @@ def test_str_replace_answers_are_capped(quick: AgentMemoryTool) -> None:
     _use(quick, command="create", path="/memories/many.txt", file_text="\n".join(f"x {n}" for n in range(60_000)))
     many = _use(quick, command="str_replace", path="/memories/many.txt", old_str="x", new_str="y")
     text = _fits(quick, many)
-    assert many["is_error"] and "Multiple occurrences" in text and "60,000 lines" in text and "1, 2, 3" in text
+    assert many["is_error"] and text.endswith("in lines: " + ", ".join(map(str, range(1, 21))) + " and 59,980 more. "
+                                              "Please ensure it is unique")
     absent = _use(quick, command="str_replace", path="/memories/many.txt", old_str="q" * 300_000, new_str="y")
     assert absent["is_error"] and "did not appear verbatim" in _fits(quick, absent)
     _use(quick, command="create", path="/memories/one.txt", file_text="top\nMARK\nbottom")
@@ -297,3 +301,108 @@ def test_a_directory_delete_is_one_batch(tmp_path: Path) -> None:
     assert list(tool.files()) == ["/memories/keep.md"]
     reopened = AgentMemoryTool(AgentMemory("assistant", tmp_path, config=NO_INDEX))  # as after a restart
     assert list(reopened.files()) == ["/memories/keep.md"] and len(reopened.memory) == 1
+
+
+# -- issue 37 item 11: the async tool, and insert / str_replace as the SDK's reference tool does ----
+# The reference's own tests (anthropic-sdk-python tests/lib/tools/memory_tools/test_filesystem.py),
+# rewritten: each case runs on the sync and the async tool through the SDK's entry point, call().
+
+@pytest.fixture(params=["sync", "async"])
+def command(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Runs one command on a sync or an async tool (``call``, as the SDK's tool runners do) and
+    returns its text; a refused command raises the SDK's ``ToolError``. ``command.text(path)`` is
+    the file's text as stored."""
+    memory = AgentMemory("assistant", tmp_path, config=NO_INDEX)
+    tool: Any = AgentMemoryTool(memory) if request.param == "sync" else AsyncAgentMemoryTool(memory)
+
+    def run(**fields: Any) -> str:
+        result = tool.call(fields)
+        return str(asyncio.run(result) if inspect.isawaitable(result) else result)
+
+    def text(path: str) -> str:
+        return str(memory.get(AgentMemoryTool(memory).files()[path]).content)
+
+    run.text = text  # type: ignore[attr-defined]
+    return run
+
+
+@pytest.mark.parametrize(("line", "inserted", "expected"), [
+    (1, "Inserted Line", "Line 1\nInserted Line\nLine 2\n"),
+    (0, "First Line", "First Line\nLine 1\nLine 2\n"),
+    (2, "Last Line", "Line 1\nLine 2\nLast Line\n"),
+    (2, "Last Line\n\n", "Line 1\nLine 2\nLast Line\n"),  # the text's final newlines are dropped
+    (1, "two\nlines", "Line 1\ntwo\nlines\nLine 2\n"),
+])
+def test_insert_leaves_the_file_as_the_reference_tool_does(command: Any, line: int, inserted: str, expected: str) -> None:
+    command(command="create", path="/memories/insert_test.txt", file_text="Line 1\nLine 2")
+    answer = command(command="insert", path="/memories/insert_test.txt", insert_line=line, insert_text=inserted)
+    assert answer == "The file /memories/insert_test.txt has been edited."
+    assert command.text("/memories/insert_test.txt") == expected
+
+
+def test_insert_counts_the_lines_without_the_one_a_final_newline_leaves(command: Any) -> None:
+    command(command="create", path="/memories/a.txt", file_text="Line 1\nLine 2\n")
+    with pytest.raises(ToolError, match=r"^Invalid `insert_line` parameter: 3\. It should be within the range \[0, 2\]\.$"):
+        command(command="insert", path="/memories/a.txt", insert_line=3, insert_text="text")
+    command(command="insert", path="/memories/a.txt", insert_line=2, insert_text="Line 3")
+    assert command.text("/memories/a.txt") == "Line 1\nLine 2\nLine 3\n"  # no empty line before it
+    command(command="create", path="/memories/empty.txt", file_text="")
+    command(command="insert", path="/memories/empty.txt", insert_line=0, insert_text="only")
+    assert command.text("/memories/empty.txt") == "only\n"
+    with pytest.raises(ToolError, match=r"range \[0, 3\]"):  # three lines now
+        command(command="insert", path="/memories/a.txt", insert_line=10, insert_text="text")
+
+
+def test_an_old_str_found_twice_is_refused_with_the_line_of_each_occurrence(command: Any) -> None:
+    command(command="create", path="/memories/replace_test.txt", file_text="Hello\nMiddle\nHello")
+    with pytest.raises(ToolError) as raised:
+        command(command="str_replace", path="/memories/replace_test.txt", old_str="Hello", new_str="Hi")
+    assert str(raised.value) == ("No replacement was performed. Multiple occurrences of old_str `Hello` in lines: 1, 3. "
+                                 "Please ensure it is unique")
+    command(command="create", path="/memories/two.txt", file_text="a a\nb")
+    with pytest.raises(ToolError, match=r"in lines: 1, 1\. Please ensure it is unique$"):  # one per occurrence
+        command(command="str_replace", path="/memories/two.txt", old_str="a", new_str="c")
+    assert command.text("/memories/replace_test.txt") == "Hello\nMiddle\nHello"  # nothing changed
+
+
+def test_claude_runs_the_async_tool_through_the_async_client(tmp_path: Path) -> None:
+    """AsyncAnthropic's tool runner with AsyncAgentMemoryTool, the SDK's BetaAsyncAbstractMemoryTool:
+    the same answers as the sync tool, in the same memory."""
+    memory = AgentMemory("assistant", tmp_path)
+    tool = AsyncAgentMemoryTool(memory)
+    assert isinstance(tool, BetaAsyncAbstractMemoryTool) and tool.to_dict() == AgentMemoryTool(memory).to_dict()
+    with FakeLLMServer() as server:
+        server.enqueue(
+            ScriptedReply(tool_calls=(ScriptedToolCall("memory", json.dumps(
+                {"command": "create", "path": "/memories/prefs.md", "file_text": "Likes coffee, no sugar."})),)),
+            ScriptedReply(tool_calls=(ScriptedToolCall("memory", json.dumps(
+                {"command": "insert", "path": "/memories/prefs.md", "insert_line": 1, "insert_text": "Tea at four."})),)),
+            ScriptedReply(tool_calls=(ScriptedToolCall("memory", json.dumps(
+                {"command": "view", "path": "/memories/../../etc/passwd"})),)),
+            ScriptedReply(tool_calls=(ScriptedToolCall("memory", json.dumps(
+                {"command": "view", "path": "/memories/prefs.md"})),)),
+            "Noted: coffee, no sugar; tea at four.",
+        )
+
+        async def chat() -> tuple[Any, dict[str, str]]:
+            client = AsyncAnthropic(base_url=server.anthropic_base_url, api_key="test", max_retries=0)
+            runner = client.beta.messages.tool_runner(
+                model="claude-sonnet-4-6", max_tokens=512, tools=[tool],
+                messages=[{"role": "user", "content": "Remember that I like coffee with no sugar, and tea at four."}])
+            return await runner.until_done(), await tool.files()
+
+        final, files = asyncio.run(chat())
+        requests = server.requests
+    assert final.content[0].text == "Noted: coffee, no sugar; tea at four."
+    assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    results = [block for request in requests[1:] for block in request["messages"][-1]["content"]
+               if isinstance(block, dict) and block.get("type") == "tool_result"]
+    assert "File created successfully at: /memories/prefs.md" in json.dumps(results[0])
+    assert results[2].get("is_error") is True and "escape" in json.dumps(results[2])
+    assert "     2\tTea at four." in str(results[3]["content"])
+    assert list(files) == ["/memories/prefs.md"]
+    assert memory.get(files["/memories/prefs.md"]).content == "Likes coffee, no sugar.\nTea at four.\n"
+    assert asyncio.run(tool.search("what does the user drink")) == ["/memories/prefs.md"]
+    by_hand = asyncio.run(tool.tool_result({"type": "tool_use", "id": "toolu_9", "name": "memory",
+                                            "input": {"command": "delete", "path": "/memories"}}))
+    assert by_hand["is_error"] is True and "Cannot delete" in by_hand["content"]

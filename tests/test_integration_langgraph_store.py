@@ -313,3 +313,51 @@ def test_memory_changes_hands_out_what_changed_since_a_token(open_memory: Callab
     assert again.reset and [r.id for r in again.records] == [zero, b, c]
     with pytest.raises(InvalidArgumentError):
         memory.changes(42)  # type: ignore[arg-type]
+
+
+# -- issue 37 item 10: results come in the order of the score they carry ----------------------------
+
+SCORED_DOCS = {
+    "doc1": "zany zebra Xerxes", "doc2": "something about dogs", "doc3": "text about birds",
+    "invoice": "Invoice INV-4471 for the plumbing repair.", "bill": "The consulting bill was settled in spring.",
+    "coffee": "Black coffee, no sugar, every morning.", "cafe": "The cafe on the corner sells pastries.",
+}
+
+
+def test_search_results_come_in_the_order_of_their_score_on_every_page(open_memory: Callable[[], AgentMemory]) -> None:
+    """LangGraph's stores sort hits by score (InMemoryStore max-pools a document's vectors and
+    sorts; PostgresStore orders by distance), so paging by score works: every page scores at most
+    what the page before it did, and the pages are slices of one ranking. A query with words of
+    a less similar document ("coffee") once put it first, above a closer one ("cafe")."""
+    store = AgentMemoryStore(open_memory())
+    for key, text in SCORED_DOCS.items():
+        store.put(("test",), key, {"text": text})
+    for query in ["coffee shop", "pastries", "when was the consulting bill INV-4471 settled"]:
+        whole = store.search(("test",), query=query, limit=len(SCORED_DOCS))
+        scores = [item.score for item in whole]
+        assert None not in scores and scores == sorted(scores, reverse=True), (query, scores)  # type: ignore[type-var]
+        pages = [store.search(("test",), query=query, limit=2, offset=offset) for offset in range(0, 8, 2)]
+        assert [item.key for page in pages for item in page] == [item.key for item in whole], query
+        for page, after in zip(pages, pages[1:], strict=False):
+            if after:
+                assert min(i.score for i in page) >= max(i.score for i in after), query  # type: ignore[type-var]
+    assert [item.key for item in store.search(("test",), query="coffee shop", limit=2)] == ["cafe", "coffee"]
+
+
+def test_a_score_reads_the_same_in_every_search(open_memory: Callable[[], AgentMemory]) -> None:
+    """LangGraph's own test of an update (test_vector_update_with_embedding, rewritten): scores of
+    one document compare across queries, as a cosine does (a fused rank score would not)."""
+    store = AgentMemoryStore(open_memory())
+    store.put(("test",), "doc1", {"text": "zany zebra Xerxes"})
+    store.put(("test",), "doc2", {"text": "something about dogs"})
+    store.put(("test",), "doc3", {"text": "text about birds"})
+    initial = store.search(("test",), query="Zany Xerxes")
+    assert initial[0].key == "doc1" and initial[0].score is not None
+    store.put(("test",), "doc1", {"text": "new text about dogs"})
+    after = next(item.score for item in store.search(("test",), query="Zany Xerxes") if item.key == "doc1")
+    assert after is not None and after < initial[0].score
+    renewed = next(item.score for item in store.search(("test",), query="new text about dogs") if item.key == "doc1")
+    assert renewed is not None and renewed > after and renewed > 0.8
+    # The same document's score in a wider prefix is the same number: it does not depend on the rest.
+    wide = next(item.score for item in store.search((), query="new text about dogs") if item.key == "doc1")
+    assert abs(wide - renewed) <= SCORE_TOLERANCE  # type: ignore[operator]

@@ -14,11 +14,12 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool  # noqa: E402
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SessionSettings, function_tool  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from agent_memory import AgentMemory  # noqa: E402
+from agent_memory import AgentMemory, InvalidArgumentError  # noqa: E402
+from agent_memory.errors import MemoryClosedError  # noqa: E402
 from agent_memory.integrations.channel import result_id  # noqa: E402
 from agent_memory.integrations.openai_agents import AgentMemorySession, OpenAIAgentsMemory  # noqa: E402
 from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
@@ -217,3 +218,89 @@ def test_a_session_over_its_budget_is_compacted_and_nothing_is_lost(tmp_path: Pa
     held = json.dumps(memory.get(cited.group(1)).content)
     assert "Question 4" in held and answers[4] in held and "Question 0" in json.dumps(
         [memory.get(r.id).content for r in memory.records()])
+
+
+# -- issue 37 item 9: the session keeps the SDK's session contract -----------------------------------
+# The SDK's own session tests (tests/memory/test_session.py, test_session_limit.py,
+# tests/extensions/memory/test_async_sqlite_session.py, test_redis_session.py), rewritten for
+# AgentMemorySession.
+
+def _messages(n: int) -> list[Any]:
+    return [{"role": "user", "content": f"Message {i}"} for i in range(n)]
+
+
+def test_get_items_applies_the_session_settings_limit_and_an_explicit_limit_wins(tmp_path: Path) -> None:
+    session = AgentMemorySession(AgentMemory("assistant", tmp_path), "limits", session_settings=SessionSettings(limit=3))
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+        await session.add_items(_messages(10))
+        return (await session.get_items(), await session.get_items(limit=2), await session.get_items(limit=0),
+                await session.get_items(limit=20))
+
+    default, explicit, none, more = asyncio.run(scenario())
+    assert [item["content"] for item in default] == ["Message 7", "Message 8", "Message 9"]
+    assert [item["content"] for item in explicit] == ["Message 8", "Message 9"]
+    assert none == [] and len(more) == 10
+    as_dict = AgentMemorySession(AgentMemory("assistant", tmp_path), "limits", session_settings={"limit": 1})
+    assert asyncio.run(as_dict.get_items()) == [{"role": "user", "content": "Message 9"}]
+    assert asyncio.run(AgentMemorySession(AgentMemory("assistant", tmp_path), "limits").get_items()) == _messages(10)
+    with pytest.raises(TypeError, match="limitt"):
+        AgentMemorySession(AgentMemory("assistant", tmp_path), "limits", session_settings={"limitt": 1})
+
+
+@pytest.mark.parametrize("where", ["run_config", "session"])
+def test_the_runner_sends_only_the_limited_history(tmp_path: Path, where: str) -> None:
+    """The SDK's test_session_limit_parameter: with a limit of 2, the model gets the last two
+    history items and the new input."""
+    settings = SessionSettings(limit=2)
+    session = AgentMemorySession(AgentMemory("assistant", tmp_path), "chat",
+                                 session_settings=settings if where == "session" else None)
+    with FakeLLMServer() as server:
+        server.enqueue("Reply 1", "Reply 2", "Reply 3", "Reply 4")
+        agent = Agent(name="test", model=OpenAIResponsesModel(
+            model="gpt-4o", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="test")))
+
+        async def chat() -> None:
+            for n in range(1, 4):
+                await Runner.run(agent, f"Message {n}", session=session, run_config=RunConfig(tracing_disabled=True))
+            await Runner.run(agent, "Message 4", session=session, run_config=RunConfig(
+                tracing_disabled=True, session_settings=settings if where == "run_config" else None))
+
+        asyncio.run(chat())
+        sent = server.requests[-1]["input"]
+    assert len(sent) == 3
+    assert sent[0]["content"] == "Message 3" and "Reply 3" in json.dumps(sent[1]) and sent[2]["content"] == "Message 4"
+    assert len(asyncio.run(session.get_items(limit=100))) == 8  # the limit bounds what is read, not what is kept
+
+
+def test_a_session_of_a_closed_memory_raises_on_every_method(tmp_path: Path) -> None:
+    """The SDK's closed-session tests: every operation fails (a RuntimeError) instead of going on
+    behind the closed memory's back, add_items([]) too."""
+    memory = AgentMemory("assistant", tmp_path)
+    session = AgentMemorySession(memory, "chat")
+    asyncio.run(session.add_items([{"role": "user", "content": "before close"}]))
+    memory.close()
+    calls = [session.get_items(), session.add_items([{"role": "user", "content": "after close"}]),
+             session.add_items([]), session.pop_item(), session.clear_session()]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="closed") as raised:
+            asyncio.run(call)
+        assert isinstance(raised.value, MemoryClosedError)
+    reopened = AgentMemorySession(AgentMemory("assistant", tmp_path), "chat")
+    assert asyncio.run(reopened.get_items()) == [{"role": "user", "content": "before close"}]  # nothing changed
+
+
+def test_an_item_that_is_not_json_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """The SDK's sessions raise TypeError for an item JSON cannot hold; storing its str() would
+    lose it silently."""
+    session = AgentMemorySession(AgentMemory("assistant", tmp_path), "chat")
+    asyncio.run(session.add_items([{"role": "user", "content": "kept"}]))
+    circular: dict[str, Any] = {"role": "user"}
+    circular["content"] = circular
+    for bad in ({"role": "user", "content": object()}, circular):
+        with pytest.raises(TypeError, match="item 1 is not JSON") as raised:
+            asyncio.run(session.add_items([{"role": "user", "content": "good"}, bad]))
+        assert isinstance(raised.value, InvalidArgumentError)
+    assert asyncio.run(session.get_items()) == [{"role": "user", "content": "kept"}]  # not even the good one
+    asyncio.run(session.add_items([{"role": "user", "content": "after failure"}]))  # still usable
+    assert [item["content"] for item in asyncio.run(session.get_items())] == ["kept", "after failure"]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory import AgentMemory, MemoryConfig
+from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig
 from agent_memory.index.fusion import (
-    MAX_FOLLOW_UP_KEYWORDS, MULTI_HOP_MAX_QUERY_CHARS, follow_up_keywords, follow_up_text, round_robin,
+    MAX_FOLLOW_UP_KEYWORDS, MULTI_HOP_MAX_QUERY_CHARS, SCORE_TOLERANCE, follow_up_keywords, follow_up_text,
+    round_robin,
 )
 from agent_memory.limits import MAX_QUERY_CHARS
 
@@ -112,3 +113,30 @@ def test_a_long_query_asks_no_follow_up(
         long = (QUESTION + " ") * (MULTI_HOP_MAX_QUERY_CHARS // len(QUESTION) + 1)
         memory.query(text=long, limit=3)
         assert len(embedded) == 3 and embedded[2] == [long]
+
+
+def test_a_similarity_ranking_is_one_dense_search_scored_by_its_cosine(
+    tmp_path: Path, bridge_memory: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ranking="similarity"`` (what LangGraph's store ranks by): the dense ranking alone, each
+    hit's ``score`` its cosine, as a memory configured without keywords or follow-up ranks."""
+    dense_config = MemoryConfig(hybrid_search=False, multi_hop=False)
+    with AgentMemory("hops", tmp_path / "dense", config=dense_config) as plain:
+        for text in [FIRST_HOP, SECOND_HOP, *DISTRACTORS]:
+            plain.store(text)
+        expected = [(plain.get(hit.item.id).content, hit.score) for hit in plain.query(text=QUESTION, limit=8)]
+    with AgentMemory("hops", tmp_path) as memory:
+        embedder = memory.index.embedding_function.embedder
+        embedded: list[list[str]] = []
+        real_embed = embedder.embed
+        monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))
+        hits = memory.query(text=QUESTION, limit=8, ranking="similarity")
+        assert embedded == [[QUESTION]]  # no follow-up query
+        found = [memory.get(hit.item.id).content for hit in hits]
+        with pytest.raises(InvalidArgumentError, match="ranking"):
+            memory.query(text=QUESTION, ranking="bm25")  # type: ignore[arg-type]
+    scores = [hit.score for hit in hits]
+    assert all(hit.score == hit.similarity for hit in hits) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert [text for text, _ in expected] == found
+    assert all(abs(a - b) <= SCORE_TOLERANCE for (_, a), b in zip(expected, scores, strict=True))  # type: ignore[operator]
+    assert bridge_memory["second"] not in [hit.item.id for hit in hits[:3]]  # the follow-up's find is not there

@@ -81,6 +81,11 @@ EXPECTED: dict[str, Expected] = {
         prints=("memory returned: Here're the files and directories", "/memories"),
         requests=('"type": "memory_20250818"', '"tool_use_id": "toolu_memory_'),
     ),
+    # The same with AsyncAnthropic and the async tool.
+    "import asyncio\nimport anthropic\nfrom agent_memory import AgentMemory": Expected(
+        prints=("memory returned: Here're the files and directories", "/memories"),
+        requests=('"type": "memory_20250818"', '"tool_use_id": "toolu_memory_'),
+    ),
     # MCP over stdio with the SDK's client: an empty memory answers the query.
     "import asyncio\nfrom mcp import Client": Expected(prints=("Q3 results", "$4.2M")),
 }

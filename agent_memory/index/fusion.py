@@ -32,7 +32,7 @@ from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
-from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit
+from agent_memory.models.items import ItemRecord, MemoryCriteria, QueryHit, QueryRanking
 
 __all__ = [
     "MULTI_HOP_MAX_QUERY_CHARS", "ROCCHIO_BETA", "SCORE_TOLERANCE", "SEARCH_CHUNKS_PER_ITEM", "Ranking",
@@ -199,6 +199,7 @@ def search(
     get_record: Callable[[str], ItemRecord],
     records: Callable[[], list[ItemRecord]],
     n_items: int | None = None,
+    ranking: QueryRanking = "default",
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -215,16 +216,22 @@ def search(
     newer version) are skipped. ``records``: every item record, for the filters of a memory
     without a keyword index (:func:`item_filter`). ``n_items``: how many items the memory holds
     at most (a search that found that many distinct items stops widening); ``None``: unknown.
+
+    ``ranking="similarity"``: the dense ranking alone (no keyword ranking, no follow-up query, no
+    verbatim lead), ``score`` = ``similarity`` = the cosine of each item's best chunk to
+    ``criteria.text``, best first; the keyword index still answers the filters.
     """
     assert criteria.text is not None
     passing = item_filter(criteria, lexical=lexical, records=records)
-    first = rank(criteria.text, criteria, index=index, lexical=lexical, config=config, passing=passing,
-                 n_items=n_items)
+    dense_only = ranking == "similarity"
+    first = rank(criteria.text, criteria, index=index, lexical=None if dense_only else lexical, config=config,
+                 passing=passing, n_items=n_items)
     merged = first.order
     found_by = {item_id: first for item_id, _ in first.order}
     if first.exact:  # a look-up of what the text names: no second hop; scores follow the order
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, (item_id, _) in enumerate(first.order, 1)]
-    elif config.multi_hop and first.order and criteria.limit > 1 and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS:
+    elif (not dense_only and config.multi_hop and first.order and criteria.limit > 1
+            and len(criteria.text) <= MULTI_HOP_MAX_QUERY_CHARS):
         lead = first.chunk(first.order[0][0])
         follow_up = follow_up_text(criteria.text, lead.body, words=config.multi_hop_words)
         keywords = (
@@ -248,8 +255,8 @@ def search(
             record = get_record(item_id)
         except (ItemNotFoundError, UnsupportedRecordError):
             continue
-        ranking = found_by[item_id]
-        dense_hit, shown = ranking.dense.get(item_id), ranking.chunk(item_id)
+        found = found_by[item_id]
+        dense_hit, shown = found.dense.get(item_id), found.chunk(item_id)
         hits.append(
             QueryHit(
                 item=record, score=score, similarity=dense_hit.score if dense_hit else None,

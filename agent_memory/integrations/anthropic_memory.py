@@ -12,9 +12,12 @@ one exists while a file lies under it (``/memories`` always exists).
 
 It is the Anthropic SDK's own ``BetaAbstractMemoryTool``: pass it in ``tools`` to the SDK's tool
 runner (``client.beta.messages.tool_runner(..., tools=[AgentMemoryTool(memory)])``), or answer
-``tool_use`` blocks by hand with :meth:`AgentMemoryTool.tool_result`. Answers and error texts follow
-the SDK's reference implementation (``BetaLocalFilesystemMemoryTool``), which follows Anthropic's
-documentation, except where they would break the rules below.
+``tool_use`` blocks by hand with :meth:`AgentMemoryTool.tool_result`. With ``AsyncAnthropic``,
+:class:`AsyncAgentMemoryTool` is the SDK's ``BetaAsyncAbstractMemoryTool``: the same tool, each
+command run in a worker thread. Answers and error texts follow the SDK's reference implementation
+(``BetaLocalFilesystemMemoryTool``), which follows Anthropic's documentation, except where they
+would break the rules below: ``insert`` leaves the file ending with a newline, as the reference
+does, and an ``old_str`` found more than once lists the line of each occurrence.
 
 Every answer is capped at the memory's ``retrieve_max_tokens`` (4,000 tokens by default), as a
 ``retrieve_memory`` answer is: ``view`` of a long file shows whole lines up to the cap and ends
@@ -42,6 +45,7 @@ Three lines::
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 import re
 import threading
@@ -52,7 +56,7 @@ from agent_memory.extras import require_extra
 
 require_extra("anthropic", "agent_memory.integrations.anthropic_memory")
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError  # noqa: E402
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError  # noqa: E402
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,
@@ -67,7 +71,7 @@ from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ItemRecord, MemoryCriteria
 from agent_memory.transforms import PAGE_NOTICE_TOKENS
 
-__all__ = ["MEMORY_FILE_TAG", "MEMORY_ROOT", "AgentMemoryTool"]
+__all__ = ["MEMORY_FILE_TAG", "MEMORY_ROOT", "AgentMemoryTool", "AsyncAgentMemoryTool"]
 
 MEMORY_ROOT = "/memories"
 """The directory Claude's memory tool works in (Anthropic's documentation)."""
@@ -91,7 +95,7 @@ MAX_QUOTE_TOKENS = 60
 """Most tokens of such a quote (a short text of rare characters can be many tokens)."""
 
 MAX_LISTED_LINES = 20
-"""Most line numbers an error about several occurrences of ``old_str`` lists (it gives the count)."""
+"""Most line numbers an error about several occurrences of ``old_str`` lists (then ``and N more``)."""
 
 CHARS_PER_TOKEN_BOUND = 32
 """A line longer than this many characters per token of the room left cannot fit in it whole: it is
@@ -149,18 +153,18 @@ def _text_arg(name: str, value: object, what: str) -> str:
 
 
 def _occurrences(text: str, old: str, keep: int) -> tuple[list[int], int]:
-    """The first ``keep`` numbers of the lines where ``old`` starts in ``text``, and how many such
-    lines there are (one pass: the newlines between two matches are counted once)."""
+    """The line numbers of the first ``keep`` occurrences of ``old`` in ``text`` and how many
+    occurrences there are, counted as the SDK's reference lists them: every start, overlapping
+    ones too, a line once per occurrence on it (one pass: each newline is counted once)."""
     shown: list[int] = []
-    total, line, last, previous = 0, 1, 0, 0
+    total, line, previous = 0, 1, 0
     position = text.find(old)
     while position != -1:
         line += text.count("\n", previous, position)
         previous = position
-        if line != last:
-            total, last = total + 1, line
-            if len(shown) < keep:
-                shown.append(line)
+        total += 1
+        if len(shown) < keep:
+            shown.append(line)
         position = text.find(old, position + 1)
     return shown, total
 
@@ -428,12 +432,12 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
                 raise ToolError(f"No replacement was performed, old_str `{self._quote(old)}` did not appear verbatim "
                                 f"in {command.path}.")
             if count > 1:
-                where, lines_with = _occurrences(text, old, MAX_LISTED_LINES)
+                where, total = _occurrences(text, old, MAX_LISTED_LINES)
                 listed = ", ".join(map(str, where))
-                if lines_with > len(where):
-                    listed += f" and {lines_with - len(where):,} more"
+                if total > len(where):
+                    listed += f" and {total - len(where):,} more"
                 raise ToolError(f"No replacement was performed. Multiple occurrences of old_str `{self._quote(old)}` in "
-                                f"lines: {listed} ({lines_with:,} lines). Please ensure it is unique")
+                                f"lines: {listed}. Please ensure it is unique")
             new = text.replace(old, new_str, 1)
             self._write(path, new, item_id=item_id)
         changed = text[: text.index(old)].count("\n")
@@ -444,7 +448,9 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
             lines, first + 1, last, len(lines), last, "Snippet shown")
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        """Insert ``insert_text`` after line ``insert_line`` (0: at the top)."""
+        """Insert ``insert_text`` after line ``insert_line`` (0: at the top), as the SDK's reference
+        does: the file's lines are counted without the empty one a final newline leaves, the
+        text's own final newlines are dropped, and the file ends with a newline afterwards."""
         path = self._path(command.path)
         inserted = _text_arg("insert_text", command.insert_text, "the text to insert")
         line = command.insert_line
@@ -453,13 +459,13 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         with self._lock:
             item_id, text = self._file(path)
             lines = text.split("\n")
+            if lines[-1] == "":  # a final newline ends the last line; it does not start another
+                lines.pop()
             if not 0 <= line <= len(lines):
                 raise ToolError(f"Invalid `insert_line` parameter: {line}. It should be within the "
                                 f"range [0, {len(lines)}].")
-            new_lines = inserted.split("\n")
-            if inserted.endswith("\n"):
-                new_lines = new_lines[:-1]
-            self._write(path, "\n".join(lines[:line] + new_lines + lines[line:]), item_id=item_id)
+            lines.insert(line, inserted.rstrip("\n"))
+            self._write(path, "\n".join(lines) + "\n", item_id=item_id)
         return f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
@@ -524,3 +530,74 @@ class AgentMemoryTool(BetaAbstractMemoryTool):
         """Paths of the memory files that best match ``text`` (Query Memory over the files)."""
         hits = self.memory.query(MemoryCriteria(text=text, tags=(MEMORY_FILE_TAG,), limit=limit))
         return [hit.item.metadata.source for hit in hits]
+
+
+class AsyncAgentMemoryTool(BetaAsyncAbstractMemoryTool):
+    """The ``memory_20250818`` tool for ``AsyncAnthropic``: the SDK's own
+    ``BetaAsyncAbstractMemoryTool``, for its async tool runner
+    (``AsyncAnthropic().beta.messages.tool_runner(..., tools=[AsyncAgentMemoryTool(memory)])``).
+
+    Each command is run by an :class:`AgentMemoryTool` (:attr:`sync`) in a worker thread
+    (``asyncio.to_thread``), so the event loop never waits on the memory's disk or database and
+    the answers, errors, caps and the memory's layout are exactly the sync tool's. Commands of
+    one tool run one at a time (the sync tool's lock), as they do on the sync tool.
+
+    Args:
+        memory: where the memory files are kept (as :class:`AgentMemoryTool`'s).
+        cache_control: the tool definition's ``cache_control``; ``None``: none.
+
+    Attributes:
+        sync: the :class:`AgentMemoryTool` that does the work (a sync caller may use it too).
+    """
+
+    def __init__(self, memory: AgentMemory, *, cache_control: Any = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self.sync = AgentMemoryTool(memory, cache_control=cache_control)
+
+    def __repr__(self) -> str:
+        return f"AsyncAgentMemoryTool({self.memory!r})"
+
+    @property
+    def memory(self) -> AgentMemory:
+        """The memory the files are kept in."""
+        return self.sync.memory
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        """:meth:`AgentMemoryTool.view`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        """:meth:`AgentMemoryTool.create`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        """:meth:`AgentMemoryTool.str_replace`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        """:meth:`AgentMemoryTool.insert`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        """:meth:`AgentMemoryTool.delete`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        """:meth:`AgentMemoryTool.rename`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.rename, command)
+
+    async def clear_all_memory(self) -> str:
+        """:meth:`AgentMemoryTool.clear_all_memory`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.clear_all_memory)
+
+    async def files(self) -> dict[str, str]:
+        """:meth:`AgentMemoryTool.files`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.files)
+
+    async def tool_result(self, block: Any) -> dict[str, Any]:
+        """:meth:`AgentMemoryTool.tool_result`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.tool_result, block)
+
+    async def search(self, text: str, *, limit: int = 5) -> list[str]:
+        """:meth:`AgentMemoryTool.search`, in a worker thread."""
+        return await asyncio.to_thread(self.sync.search, text, limit=limit)

@@ -3,8 +3,9 @@
 LangGraph agents keep long-term memory in a store: JSON documents under a ``namespace`` (a tuple
 of labels, e.g. ``("users", "u1", "memories")``) and a ``key``. :class:`AgentMemoryStore` keeps
 each document as one agent-memory item, so a LangGraph agent's memories live in any agent-memory
-backend (files, or Postgres shared across machines), are found by hybrid search (dense + BM25),
-and are shared with the agents that share the memory::
+backend (files, or Postgres shared across machines), are found by semantic search ranked by
+cosine similarity, as in LangGraph's own stores (and by Query Memory's hybrid search beside every
+other item), and are shared with the agents that share the memory::
 
     store = AgentMemoryStore(AgentMemory("assistant"))
     store.put(("users", "u1"), "food", {"likes": "coffee, no sugar"})
@@ -21,20 +22,24 @@ What maps to what:
   forgets both); ``put(..., None)`` / ``delete`` forgets it. The puts that follow each other in
   one ``batch`` are stored together (``AgentMemory.store_many``: the documents are embedded in
   batches) and the old versions forgotten together (``AgentMemory.forget_many``);
-- ``search(prefix, query=…)`` is Query Memory's hybrid search restricted to the prefix *inside the
-  indexes* (a tag filter, the same search on both backends), so the ranking is exact within the
-  prefix whatever matches elsewhere. Hits come in the fused order (reciprocal rank fusion of the
-  dense and keyword rankings, see :func:`agent_memory.index.fusion.search`); ``score`` is the
-  **cosine similarity** in [-1, 1] between the query's embedding and the stored embedding of the
-  chunk of the document the hit matched (its first chunk when that one was matched by keywords
-  only), the measure LangGraph's own stores give with cosine distance (``InMemoryStore``,
-  ``PostgresStore``). With the default model (all-MiniLM-L6-v2) a document that says what the
-  query asks scores about 0.5 to 0.9 and an unrelated one below 0.2. The keyword ranking orders
-  the list too, so scores need not decrease down it (LangGraph's own stores sort by score: a
-  caller that needs that order sorts by ``score``). Documents the query
-  did not rank (put with ``index=False``, not yet indexed, or below the best
-  ``MAX_QUERY_LIMIT`` (100) of the prefix) come after the ranked ones, in the order they were
-  stored, with ``score`` ``None``, as ``InMemoryStore`` fills up with its unembedded documents;
+- ``search(prefix, query=…)`` ranks the documents under the prefix as LangGraph's own stores do
+  (``InMemoryStore``, ``PostgresStore`` with cosine distance): by ``score``, the **cosine
+  similarity** in [-1, 1] between the query's embedding and the stored embedding of the
+  document's best-matching chunk (max over its chunks, as ``InMemoryStore`` pools a document's
+  vectors), highest first, so every page of a paged search scores at most what the page before it
+  did, and a score means the same in every search (a threshold, or results of several searches
+  merged by score, read it right). The prefix is a tag filter *inside the indexes* (the same
+  search on both backends), so documents elsewhere never push the prefix's own out. With the
+  default model (all-MiniLM-L6-v2) a document that says what the query asks scores about 0.5 to
+  0.9 and an unrelated one below 0.2. This is one dense search (``AgentMemory.query(...,
+  ranking="similarity")``), not Query Memory's default ranking, whose keyword fusion and
+  follow-up query find more (docs/benchmarks.md: HotpotQA recall@5 0.858 against 0.775 for the
+  dense ranking, LoCoMo recall@10 0.639 against 0.517) but give a score that only orders one
+  query's hits (a reciprocal-rank-fusion score); ``query_memory`` over the same items keeps that
+  ranking. Documents the query did not rank (put
+  with ``index=False``, not yet indexed, or below the best ``MAX_QUERY_LIMIT`` (100) of the
+  prefix) come after the ranked ones, in the order they were stored, with ``score`` ``None``, as
+  ``InMemoryStore`` fills up with its unembedded documents;
 - ``search`` without a query (or with one of only whitespace): the documents under the prefix in
   the order their current versions were stored, oldest first, ``score`` ``None``. ``filter``
   compares values the way LangGraph's stores do (equality, nested objects, ``$eq $ne $gt $gte
@@ -56,8 +61,8 @@ Measured by ``benchmarks/bench_langgraph_store.py`` (files backend, 2 cores; res
 batched operations, half of them puts (so mostly embedding), in 77 s (117 s before); 3,000 batched
 reads (gets, searches without a query, namespace listings) in 0.33 s at 300 documents and 0.37 s
 at 3,000 (before: 1.3 s and 28.8 s); one ``get`` 0.06 ms at both sizes (before: 0.32 and 9.4 ms).
-A search with a query costs what Query Memory's filtered search costs (about 70 to 110 ms there,
-embedding the query and its multi-hop follow-up).
+A search with a query costs one embedding of the query and one filtered vector search (Query
+Memory's default search embeds a follow-up query too).
 A store on a sub-agent's fork (:mod:`agent_memory.fork`) reads every record on each batch (the
 parent's records are not in the fork's log); it reads the parent's documents, a ``put`` overrides
 one in the sub-agent's memory, and a ``delete`` of one raises
@@ -74,7 +79,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -164,13 +168,6 @@ def _operator(value: Any, op: str, target: Any) -> bool:
     if op not in comparisons:
         raise ValueError(f"unsupported filter operator {op!r}")
     return bool(comparisons[op](float(value), float(target)))
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two vectors, in [-1, 1] (0.0 for a zero vector)."""
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return max(-1.0, min(1.0, dot / norm)) if norm > 0 else 0.0
 
 
 # -- the documents, by namespace and key ------------------------------------------------------------
@@ -383,19 +380,18 @@ class AgentMemoryStore(BaseStore):
                     skip -= 1
                     continue
                 chosen.append((doc, None))
-        query_vector = self.memory.index.embed_query(op.query) if ranked and op.query else None
-        return [self._item(doc, value(doc), self._score(query_vector, hit) if hit else None, search=True)  # type: ignore[misc]
+        return [self._item(doc, value(doc), hit.score if hit else None, search=True)  # type: ignore[misc]
                 for doc, hit in chosen]
 
     def _ranked(self, query: str, prefix: Namespace, wanted_filter: dict[str, Any] | None, wanted: int,
                 value: Any) -> list[tuple[_Doc, QueryHit]]:
-        """The current documents under ``prefix`` that pass the filter, best first for ``query``:
-        the first ``wanted`` of them (fewer when fewer are indexed), within the best
-        ``MAX_QUERY_LIMIT`` of the prefix."""
+        """The current documents under ``prefix`` that pass the filter, by their cosine similarity
+        to ``query``, highest first: the first ``wanted`` of them (fewer when fewer are indexed),
+        within the best ``MAX_QUERY_LIMIT`` of the prefix."""
         tags = (STORE_TAG, namespace_tag(prefix))
         fetch = min(MAX_QUERY_LIMIT, max(1, wanted))
         while True:
-            hits = self.memory.query(query, tags=tags, limit=fetch)
+            hits = self.memory.query(query, tags=tags, limit=fetch, ranking="similarity")
             ranked = []
             for hit in hits:
                 doc = self._documents.current_item(hit.item.id)
@@ -405,18 +401,9 @@ class AgentMemoryStore(BaseStore):
                     continue
                 ranked.append((doc, hit))
             if len(ranked) >= wanted or len(hits) < fetch or fetch >= MAX_QUERY_LIMIT:
-                return ranked
+                # Ordered by the score each hit carries, whatever order near-ties came in.
+                return sorted(ranked, key=lambda pair: -(pair[1].score or 0.0))
             fetch = min(MAX_QUERY_LIMIT, fetch * 4)
-
-    def _score(self, query_vector: list[float] | None, hit: QueryHit) -> float | None:
-        """The cosine similarity of the query to the chunk the hit matched (module docstring)."""
-        if query_vector is None:
-            return hit.similarity
-        index = self.memory.index
-        vector = index.chunk_vector(hit.item.id, hit.chunk_index) if hit.chunk_index is not None else None
-        if vector is None and hit.chunk_index != 0:  # a chunk found by keywords only is not embedded
-            vector = index.chunk_vector(hit.item.id, 0)
-        return _cosine(query_vector, vector) if vector is not None else hit.similarity
 
     def _list(self, op: ListNamespacesOp) -> list[Namespace]:
         literal: Namespace = ()  # the labels a prefix condition fixes before its first wildcard

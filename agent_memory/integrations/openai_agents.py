@@ -38,10 +38,11 @@ require_extra("openai-agents", "agent_memory.integrations.openai_agents")
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, RunResult
 from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 
-from agent_memory.errors import ConflictError, InvalidArgumentError
+from agent_memory.errors import ConflictError, InvalidArgumentError, MemoryClosedError
 from agent_memory.ids import derived_memory_id, validate_agent_id
 from agent_memory.integrations.channel import FixedToolsAdapter
 from agent_memory.integrations.snapshots import MemoryScope, check_scope, sub_agent_memory
@@ -244,6 +245,14 @@ class AgentMemorySession(SessionABC):
     ``retrieve_memory`` call that brings them back; the last ``keep_user_turns`` user turns stay
     raw, as the kernel's raw tail does.
 
+    It behaves as the SDK's own sessions (``SQLiteSession``, ``RedisSession``) do where they
+    agree: ``get_items()`` without a ``limit`` applies ``session_settings.limit`` (an explicit
+    ``limit`` wins; ``0`` or less: no items), so a ``RunConfig(session_settings=…)`` or the
+    session's own settings bound the history the model gets; ``add_items`` refuses an item that is
+    not JSON data with a ``TypeError`` (:class:`~agent_memory.errors.InvalidArgumentError`) before
+    anything is written; and once its :class:`AgentMemory` is closed every method raises a
+    ``RuntimeError`` (:class:`~agent_memory.errors.MemoryClosedError`), ``add_items([])`` too.
+
     Args:
         memory: whose backend keeps the session (and the compacted items).
         session_id: the SDK's session id (letters, digits, ``_``, ``-``, ``.``).
@@ -251,15 +260,19 @@ class AgentMemorySession(SessionABC):
             JSON; ``None``: never compact.
         keep_user_turns: user turns (a user message and all that follows it) kept raw (>= 1).
         summary_tokens: the summary's size, in tokens.
+        session_settings: the SDK's ``SessionSettings`` (or its dict); ``None``:
+            ``SessionSettings()``, no limit.
 
     Raises:
         InvalidArgumentError: for an invalid ``session_id`` or ``keep_user_turns`` < 1.
+        TypeError: for ``session_settings`` with an unknown field (the SDK's check).
     """
 
-    session_settings = None
+    session_settings: SessionSettings | None
 
     def __init__(self, memory: AgentMemory, session_id: str, *, max_tokens: int | None = None,
-                 keep_user_turns: int = 2, summary_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS) -> None:
+                 keep_user_turns: int = 2, summary_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
+                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         if keep_user_turns < 1:
             raise InvalidArgumentError("keep_user_turns must be >= 1")
         self.memory = memory
@@ -267,13 +280,24 @@ class AgentMemorySession(SessionABC):
         self.max_tokens = max_tokens
         self.keep_user_turns = keep_user_turns
         self.summary_tokens = summary_tokens
+        self.session_settings = (coerce_session_settings(session_settings) if session_settings is not None
+                                 else SessionSettings())
         self._slot = common.document(memory.backend, memory.agent_id, f"session.{self.session_id}")
 
+    def _check_open(self) -> None:
+        """Refuse to touch the backend once the memory is closed (the SDK's sessions raise
+        ``RuntimeError`` once closed; a closed memory must not be written behind its back)."""
+        if self.memory.closed:
+            raise MemoryClosedError(f"AgentMemorySession {self.session_id!r}: its AgentMemory "
+                                    f"({self.memory.agent_id!r}) is closed; open a new one for a new session")
+
     def _read(self) -> tuple[list[TResponseInputItem], Any]:
+        self._check_open()
         data, token = self._slot.get()
         return (json.loads(data) if data else []), token
 
     def _update(self, change: Any) -> Any:
+        self._check_open()
         while True:
             items, token = self._read()
             result = change(items)
@@ -309,19 +333,45 @@ class AgentMemorySession(SessionABC):
                                                    f'retrieve_memory(id="{item_id}")] {summary}'}]
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The session's items, oldest first; the last ``limit`` (``None``: all)."""
+        """The session's items, oldest first: the last ``limit`` of them (``None``:
+        ``session_settings.limit``, and all when that is ``None`` too; ``0`` or less: none).
+
+        Raises:
+            MemoryClosedError: (a ``RuntimeError``) if the memory is closed.
+        """
+        wanted = resolve_session_limit(limit, self.session_settings)
         items, _ = await asyncio.to_thread(self._read)
-        return items if limit is None else items[-limit:] if limit > 0 else []
+        return items if wanted is None else items[-wanted:] if wanted > 0 else []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` (JSON-able, as the SDK makes them); compacts when over ``max_tokens``."""
-        new = json.loads(json.dumps(list(items), default=str))
+        """Append ``items`` (JSON data, as the SDK makes them); compacts when over ``max_tokens``.
+
+        Raises:
+            MemoryClosedError: (a ``RuntimeError``) if the memory is closed, even for no items.
+            InvalidArgumentError: (a ``TypeError``) if an item is not JSON data (an object JSON
+                cannot hold, a circular reference); nothing is written then.
+        """
+        self._check_open()
+        new = []
+        for number, item in enumerate(items):
+            try:
+                new.append(json.loads(json.dumps(item)))  # a copy, as it will be read back
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(f"session item {number} is not JSON data ({exc}); nothing was added") from exc
         await asyncio.to_thread(self._update, lambda stored: stored.extend(new))
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the newest item (``None``: the session is empty)."""
+        """Remove and return the newest item (``None``: the session is empty).
+
+        Raises:
+            MemoryClosedError: (a ``RuntimeError``) if the memory is closed.
+        """
         return await asyncio.to_thread(self._update, lambda stored: stored.pop() if stored else None)
 
     async def clear_session(self) -> None:
-        """Remove every item (compacted items stay in memory until forgotten)."""
+        """Remove every item (compacted items stay in memory until forgotten).
+
+        Raises:
+            MemoryClosedError: (a ``RuntimeError``) if the memory is closed.
+        """
         await asyncio.to_thread(self._update, lambda stored: stored.clear())

@@ -76,6 +76,7 @@ __all__ = [
     "MEMORY_TYPES",
     "MemoryType",
     "QueryHit",
+    "QueryRanking",
     "RetrieveResult",
     "STORED_CONTEXT",
     "SummaryTransform",
@@ -588,6 +589,13 @@ class MemoryCriteria(_Model):
         return value
 
 
+QueryRanking = Literal["default", "similarity"]
+"""How a text query ranks items: ``default``, as the memory's config says (hybrid fusion and
+multi-hop search, ``MemoryConfig.hybrid_search`` / ``multi_hop``); ``similarity``, by the cosine
+similarity of each item's best chunk to the text alone (one dense search), which is then the
+hit's ``score``: an absolute relevance, comparable across queries, as vector stores report it."""
+
+
 class QueryHit(_Model):
     """One item found by a query, with the chunk of it that matched best."""
 
@@ -600,8 +608,9 @@ class QueryHit(_Model):
     ``1 / (rrf_k + rank)`` of the hit's rank in the merged ranking of the query and its
     follow-up; else the reciprocal-rank-fusion score in hybrid search (sum of weight / (k + rank)
     over dense and keyword rankings; items whose similarities are within ``SCORE_TOLERANCE``
-    share a dense rank), the cosine similarity in dense-only search. Compare it within one query
-    only. ``None`` without text. Not rounded."""
+    share a dense rank), the cosine similarity in dense-only search and with ``ranking="similarity"``
+    (:data:`QueryRanking`). Compare a fused score within one query only. ``None`` without text.
+    Not rounded."""
     similarity: float | None = None
     """Cosine similarity in [-1, 1] of the item's best chunk to the query text, ``None`` when the
     item was found by keywords only or the query had no text. Not rounded; vectors recomputed by
