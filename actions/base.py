@@ -245,7 +245,7 @@ class MemoryAction(ABC, Generic[ArgsT]):
             parsed = read_tool_arguments(arguments, what=f"the arguments of {self.name}", max_depth=MAX_JSON_NESTING)
         except InvalidArgumentError as exc:
             advice = {
-                "too_long": ". Send less (store long content in parts)." if self.capability == "store" else ". Send less.",
+                "too_long": ". Send less" + (" (store long content in parts)." if self.capability == "store" else "."),
                 "too_deep": f"; {self.name} takes flat arguments, e.g. {example}",
                 "unreadable_value": ".",  # the reader says what to send instead
             }.get(exc.errors[0]["type"] if exc.errors else "", f". Send a JSON object, e.g. {example}")

@@ -289,7 +289,8 @@ def run_agent(directory: Path) -> tuple[list[dict[str, Any]], bool]:
                 except Exception as exc:  # noqa: BLE001 - a raise out of run() is what this measures
                     returned, answer = False, f"RAW {type(exc).__name__}"
                 else:
-                    answer = next(m["content"] for m in reversed(server.requests[-1]["messages"]) if m["role"] == "tool")
+                    sent = server.requests[-1]["messages"]
+                    answer = next(m["content"] for m in reversed(sent) if m["role"] == "tool")
                 seconds = time.perf_counter() - started
                 rows.append({"case": name, "seconds": round(seconds, 4), "within_1s": seconds < LIMIT_S,
                              "run_returned": returned, "tool_error": answer.startswith("Error: "),

@@ -134,7 +134,8 @@ class ToolCall(_Model):
     def _derive(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = {**data, **{key: escape_surrogates(data[key]) for key in ("id", "name") if isinstance(data.get(key), str)}}
+        data = {**data, **{key: escape_surrogates(value) for key in ("id", "name")
+                           if isinstance(value := data.get(key), str)}}
         has_arguments = data.get("arguments") is not None
         has_input = data.get("input") is not None
         if has_input and not has_arguments:

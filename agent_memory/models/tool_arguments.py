@@ -187,12 +187,14 @@ def _first_problem(value: Mapping[str, Any], max_depth: int, max_chars: int) -> 
             if isinstance(node, dict):
                 for key, child in node.items():
                     if not isinstance(key, str):
-                        return "unreadable_value", f": {where} has a key that is not a string ({shorten(repr(key), 40)})"
+                        return "unreadable_value", (f": {where} has a key that is not a string "
+                                                    f"({shorten(repr(key), 40)})")
                     try:
                         key.encode("utf-8")
                     except UnicodeEncodeError as exc:
                         bad = f"\\u{ord(key[exc.start]):04x}"
-                        return "unreadable_value", f": a key of {where} holds a lone surrogate ({bad}), {_SURROGATE_ADVICE}"
+                        return "unreadable_value", (f": a key of {where} holds a lone surrogate ({bad}), "
+                                                    f"{_SURROGATE_ADVICE}")
                     seen_chars += len(key)
                     children.append(((*path, key), child))
             else:
