@@ -104,6 +104,7 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_forget.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_replay.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_hostile.py
+	$(OFFLINE) $(PY) benchmarks/bench_hostile.py --agent
 
 # chatml-function-calling: the format that shows the tools to the model (the model's own template
 # drops them); the client must send tool_choice "auto" (OpenAIChatModel(compat=LLAMA_CPP_PYTHON)).

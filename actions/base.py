@@ -14,9 +14,10 @@ import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from types import UnionType
+from typing import Any, ClassVar, Generic, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
@@ -32,6 +33,7 @@ from agent_memory.errors import (
     quoted,
 )
 from agent_memory.limits import shorten
+from agent_memory.models.tool_arguments import MAX_TOOL_ARGUMENTS_CHARS, read_tool_arguments
 from agent_memory.presentation.offer import Capability, ToolResult
 
 __all__ = [
@@ -49,39 +51,16 @@ __all__ = [
 FIND_IDS_HINT = "Copy the id exactly from its citation or from a search hit."
 """The next step suggested to a model that named a wrong memory id."""
 
-MAX_ARGUMENTS_CHARS = 100_000
-"""Longest arguments string (or dict, as JSON) a tool call may carry, in characters. The largest
-argument of any memory tool is ``store_memory``'s content (8,000 characters, up to 12 JSON
-characters each when escaped as a ``\\uXXXX`` surrogate pair); anything longer is refused before
-it is parsed."""
+MAX_ARGUMENTS_CHARS = MAX_TOOL_ARGUMENTS_CHARS
+"""Longest arguments string (or dict, as JSON) a tool call may carry, in characters: the one bound
+every tool's arguments have (:data:`~agent_memory.models.tool_arguments.MAX_TOOL_ARGUMENTS_CHARS`);
+anything longer is refused before it is parsed."""
 
 
 MAX_JSON_NESTING = 8
 """Deepest nesting of JSON arrays and objects in tool arguments (the memory tools take flat
 arguments and lists of strings: depth 2). Deeper input is refused before it is parsed, so a
 5,000-deep document cannot exhaust the recursion limit of the JSON parser or the validator."""
-
-
-def _nesting(text: str) -> int:
-    """Deepest ``[``/``{`` nesting of a JSON text, outside strings (a linear scan, no recursion)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 class ToolCallError(AgentMemoryError, ValueError):
@@ -100,14 +79,27 @@ class ToolCallError(AgentMemoryError, ValueError):
 
 class ActionArguments(BaseModel):
     """Base of the arguments models: flat fields, attribute docstrings become the parameter
-    descriptions the model reads, unknown arguments are rejected."""
+    descriptions the model reads, unknown arguments are rejected, and types are JSON's, strictly:
+    ``true`` is no integer (never 1) and ``"5"`` no number. An integer field takes what JSON Schema's
+    ``"type": "integer"`` matches, "any number with a zero fractional part" (2020-12 Validation
+    §6.1.1): ``2`` and ``2.0`` are 2, ``2.5`` is refused. The schema a model is sent says
+    ``integer``, so ``2.0`` is a call that keeps to it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {key: int(value) if type(value) is float and value.is_integer() and key in cls.model_fields
+                and _takes_integer(cls.model_fields[key].annotation) else value for key, value in data.items()}
 
 
-def _json_kind(value: Any) -> str:
-    """The JSON name of a parsed value's type ("array", "string", ...)."""
-    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+def _takes_integer(annotation: Any) -> bool:
+    """Whether a field's type is an integer (or an optional one) and not also a float."""
+    kinds = set(get_args(annotation)) if get_origin(annotation) in (Union, UnionType) else {annotation}
+    return int in kinds and float not in kinds
 
 
 BOUND_KEYWORDS = frozenset({
@@ -245,42 +237,19 @@ class MemoryAction(ABC, Generic[ArgsT]):
             return arguments  # type: ignore[return-value]
         if isinstance(arguments, BaseModel):
             arguments = arguments.model_dump(exclude_unset=True)
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, Mapping):
-            try:
-                arguments = json.dumps(dict(arguments), ensure_ascii=False)
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise ToolCallError(f"the arguments of {self.name} must be JSON data ({quoted(str(exc))})") from exc
-        if not isinstance(arguments, str):
+        example = json.dumps(self.example, ensure_ascii=False)
+        if arguments is not None and not isinstance(arguments, str | Mapping):
             raise ToolCallError(
-                f"the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}; "
-                f"e.g. {json.dumps(self.example, ensure_ascii=False)}"
-            )
-        if len(arguments) > MAX_ARGUMENTS_CHARS:
-            raise ToolCallError(
-                f"the arguments of {self.name} are {len(arguments):,} characters long; the limit is "
-                f"{MAX_ARGUMENTS_CHARS:,}. Send less (store long content in parts)."
-            )
-        if _nesting(arguments) > MAX_JSON_NESTING:
-            raise ToolCallError(
-                f"the arguments of {self.name} are nested more than {MAX_JSON_NESTING} levels deep; "
-                f"{self.name} takes flat arguments, e.g. {json.dumps(self.example, ensure_ascii=False)}"
-            )
+                f"the arguments of {self.name} must be a JSON object, not {type(arguments).__name__}; e.g. {example}")
         try:
-            parsed = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            raise ToolCallError(
-                f"the arguments of {self.name} are not valid JSON ({exc.msg} at line {exc.lineno} column "
-                f"{exc.colno}). Send a JSON object, e.g. {json.dumps(self.example, ensure_ascii=False)}"
-            ) from exc
-        except RecursionError as exc:  # belt and braces: the nesting check comes first
-            raise ToolCallError(f"the arguments of {self.name} are nested too deeply") from exc
-        if not isinstance(parsed, dict):
-            raise ToolCallError(
-                f"the arguments of {self.name} must be a JSON object, not {_json_kind(parsed)}; "
-                f"e.g. {json.dumps(self.example, ensure_ascii=False)}"
-            )
+            parsed = read_tool_arguments(arguments, what=f"the arguments of {self.name}", max_depth=MAX_JSON_NESTING)
+        except InvalidArgumentError as exc:
+            advice = {
+                "too_long": ". Send less" + (" (store long content in parts)." if self.capability == "store" else "."),
+                "too_deep": f"; {self.name} takes flat arguments, e.g. {example}",
+                "unreadable_value": ".",  # the reader says what to send instead
+            }.get(exc.errors[0]["type"] if exc.errors else "", f". Send a JSON object, e.g. {example}")
+            raise ToolCallError(f"{exc}{advice}") from exc
         try:
             return self.Arguments.model_validate(parsed)  # type: ignore[return-value]
         except ValidationError as exc:

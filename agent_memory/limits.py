@@ -11,11 +11,13 @@ query tag into a clause of one expression; thousands of them fail or crash its R
 the JSONL store (every process re-reads ``items.jsonl``; one line must stay small), and the time
 of one call (embedding, regular expressions, recursion over nested JSON).
 
-The helpers :func:`check_text` and :func:`json_depth` apply the Unicode and nesting rules.
+The helpers :func:`check_text` (refuse), :func:`replace_surrogates` and
+:func:`escape_surrogates` (keep) and :func:`json_depth` apply the Unicode and nesting rules.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 __all__ = [
@@ -35,7 +37,9 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "REGEX_TIMEOUT_S",
     "check_text",
+    "escape_surrogates",
     "json_depth",
+    "replace_surrogates",
     "shorten",
 ]
 
@@ -97,6 +101,10 @@ stops the match; ``re`` could backtrack for hours holding the GIL)."""
 MAX_REPEAT = 1_000
 """Largest repetition count ``{n}`` / ``{n,m}`` accepted in a pattern. ``re`` raises
 ``OverflowError`` for ``a{99999999999}``; large counts also multiply matching time."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: UTF-16 code units Python keeps in a ``str`` (from ``"\\ud800"`` in JSON) and
+UTF-8 cannot write."""
 
 
 class _TokenCounter(Protocol):
@@ -165,6 +173,29 @@ def check_text(value: str, what: str) -> str:
             "which is not valid Unicode text"
         ) from None
     return value
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, the replacement character: for text
+    that must be kept whatever it holds (a model's answer, a preview), never for a value a caller
+    chose (:func:`check_text` refuses those)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as its JSON escape ``\\udXXX`` (six ASCII
+    characters). In JSON text this changes nothing a parser reads (a surrogate inside a string and
+    its escape are the same string; outside one both are invalid), and the result can be written
+    as UTF-8; in a message it shows the surrogate instead of failing to print it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return text
 
 
 def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:

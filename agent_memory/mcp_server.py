@@ -37,21 +37,21 @@ exactly the validation, answers and error messages an in-process agent gets from
   it the tool reads no files and its schema has no ``path``.
 - **stdout is the MCP channel.** While serving, the SDK points file descriptor 1 at stderr, so a
   stray print of any library cannot corrupt the protocol; logs go to stderr.
-- **Malformed messages are answered** (JSON-RPC 2.0 §5.1): a line that is not JSON gets a
-  ``-32700`` parse error, a JSON line that is not a JSON-RPC message a ``-32600`` invalid
-  request, with the message's ``id`` when it has a usable one, else ``"id": null``; blank lines
-  are skipped. (The SDK's stdio transport alone drops such lines without an answer, so a client
-  waiting on that id would wait for ever.)
+- **Every request is answered, once, with its id** (:mod:`agent_memory.mcp_stdio`): a line that
+  is not JSON gets a ``-32700`` parse error and a JSON line that is not a JSON-RPC message a
+  ``-32600`` invalid request (JSON-RPC 2.0 §5.1), as does a request whose id MCP refuses (``1.5``,
+  ``null``, an object: ``"id": null`` in the answer); a ``tools/call`` whose arguments hold valid
+  JSON the SDK's parser refuses (a lone surrogate escape, a 5,001-digit number) gets the tool's
+  error; blank lines are skipped. When stdin closes, the server exits once every request read has
+  its answer. (The SDK's stdio transport alone drops such lines without an answer, and cancels the
+  calls still running at EOF, whose stores may be done: a client that retries stores twice.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
 import threading
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import Mapping
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -61,26 +61,14 @@ require_extra("mcp", "the MCP server (agent_memory.mcp_server, agent-memory serv
 
 import anyio  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from mcp.types import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    CallToolResult,
-    ErrorData,
-    JSONRPCError,
-    TextContent,
-    Tool,
-    ToolAnnotations,
-    jsonrpc_message_adapter,
-)
-from pydantic import ValidationError
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations  # noqa: E402
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import AgentMemoryError, ConfigurationError
 from agent_memory.kernel.lock import kernel_lock
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.limits import shorten
+from agent_memory.mcp_stdio import jsonrpc_refusal, serve_stdio
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
 from agent_memory.presentation.offer import MemoryTools, ToolOffer, ToolResult, load_toolkit
 
@@ -88,7 +76,6 @@ if TYPE_CHECKING:
     import os
 
     from mcp.server.mcpserver.context import Context
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
     "SERVER_NAME",
@@ -242,116 +229,19 @@ class MemoryMCPServer(MCPServer):
 
     # -- stdio -----------------------------------------------------------------------------------
     async def run_stdio_async(self) -> None:
-        """Serve over stdin/stdout (the SDK's stdio transport) until stdin closes, answering
-        every malformed line (:func:`jsonrpc_refusal`) instead of dropping it.
+        """Serve over stdin/stdout until stdin closes and every request read has its answer
+        (:func:`~agent_memory.mcp_stdio.serve_stdio`: each line answered once, with its id; a
+        malformed one refused instead of dropped; a ``tools/call`` the SDK cannot read run here).
 
-        Each line is checked before the SDK reads it; the SDK turns a bad line into an error item
-        on its read stream, and the server answers that item with the line's refusal, in order.
         This is ``MCPServer.run_stdio_async`` with stdin handed to the transport (so it reads file
         descriptor 0 in place rather than diverting it; stdout is diverted as before), on the
-        same ``_lowlevel_server`` the SDK's method uses (``tests/test_mcp_server.py`` pins it).
+        same ``_lowlevel_server`` the SDK's method uses.
         """
-        refusals: deque[JSONRPCError] = deque()
-        stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        lines = _CheckedLines(anyio.wrap_file(stdin), refusals)
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-            server = self._lowlevel_server
-            await server.run(_AnsweringReadStream(read_stream, write_stream, refusals), write_stream,
-                             server.create_initialization_options())
+        await serve_stdio(self._lowlevel_server, self.call_tool)
 
     def close(self) -> None:
         """Release the memory (its index clients and connections). Idempotent."""
         self.memory.close()
-
-
-def jsonrpc_refusal(line: str) -> JSONRPCError | None:
-    """The JSON-RPC 2.0 error answering one line of the stdio stream, or ``None`` for a valid
-    message: ``-32700`` (parse error, ``id`` null) if the line is not JSON, ``-32600`` (invalid
-    request) if it is JSON but not a JSON-RPC message, with its ``id`` when that is a string or
-    an integer, else null."""
-    try:
-        jsonrpc_message_adapter.validate_json(line, by_name=False)  # exactly as the SDK reads it
-        return None
-    except ValidationError as exc:
-        problem = exc.errors(include_url=False)[0]
-        if problem["type"] == "json_invalid":
-            return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-                code=PARSE_ERROR, message=f"Parse error: the message is not JSON ({problem['msg']})"))
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        message = None
-    request_id = message.get("id") if isinstance(message, dict) else None
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        request_id = None
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
-        code=INVALID_REQUEST,
-        message="Invalid Request: not a JSON-RPC 2.0 request, notification or response "
-        '(an object with "jsonrpc": "2.0" and a string "method", or a "result" or "error")',
-    ))
-
-
-class _CheckedLines:
-    """The lines of stdin, each checked before the SDK's transport reads it: a malformed one
-    queues its answer (:func:`jsonrpc_refusal`) in ``refusals``; blank lines are skipped."""
-
-    def __init__(self, lines: AsyncIterable[str], refusals: deque[JSONRPCError]) -> None:
-        self._lines = lines
-        self._refusals = refusals
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self._lines:
-            if not line.strip():
-                continue
-            refusal = jsonrpc_refusal(line)
-            if refusal is not None:
-                self._refusals.append(refusal)
-            yield line
-
-
-class _AnsweringReadStream:
-    """The SDK transport's read stream, for the server loop: each error item (a line the SDK
-    could not read) is answered with the next queued refusal instead of reaching the loop,
-    which would drop it."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage],
-                 refusals: deque[JSONRPCError]) -> None:
-        self._inner = inner
-        self._write = write
-        self._refusals = refusals
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last item (the SDK's context-carrying stream), if any."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        while True:
-            item = await self._inner.receive()
-            if not isinstance(item, Exception):
-                return item
-            if self._refusals:
-                await self._write.send(SessionMessage(self._refusals.popleft()))
-            else:  # a line our check passed and the SDK did not: nothing to answer it with
-                logger.warning("unreadable message from the client: %s", shorten(str(item), MAX_FAULT_CHARS))
-
-    def __aiter__(self) -> _AnsweringReadStream:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _AnsweringReadStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _answer(result: ToolResult) -> CallToolResult:

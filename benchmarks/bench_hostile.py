@@ -1,8 +1,10 @@
-"""Issue #6 §3, measured: every hostile reproduction the issue lists, run as written, timed.
+"""Issue #6 §3, measured: every hostile reproduction the issue lists, run as written, timed; and
+with ``--agent``, issue #37 §4's calls sent by a model to a real ``MemoryAgent``.
 
 Run from the project root::
 
     .venv/bin/python benchmarks/bench_hostile.py --out benchmarks/results/hostile.json
+    .venv/bin/python benchmarks/bench_hostile.py --agent   # benchmarks/results/hostile_agent.json
 
 Each reproduction runs against one real memory (``AgentMemory`` with the real embedding model and
 embedded Chroma, three items stored first): the model's calls through ``MemoryToolkit.dispatch``
@@ -18,6 +20,12 @@ The issue's bound is 1 s per call; ``tests/test_hostile_calls.py`` asserts the b
 looser bound (a loaded CI machine is not a benchmark), this script reports the times. It needs no
 data: the reproductions are the issue's own inputs. It takes about 8 minutes on 2 cores, mostly
 the new processes (each loads the embedding model and re-embeds the memory).
+
+``--agent`` (about 30 s): each of issue #37 §4's calls is the tool call of a model's answer to a
+real ``MemoryAgent`` (real memory, embedding model and Chroma; the openai SDK against the loopback
+scripted LLM server) whose next answer is "done". For each: the seconds ``run()`` took (two
+loopback LLM calls and the tool), whether it returned, and whether the tool answered with an error;
+at the end, whether a new agent on the same directory reads everything back and runs.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from agent_memory import AgentMemory, AgentMemoryError, MemoryConfig  # noqa: E4
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "hostile.json"
+DEFAULT_AGENT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "hostile_agent.json"
 
 LIMIT_S = 1.0
 """The issue's bound on one hostile call, in seconds."""
@@ -243,23 +252,92 @@ def run(directory: Path) -> list[dict[str, Any]]:
     return rows
 
 
+AGENT_CASES = [
+    ("limit NaN (was: InvalidArgumentError out of run)", "query_memory", '{"limit": NaN}'),
+    ("limit Infinity (was: InvalidArgumentError out of run)", "query_memory", '{"limit": Infinity}'),
+    ("limit 1e400 (was: InvalidArgumentError out of run)", "query_memory", '{"limit": 1e400}'),
+    ("lone surrogate in a query (was: UnicodeEncodeError)", "query_memory", '{"query": "\\ud800"}'),
+    ("lone surrogate in a note (was: UnicodeEncodeError)", "store_memory", '{"content": "note \\ud800"}'),
+    ("lone surrogate in an id (was: UnicodeEncodeError)", "retrieve_memory", '{"id": "\\ud800"}'),
+    ("5,001-digit limit (was: ValueError out of dispatch)", "query_memory", '{"limit": ' + "9" * 5_001 + "}"),
+    ("400 KB of [ (was: ContextOverflowError after 248 s)", "query_memory", "[" * 400_000),
+    ("limit true (was: taken as 1)", "query_memory", '{"limit": true}'),
+]
+"""Issue #37 §4: (name, tool, the raw arguments a model sends)."""
+
+
+def run_agent(directory: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Every agent case in order on one agent under ``directory``: one row per case, and whether a
+    new agent on the directory reads it all back and runs."""
+    from agent_memory.agent.loop import MemoryAgent
+    from agent_memory.kernel.budget import ModelLimits
+    from agent_memory.llm.chat import OpenAIChatModel
+    from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
+
+    limits = ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096)
+    rows = []
+    with FakeLLMServer() as server:
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        with MemoryAgent(model, memory_dir=directory, limits=limits) as agent:
+            agent.memory.store("Apollo 11 landed on the Moon in July 1969.")
+            agent.memory.query(text="warm up the embedding model")
+            for name, tool_name, arguments in AGENT_CASES:
+                server.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall(tool_name, arguments),)), "done")
+                started = time.perf_counter()
+                try:
+                    returned = agent.run(f"try: {name}").answer == "done"
+                except Exception as exc:  # noqa: BLE001 - a raise out of run() is what this measures
+                    returned, answer = False, f"RAW {type(exc).__name__}"
+                else:
+                    sent = server.requests[-1]["messages"]
+                    answer = next(m["content"] for m in reversed(sent) if m["role"] == "tool")
+                seconds = time.perf_counter() - started
+                rows.append({"case": name, "seconds": round(seconds, 4), "within_1s": seconds < LIMIT_S,
+                             "run_returned": returned, "tool_error": answer.startswith("Error: "),
+                             "answer": answer[:160]})
+                print(f"{seconds:8.3f} s  {returned!s:5} {name}", file=sys.stderr)
+        server.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall("query_memory", '{"query": "Moon"}'),)), "done")
+        with MemoryAgent(model, memory_dir=directory, limits=limits) as again:
+            readable = again.run("where did Apollo 11 land?").answer == "done"
+    return rows, readable
+
+
+def _machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every case in a temporary memory and write the results JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results JSON")
+    parser.add_argument("--out", type=Path, default=None, help="results JSON")
+    parser.add_argument("--agent", action="store_true", help="issue #37's calls through a MemoryAgent")
     args = parser.parse_args(argv)
+    if args.agent:
+        with tempfile.TemporaryDirectory(prefix="bench-hostile-agent-") as tmp:
+            rows, readable = run_agent(Path(tmp) / "memory")
+        failures = [r["case"] for r in rows if not (r["within_1s"] and r["run_returned"] and r["tool_error"])]
+        out = args.out or DEFAULT_AGENT_OUT
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": _machine(), "limit_s": LIMIT_S,
+            "cases": rows, "slowest_s": max(r["seconds"] for r in rows), "new_agent_reads_it_back": readable,
+            "failures": failures}, indent=2, ensure_ascii=False) + "\n")
+        print(f"{len(rows)} agent cases, slowest {max(r['seconds'] for r in rows):.3f} s, "
+              f"failures: {failures or 'none'}, read back: {readable}")
+        return 1 if failures or not readable else 0
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as tmp:
         rows = run(Path(tmp) / "memory")
     failures = [r["case"] for r in rows if not (r["within_1s"] and r["acceptable"] and r["works_after"]
                                                   and r["new_process_works"])]
     result = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": _machine(),
         "limit_s": LIMIT_S,
         "cases": rows,
         "slowest_s": max(r["seconds"] for r in rows),
         "failures": failures,
     }
+    args.out = args.out or DEFAULT_OUT
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(f"{len(rows)} cases, slowest {result['slowest_s']:.3f} s, failures: {failures or 'none'}")

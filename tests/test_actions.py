@@ -325,6 +325,17 @@ ERROR_CASES = [
               "invalid_arguments", ("'limit' = 100", "less than or equal to 20")),
     ErrorCase("query limit not a number", "query_memory", {"limit": "five"},
               "invalid_arguments", ("'limit' = \"five\"",)),
+    # strict JSON types: a boolean is never 1, a digit string never a number (issue #37)
+    ErrorCase("query limit true", "query_memory", '{"limit": true}',
+              "invalid_arguments", ("'limit' = true", "valid integer")),
+    ErrorCase("query limit as a digit string", "query_memory", {"limit": "2"},
+              "invalid_arguments", ("'limit' = \"2\"", "valid integer")),
+    ErrorCase("query limit with a fraction", "query_memory", {"limit": 2.5},
+              "invalid_arguments", ("'limit' = 2.5", "valid integer")),
+    ErrorCase("retrieve page false", "retrieve_memory", {"id": "{text}", "page": False},
+              "invalid_arguments", ("'page' = false", "valid integer")),
+    ErrorCase("summary as 1", "retrieve_memory", {"id": "{text}", "summary": 1},
+              "invalid_arguments", ("'summary' = 1", "valid boolean")),
     ErrorCase("query too long", "query_memory", {"query": "q" * 5_000},
               "invalid_arguments", ("'query'", "at most 1000 characters")),
     ErrorCase("too many query tags", "query_memory", {"tags": [f"t{i}" for i in range(10_000)]},
@@ -359,6 +370,18 @@ def test_model_mistakes_give_error_results(case: ErrorCase, error_memory: tuple[
     for phrase in case.says:
         assert phrase in result.content, f"{phrase!r} not in {result.content!r}"
     assert len(memory) == before  # a failed call stores nothing
+
+
+def test_an_integer_argument_takes_a_whole_number_written_with_a_fraction(
+        error_memory: tuple[AgentMemory, dict[str, str]]) -> None:
+    """JSON Schema's ``integer`` (the type the schema sends) is any number with a zero fractional
+    part: ``2.0`` is 2, as ``2`` is; ``true`` never is (above)."""
+    toolkit = MemoryToolkit(error_memory[0])
+    for limit in ("1", "1.0", "1e0"):
+        result = toolkit.dispatch("query_memory", f'{{"limit": {limit}}}')
+        assert result.ok and len(result.data["hits"]) == 1, result.content
+    single = MemoryToolkit(error_memory[0], form="single").dispatch("memory", {"op": "query", "limit": 1.0})
+    assert single.ok and len(single.data["hits"]) == 1, single.content
 
 
 JUNK_ARGUMENTS = [None, "", "0", "true", '"mem_x"', {"id": None}, {"id": ["mem_3f9a0c41b2de"]}, {"id": {"a": 1}}]

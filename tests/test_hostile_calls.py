@@ -1,17 +1,22 @@
-"""Nothing a model sends can hang, crash or corrupt memory (issue #6 §3), through ``dispatch``.
+"""Nothing a model sends can hang, crash or corrupt memory (issue #6 §3), through ``dispatch``,
+nor make the agent loop raise (issue #37 §4).
 
-Every reproduction the issue lists is a case here; a hypothesis fuzz test then throws random and
+Every reproduction the issues list is a case here; a hypothesis fuzz test then throws random and
 adversarial tool calls at every tool (separate and one-tool form). For every call: the answer is
 a tool result (never an exception), an error result or an answer within the memory's token cap,
 it comes within 1 s (the issue's bound), and a refused call leaves memory exactly as it was.
-Real components: a real AgentMemory with the real embedding model and embedded Chroma.
+Real components: a real AgentMemory with the real embedding model and embedded Chroma; for the
+agent loop, a real MemoryAgent through the real openai / anthropic SDKs against the loopback LLM
+server (the one fake: it stands for the remote model).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +25,12 @@ from hypothesis import strategies as st
 
 from actions import MemoryToolkit, ToolResult
 from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.agent.config import AgentConfig
+from agent_memory.agent.loop import MemoryAgent
+from agent_memory.agent.tools import tool
+from agent_memory.kernel.budget import ModelLimits
+from agent_memory.llm.chat import AnthropicChatModel, ChatModel, OpenAIChatModel
+from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
 
 TIME_LIMIT_S = 5.0
 """Every hostile call answers within 5 s: a bound that tells a hang or unbounded work apart (issue
@@ -181,3 +192,127 @@ def test_fuzzed_calls_never_raise_hang_or_damage(tool: str, raw: Any, hostile: t
     before = fingerprint(memory)
     result, elapsed = timed(toolkit, tool, _fill(raw, ids))
     check_answer(memory, result, elapsed, before)
+
+
+# -- through the agent loop (issue #37 §4) --------------------------------------------------------
+# The same kind of calls, sent by a model to a real MemoryAgent: its answer goes through the event
+# journal, the raw traces and the working context before any tool runs, and each of those raised
+# on what the tools refuse. Real openai / anthropic SDKs against the loopback LLM server.
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A call a model makes with raw arguments, and the tool error it must get."""
+
+    name: str
+    tool: str
+    arguments: str
+    says: str | tuple[str, ...]
+    """A phrase of the error (or phrases, one of which it holds)."""
+    anthropic: bool = True
+    """``False`` when the loopback server cannot render the arguments as Anthropic's ``input``
+    object (400 KB of ``[`` exhausts its own JSON parser: the arguments are sent as a JSON string)."""
+
+
+SURROGATE_ADVICE = "which is not valid Unicode"
+MODEL_CALLS = [
+    ModelCall("NaN limit", "query_memory", '{"limit": NaN}', "'limit' is NaN, which is not a JSON number"),
+    ModelCall("Infinity limit", "query_memory", '{"limit": Infinity}', "'limit' is Infinity"),
+    ModelCall("-Infinity page", "query_memory", '{"page": -Infinity}', "'page' is -Infinity"),
+    ModelCall("1e400 limit", "query_memory", '{"limit": 1e400}',  # Anthropic's input, parsed, holds Infinity
+              ("'limit' is 1e400, beyond the range of a JSON number", "'limit' is Infinity")),
+    ModelCall("lone surrogate in a query", "query_memory", '{"query": "\\ud800"}',
+              f"'query' holds a lone surrogate (\\ud800), {SURROGATE_ADVICE}"),
+    ModelCall("lone surrogate in a note", "store_memory", '{"content": "note \\udfff"}',
+              f"'content' holds a lone surrogate (\\udfff), {SURROGATE_ADVICE}"),
+    ModelCall("lone surrogate in an id", "retrieve_memory", '{"id": "\\ud800"}', "'id' holds a lone surrogate"),
+    ModelCall("lone surrogate in a tag", "query_memory", '{"tags": ["ok", "\\udc00"]}',
+              "'tags.1' holds a lone surrogate"),
+    ModelCall("lone surrogate in a key", "query_memory", '{"\\ud800": 1}',
+              "a key of the object holds a lone surrogate"),
+    ModelCall("lone surrogate to the agent's own tool", "lookup", '{"term": "\\ud800"}',
+              "'term' holds a lone surrogate"),
+    ModelCall("lone surrogate to spawn_agent", "spawn_agent", '{"task": "\\ud800"}', "'task' holds a lone surrogate"),
+    ModelCall("5,001-digit limit", "query_memory", '{"limit": ' + "9" * 5_001 + "}",
+              "'limit' is a number written in 5,001 characters"),
+    ModelCall("400 KB of [", "query_memory", "[" * 400_000, "are 400,000 characters long; the limit is 100,000",
+              anthropic=False),
+    ModelCall("limit true", "query_memory", '{"limit": true}', "'limit' = true: Input should be a valid integer"),
+]
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@tool(store_result=False)
+def lookup(term: str) -> str:
+    """Look a term up.
+
+    Args:
+        term: the term.
+    """
+    return f"{term} is known"
+
+
+def model_agent(llm: FakeLLMServer, provider: str, memory_dir: Path) -> MemoryAgent:
+    if provider == "openai":
+        model: ChatModel = OpenAIChatModel("fake-model", base_url=llm.base_url, api_key="x", max_retries=0)
+    else:
+        model = AnthropicChatModel("claude-test", base_url=llm.anthropic_base_url, api_key="x", max_retries=0)
+    return MemoryAgent(model, tools=[lookup], memory_dir=memory_dir, memory_config=MemoryConfig(index_on_store=False),
+                       config=AgentConfig(allow_sub_agents=True),
+                       limits=ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096))
+
+
+def last_tool_answer(body: dict[str, Any]) -> str:
+    """The text of the last tool result a request carries (OpenAI chat or Anthropic Messages)."""
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    results += [b["content"] for m in body["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b["type"] == "tool_result"]
+    text = results[-1]
+    return text if isinstance(text, str) else "".join(part["text"] for part in text)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_hostile_arguments_through_the_agent_loop(provider: str, llm: FakeLLMServer, tmp_path: Path) -> None:
+    """Each call is answered with a tool error the model can act on, within the time bound, and
+    ``run()`` returns normally; everything written stays readable, by a new agent too."""
+    calls = [call for call in MODEL_CALLS if provider == "openai" or call.anthropic]
+    agent = model_agent(llm, provider, tmp_path)
+    for call in calls:
+        llm.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall(call.tool, call.arguments),)), "done")
+        started = time.perf_counter()
+        run = agent.run(f"try {call.name}")
+        elapsed = time.perf_counter() - started
+
+        assert run.stopped == "answer" and run.answer == "done", call.name
+        assert elapsed < TIME_LIMIT_S, f"{call.name}: {elapsed:.2f} s"
+        answer = last_tool_answer(llm.requests[-1])
+        phrases = (call.says,) if isinstance(call.says, str) else call.says
+        assert any(phrase in answer for phrase in phrases), (call.name, answer)
+        assert len(json.dumps(llm.requests[-1])) < 60_000  # a runaway call is not sent back whole
+    assert len(agent.memory) == 0  # nothing refused was stored
+    agent.close()
+
+    state = agent.memory.path
+    for path in state.rglob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():  # valid UTF-8, every line JSON
+            json.loads(line)
+    again = model_agent(llm, provider, tmp_path)  # reads the journal, traces and working context back
+    llm.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall("lookup", '{"term": "Danube"}'),)), "done")
+    assert again.run("and now a good call").answer == "done"
+    assert last_tool_answer(llm.requests[-1]) == "Danube is known"
+    again.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_lone_surrogate_in_the_models_text_is_kept_as_u_fffd(provider: str, llm: FakeLLMServer,
+                                                              tmp_path: Path) -> None:
+    """Not a tool call, nothing to refuse: the answer's text is kept, its lone surrogate replaced."""
+    llm.enqueue(ScriptedReply(content="broken \ud800 text", reasoning="and \udfff here"))
+    agent = model_agent(llm, provider, tmp_path)
+    assert agent.run("say something").answer == "broken \ufffd text"
+    agent.close()

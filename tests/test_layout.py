@@ -26,7 +26,8 @@ FLOORS: list[set[str]] = [
     {"presentation"},
     {"kernel"},
     {"agent"},
-    {"integrations", "replay", "mcp_server", "migrate", "testing", "console", "cli", "inspector", "__init__"},
+    {"integrations", "replay", "mcp_server", "mcp_stdio", "migrate", "testing", "console", "cli", "inspector",
+     "__init__"},
 ]
 """The floors of ``agent_memory``, lowest first: a module imports from its own floor or below.
 docs/layout.md shows the same plan."""

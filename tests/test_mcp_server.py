@@ -425,3 +425,98 @@ def test_readme_client_config_starts_a_working_server(user_home: Path) -> None:
         assert [tool.name for tool in session.tools()] == [action.name for action in ACTIONS]
         read = session.call("retrieve_memory", {"id": stored})
         assert not read.is_error and "Q3 revenue was $4.2M" in text_of(read)
+
+
+# -- every request answered once, with its id (issue #37 §5) -------------------------------------
+INITIALIZE = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
+def raw_session(memory_dir: Path, lines: list[str]) -> tuple[list[dict[str, Any]], int]:
+    """Write an initialization, then ``lines``, to a new server's stdin at once and close it (EOF):
+    every answer the server writes before it exits, and its exit code."""
+    server = subprocess.Popen(
+        [str(AGENT_MEMORY), "serve-mcp", "--memory-dir", str(memory_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, **SERVER_ENV},
+    )
+    watchdog = threading.Timer(CALL_TIMEOUT_S, server.kill)
+    watchdog.start()
+    try:
+        out, _ = server.communicate("".join(line + "\n" for line in [*map(json.dumps, INITIALIZE), *lines]).encode())
+    finally:
+        watchdog.cancel()
+        server.kill()
+    return [json.loads(line) for line in out.decode("utf-8").splitlines()], server.returncode
+
+
+def call_line(request_id: Any, name: str, arguments: str) -> str:
+    """A ``tools/call`` line with ``arguments`` as raw JSON text (what ``json.dumps`` cannot write)."""
+    return (f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
+            f'"params": {{"name": "{name}", "arguments": {arguments}}}}}')
+
+
+REQUESTS_WITH_IDS = [
+    # (raw line, the id of its one answer, "result" with a phrase of the tool error, or the error code)
+    (call_line(10, "store_memory", '{"content": "note \\ud800"}'), 10, "'content' holds a lone surrogate (\\ud800)"),
+    (call_line(11, "query_memory", '{"limit": ' + "9" * 5_001 + "}"), 11, "'limit' is a number written in 5,001"),
+    (call_line(12, "query_memory", '{"limit": NaN}'), 12, "'limit' is NaN"),
+    (call_line(13, "query_memory", '{"limit": true}'), 13, "'limit' = true"),
+    (call_line(14, "\\ud800", "{}"), 14, "There is no tool '\\ud800'"),
+    ('{"jsonrpc": "2.0", "id": 15, "method": "tools/list", "params": {"cursor": "\\udfff"}}', 15, -32602),
+    ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": 2.0, "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": {"n": 16}, "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": [17], "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list"}', None, -32600),
+    ('{"jsonrpc": "2.0", "method": "notifications/roots/list_changed", "params": {"x": "\\ud800"}}', "none", 0),
+    ('{"jsonrpc": "2.0", "id": 99, "method": "tools/list"}', 99, "result"),
+]
+
+
+def test_every_request_gets_one_answer_with_its_id_before_the_server_exits(tmp_path: Path) -> None:
+    """Raw lines, then EOF at once: valid JSON the SDK's parser refuses is answered with its id (a
+    tool error for a ``tools/call``: the model can act on it), an id MCP refuses with -32600 and
+    ``"id": null`` (MCP: a string or an integer, never null), a notification never."""
+    answers, code = raw_session(tmp_path / "memory", [line for line, _, _ in REQUESTS_WITH_IDS])
+
+    assert code == 0
+    expected = [1, *(request_id for _, request_id, _ in REQUESTS_WITH_IDS if request_id != "none")]
+    assert sorted(map(repr, (answer["id"] for answer in answers))) == sorted(map(repr, expected))
+    by_id = {answer["id"]: answer for answer in answers if answer["id"] is not None}
+    for line, request_id, expect in REQUESTS_WITH_IDS:
+        if request_id is None or request_id == "none":
+            continue
+        answer = by_id[request_id]
+        if isinstance(expect, int):
+            assert answer["error"]["code"] == expect, answer
+        elif expect == "result":
+            assert [tool["name"] for tool in answer["result"]["tools"]] == [action.name for action in ACTIONS]
+        else:
+            result = answer["result"]
+            assert result["isError"] is True and expect in result["content"][0]["text"], (line[:80], result)
+    refused = [answer for answer in answers if answer["id"] is None]
+    assert all(answer["error"]["code"] == -32600 and "id must be a string or an integer" in answer["error"]["message"]
+               for answer in refused)
+    assert not (tmp_path / "memory" / "agents" / "default" / "items.jsonl").exists()  # nothing refused was stored
+
+
+def test_pipelined_stores_then_eof_are_all_answered(tmp_path: Path) -> None:
+    """50 ``store_memory`` calls written at once, then stdin closed: 50 answers before the server
+    exits, one per stored item (a client that never heard of a store retries it: a duplicate)."""
+    stores = [json.dumps({"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call", "params": {
+        "name": "store_memory", "arguments": {"content": f"Pipelined note {n}: tide at {n % 12}:00."}}})
+        for n in range(50)]
+    answers, code = raw_session(tmp_path / "memory", stores)
+
+    assert code == 0
+    results = {answer["id"]: answer["result"] for answer in answers if answer["id"] != 1}
+    assert sorted(results) == list(range(100, 150))
+    assert not any(result.get("isError") for result in results.values()), results
+    stored = {result["structuredContent"]["id"] for result in results.values()}
+    lines = (tmp_path / "memory" / "agents" / "default" / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(line)["id"] for line in lines} == stored and len(stored) == 50

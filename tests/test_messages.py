@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from agent_memory import InvalidArgumentError, Message, ToolCall
-from agent_memory.models.messages import Media, parse_tool_arguments
+from agent_memory.models.messages import MAX_KEPT_ARGUMENTS_CHARS, Media, parse_tool_arguments
 
 CALL = ToolCall(id="call_1", name="ls", arguments='{"path": "src"}')
 
@@ -106,17 +106,39 @@ def test_defaults_keep_their_old_meaning() -> None:
         ({"arguments": '{"path": "src"'}, '{"path": "src"', None),  # malformed: kept raw
         ({"arguments": "[1, 2]"}, "[1, 2]", None),  # JSON, but not an object
         ({"arguments": ""}, "", None),
-        ({"arguments": '{"a": NaN}', "input": {"a": float("nan")}}, '{"a": NaN}', None),  # checked below
+        # no arguments a tool can take: kept raw, input None (a trace records nothing unwritable)
+        ({"arguments": '{"a": NaN}', "input": {"a": float("nan")}}, '{"a": NaN}', None),
+        ({"input": {"a": float("inf")}}, '{"a": Infinity}', None),
+        ({"arguments": '{"a": 1e400}'}, '{"a": 1e400}', None),
+        ({"arguments": '{"a": ' + "9" * 5_001 + "}"}, '{"a": ' + "9" * 5_001 + "}", None),
+        ({"arguments": '{"q": "\\ud800"}'}, '{"q": "\\ud800"}', None),
+        # a lone surrogate itself (from a provider's JSON, or Anthropic's input) is kept as its escape
+        ({"arguments": '{"q": "\ud800"}'}, '{"q": "\\ud800"}', None),
+        ({"input": {"q": "a\udfff"}}, '{"q": "a\\udfff"}', None),
         ({"arguments": '{"path": "src"}', "input": None}, '{"path": "src"}', {"path": "src"}),
     ],
 )
 def test_tool_call_arguments_raw_and_parsed(given: dict[str, Any], arguments: str, parsed: Any) -> None:
     call = ToolCall(id="c", name="ls", **given)
     assert call.arguments == arguments
-    if "NaN" in arguments:
-        assert json.dumps(call.input) == '{"a": NaN}'
-    else:
-        assert call.input == parsed
+    assert call.input == parsed
+    assert call.model_dump_json().encode("utf-8")  # every call can be written
+
+
+def test_tool_call_keeps_valid_unicode_in_its_id_and_name() -> None:
+    call = ToolCall(id="call_\ud800", name="look\udfffup")
+    assert (call.id, call.name) == ("call_\\ud800", "look\\udfffup")
+
+
+def test_a_refused_call_is_kept_cut() -> None:
+    runaway = ToolCall(id="c", name="query_memory", arguments="[" * 400_000)
+    kept = runaway.kept()
+    assert len(kept.arguments) == MAX_KEPT_ARGUMENTS_CHARS and kept.arguments.endswith("… [400,000 chars]")
+    assert (kept.id, kept.name, kept.input) == ("c", "query_memory", None)
+    fine = ToolCall(id="c", name="store_memory", input={"content": "x" * 5_000})
+    assert fine.kept() is fine and CALL.kept() is CALL  # readable arguments are kept whole
+    short = ToolCall(id="c", name="ls", arguments='{"a": NaN}')
+    assert short.kept() is short
 
 
 def test_tool_call_refuses_disagreeing_or_misplaced_arguments() -> None:

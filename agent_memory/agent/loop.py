@@ -43,7 +43,7 @@ from agent_memory.limits import shorten
 from agent_memory.llm.chat import ChatModel, Usage
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
-from agent_memory.models.messages import ToolCall
+from agent_memory.models.messages import Message, ToolCall
 from agent_memory.observers import Compacted, LLMCalled, MemoryNotice, MemoryObserver, Truncated
 from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
@@ -273,9 +273,10 @@ class MemoryAgent:
                                          max_output_tokens=self.config.max_output_tokens,
                                          timeout_s=self.config.llm_timeout_s)
             # What the model was shown is committed only now that it answered; the answer and the
-            # usage go through the event queue (journaled, then applied).
+            # usage go through the event queue (journaled, then applied). A call whose arguments no
+            # tool can take is kept cut (ToolCall.kept); its tool still reads what was sent, to say why.
             self.manager.commit(package.built)
-            self.events.assistant_response(result.message)
+            self.events.assistant_response(_kept(result.message))
             self.events.observe_usage(result.usage.prompt_tokens, estimate=package.estimate_tokens)
             calls = result.message.tool_calls
             compacted, self._compacted = tuple(self._compacted), []
@@ -380,6 +381,14 @@ class MemoryAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kept(message: Message) -> Message:
+    """The model's answer as the conversation keeps it: each call as :meth:`ToolCall.kept` keeps it."""
+    calls = tuple(call.kept() for call in message.tool_calls)
+    if all(kept is call for kept, call in zip(calls, message.tool_calls, strict=True)):
+        return message
+    return message.model_copy(update={"tool_calls": calls})
 
 
 def _price_model_of(model: ChatModel) -> tuple[PriceModel | None, str | None]:

@@ -46,6 +46,7 @@ from agent_memory.kernel.transcript import render_turns
 from agent_memory.limits import shorten
 from agent_memory.llm.client import LLMClient
 from agent_memory.memory import AgentMemory
+from agent_memory.models.tool_arguments import read_tool_arguments
 from agent_memory.storage.contracts import Backend
 from agent_memory.storage import common
 
@@ -361,8 +362,9 @@ def run_spawn_call(parent: ParentAgent, arguments: Any) -> tuple[str, bool]:
     any other :class:`~agent_memory.errors.AgentMemoryError` of the spawn or the merge (a child
     directory that cannot be made, a memory that fails) become the text the model reads."""
     try:
-        args = SpawnArguments.model_validate_json(arguments) if isinstance(arguments, str) else \
-            SpawnArguments.model_validate(arguments or {})
+        args = SpawnArguments.model_validate(read_tool_arguments(arguments, what=f"the arguments of {SPAWN_TOOL_NAME}"))
+    except InvalidArgumentError as exc:  # not a JSON object of valid text and finite numbers
+        return str(exc), False
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:3])
         return f"wrong arguments for {SPAWN_TOOL_NAME} ({shorten(problems, 300)}); it takes task and memory.", False

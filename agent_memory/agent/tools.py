@@ -17,24 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agent_memory.errors import ConfigurationError
+from agent_memory.errors import ConfigurationError, InvalidArgumentError
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryType
+from agent_memory.models.tool_arguments import read_tool_arguments
 
 __all__ = ["MAX_TOOL_ERROR_CHARS", "FunctionTool", "ToolFailure", "as_tool", "tool"]
 
 MAX_TOOL_ERROR_CHARS = 500
 """Longest error text sent back to the model for a failed call, in characters."""
-
-MAX_TOOL_ARGUMENT_CHARS = 100_000
-"""Longest arguments string of one call, in characters (longer is refused before parsing)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Tool names the providers accept (OpenAI and Anthropic: 1-64 of letters, digits, ``_`` and ``-``)."""
@@ -135,22 +132,18 @@ class FunctionTool:
     def parse(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
         """Validated keyword arguments for the function.
 
+        The arguments are read as every tool's are
+        (:func:`~agent_memory.models.tool_arguments.read_tool_arguments`: at most 100,000
+        characters, JSON, finite numbers, valid Unicode), then validated by the parameters' model.
+
         Raises:
             ToolFailure: for arguments the function cannot take (the text says what to fix).
         """
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, str):
-            if len(arguments) > MAX_TOOL_ARGUMENT_CHARS:
-                raise ToolFailure(f"the arguments of {self.name} are {len(arguments):,} characters; the limit is "
-                                  f"{MAX_TOOL_ARGUMENT_CHARS:,}")
-            try:
-                arguments = json.loads(arguments)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise ToolFailure(f"the arguments of {self.name} are not valid JSON ({shorten(str(exc), 120)}); "
-                                  "send a JSON object") from exc
-        if not isinstance(arguments, Mapping):
-            raise ToolFailure(f"the arguments of {self.name} must be a JSON object")
+        try:
+            arguments = read_tool_arguments(arguments, what=f"the arguments of {self.name}")
+        except InvalidArgumentError as exc:
+            malformed = bool(exc.errors) and exc.errors[0]["type"] in ("json_invalid", "not_an_object")
+            raise ToolFailure(f"{exc}; send a JSON object" if malformed else str(exc)) from exc
         try:
             model = self.Arguments.model_validate(dict(arguments))
         except ValidationError as exc:

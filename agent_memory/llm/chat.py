@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_memory.extras import require_extra
 from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
+from agent_memory.limits import replace_surrogates
 from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
@@ -268,6 +269,15 @@ def _tool_calls(raw: Sequence[tuple[Any, Any, Any]]) -> tuple[ToolCall, ...]:
             arguments = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
         calls.append(ToolCall(id=call_id, name=name if isinstance(name, str) else "", arguments=arguments))
     return tuple(calls)
+
+
+def _answer(content: str | None, calls: tuple[ToolCall, ...], reasoning: str | None) -> Message:
+    """The assistant message of a provider's answer. Its text and reasoning are kept whatever they
+    hold: a lone surrogate (a broken ``\\ud800`` escape in the provider's JSON, which no file can
+    write as UTF-8) becomes U+FFFD; the calls keep theirs as escapes (:class:`ToolCall`)."""
+    content = replace_surrogates(content) if content else None if calls else content
+    return Message(role="assistant", content=content, tool_calls=calls,
+                   reasoning=replace_surrogates(reasoning) if reasoning else reasoning)
 
 
 def _count(value: Any) -> int | None:
@@ -524,8 +534,7 @@ class OpenAIChatModel(_SDKChatModel):
         usage = getattr(response, "usage", None)
         details = getattr(usage, "prompt_tokens_details", None)
         return ChatResult(
-            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
-                            reasoning=reasoning),
+            message=_answer(content, calls, reasoning),
             usage=Usage(prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
                         completion_tokens=_count(getattr(usage, "completion_tokens", None)),
                         cached_tokens=_count(getattr(details, "cached_tokens", None))),
@@ -620,8 +629,7 @@ class OpenAIResponsesModel(_SDKChatModel):
         details = getattr(usage, "input_tokens_details", None)
         content = "".join(texts)
         return ChatResult(
-            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
-                            reasoning="\n\n".join(reasoning) or None),
+            message=_answer(content, calls, "\n\n".join(reasoning) or None),
             usage=Usage(prompt_tokens=_count(getattr(usage, "input_tokens", None)),
                         completion_tokens=_count(getattr(usage, "output_tokens", None)),
                         cached_tokens=_count(getattr(details, "cached_tokens", None))),
@@ -728,8 +736,7 @@ class AnthropicChatModel(_SDKChatModel):
         prompt = None if parts[0] is None else sum(part or 0 for part in parts)
         content = "".join(texts)
         return ChatResult(
-            message=Message(role="assistant", content=content or (None if calls else content), tool_calls=calls,
-                            reasoning="\n\n".join(reasoning) or None),
+            message=_answer(content, calls, "\n\n".join(reasoning) or None),
             usage=Usage(prompt_tokens=prompt, completion_tokens=_count(getattr(usage, "output_tokens", None)),
                         cached_tokens=parts[1], cache_write_tokens=parts[2]),
             finish_reason=_finish(getattr(response, "stop_reason", None), _ANTHROPIC_STOP),

@@ -27,10 +27,21 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, JsonValue, field_validator, model_validator
 
-from agent_memory.limits import MAX_JSON_DEPTH, json_depth
+from agent_memory.errors import InvalidArgumentError
+from agent_memory.limits import MAX_JSON_DEPTH, escape_surrogates, json_depth, shorten
 from agent_memory.models.items import _Model
+from agent_memory.models.tool_arguments import read_tool_arguments
 
-__all__ = ["IMAGE_URL_SCHEMES", "TURN_ID_PATTERN", "Media", "Message", "Role", "ToolCall", "parse_tool_arguments"]
+__all__ = [
+    "IMAGE_URL_SCHEMES",
+    "MAX_KEPT_ARGUMENTS_CHARS",
+    "TURN_ID_PATTERN",
+    "Media",
+    "Message",
+    "Role",
+    "ToolCall",
+    "parse_tool_arguments",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who speaks: the system prompt, the user, the model, or a tool's result."""
@@ -44,21 +55,36 @@ IMAGE_URL_SCHEMES = ("http://", "https://", "data:")
 
 _TURN_ID = re.compile(TURN_ID_PATTERN)
 
+MAX_KEPT_ARGUMENTS_CHARS = 1_000
+"""Characters of a refused call's arguments a conversation keeps (:meth:`ToolCall.kept`): enough
+for the model to see what it sent, not the whole of a runaway call."""
+
 
 def parse_tool_arguments(arguments: str) -> dict[str, JsonValue] | None:
-    """The arguments of a tool call as a JSON object, or ``None`` when ``arguments`` is not one.
+    """The arguments of a tool call as a JSON object, or ``None`` when ``arguments`` is not one a
+    tool can take (:func:`~agent_memory.models.tool_arguments.read_tool_arguments` refuses it).
 
-    ``None`` for text that is not JSON, JSON that is not an object (``[1, 2]``, ``"x"``), or an
-    object nested more than :data:`~agent_memory.limits.MAX_JSON_DEPTH` levels deep. Never raises:
-    a model's malformed arguments are data to keep, not an error of the caller.
+    ``None`` for text that is not JSON, JSON that is not an object (``[1, 2]``, ``"x"``), an
+    object nested more than :data:`~agent_memory.limits.MAX_JSON_DEPTH` levels deep or longer than
+    :data:`~agent_memory.models.tool_arguments.MAX_TOOL_ARGUMENTS_CHARS`, ``NaN`` / ``Infinity``
+    / out-of-range or overlong numbers, or a lone surrogate. Never raises: a model's malformed
+    arguments are data to keep, not an error of the caller.
     """
+    if not arguments.strip():
+        return None  # not JSON (a tool reads it as no arguments)
     try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError):
+        return read_tool_arguments(arguments)
+    except InvalidArgumentError:
         return None
-    if not isinstance(value, dict) or json_depth(value) > MAX_JSON_DEPTH:
-        return None
-    return value
+
+
+def _unreadable(value: Any) -> bool:
+    """Whether ``value`` is not an object of tool arguments (``NaN``, a lone surrogate...)."""
+    try:
+        read_tool_arguments(value)
+    except InvalidArgumentError:
+        return True
+    return False
 
 
 def _canonical(value: Any) -> str:
@@ -76,12 +102,17 @@ class ToolCall(_Model):
     ``{}``. Both → they must agree (parsing ``arguments`` gives ``input``). ``None`` counts as not
     given.
 
+    A call holds only valid Unicode, so every record of it can be written: a lone surrogate in
+    ``arguments`` (or in the JSON of ``input``) is kept as its JSON escape ``\\udXXX``, which a
+    JSON parser reads as the same string (:func:`~agent_memory.limits.escape_surrogates`;
+    ``input`` is then ``None`` and the tool refuses the call), and one in ``id`` or ``name`` the same way.
+
     Equality compares every field; the hash uses ``id``, ``name`` and ``arguments`` (``input`` is
     derived from ``arguments``), so a call stays usable in sets and as a dict key.
 
     Raises:
-        InvalidArgumentError: an empty ``id``, ``arguments`` that is not a string, or ``input``
-            and ``arguments`` that disagree.
+        InvalidArgumentError: an empty ``id``, ``arguments`` that is not a string, ``input`` that
+            is not JSON data, or ``input`` and ``arguments`` that disagree.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,16 +122,20 @@ class ToolCall(_Model):
     name: str
     """Tool name."""
     arguments: str = "{}"
-    """Arguments as the JSON string the provider returned, verbatim (possibly malformed)."""
+    """Arguments as the JSON string the provider returned, verbatim (possibly malformed) but for
+    lone surrogates, kept as their escapes."""
     input: dict[str, JsonValue] | None = None
-    """Arguments parsed as a JSON object; ``None`` when ``arguments`` is not a JSON object (the
-    model wrote malformed JSON). Anthropic's name for the field."""
+    """Arguments parsed as a JSON object; ``None`` when ``arguments`` is not a JSON object a tool
+    can take (malformed JSON, ``NaN``, a lone surrogate...: see :func:`parse_tool_arguments`).
+    Anthropic's name for the field."""
 
     @model_validator(mode="before")
     @classmethod
     def _derive(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        data = {**data, **{key: escape_surrogates(value) for key in ("id", "name")
+                           if isinstance(value := data.get(key), str)}}
         has_arguments = data.get("arguments") is not None
         has_input = data.get("input") is not None
         if has_input and not has_arguments:
@@ -108,7 +143,12 @@ class ToolCall(_Model):
                 raise ValueError("input must be a JSON object (a dict); the raw string goes in arguments")
             if json_depth(data["input"]) > MAX_JSON_DEPTH:
                 raise ValueError(f"input is nested more than {MAX_JSON_DEPTH} levels deep")
-            return {**data, "arguments": json.dumps(data["input"], ensure_ascii=False)}
+            try:
+                arguments = json.dumps(data["input"], ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"input must be JSON data ({shorten(str(exc), 100)})") from None
+            arguments = escape_surrogates(arguments)
+            return {**data, "arguments": arguments, "input": parse_tool_arguments(arguments)}
         if not has_arguments:
             return {**data, "arguments": "{}", "input": {}}
         if not isinstance(data["arguments"], str):
@@ -116,10 +156,24 @@ class ToolCall(_Model):
                 f"arguments must be the raw JSON string, not {type(data['arguments']).__name__}; "
                 "pass a parsed object as input="
             )
-        parsed = parse_tool_arguments(data["arguments"])
-        if has_input and _canonical(data["input"]) != _canonical(parsed):
+        arguments = escape_surrogates(data["arguments"])
+        parsed = parse_tool_arguments(arguments)
+        unreadable_input = parsed is None and has_input and _unreadable(data["input"])  # NaN in both: agreed
+        if has_input and not unreadable_input and _canonical(data["input"]) != _canonical(parsed):
             raise ValueError("arguments and input disagree: parsing arguments does not give input")
-        return {**data, "input": parsed}
+        return {**data, "arguments": arguments, "input": parsed}
+
+    def kept(self, max_chars: int = MAX_KEPT_ARGUMENTS_CHARS) -> ToolCall:
+        """This call as a conversation keeps it: itself when its arguments are a JSON object a
+        tool can take (``input`` is not ``None``) or at most ``max_chars`` characters long; else
+        a copy whose ``arguments`` are cut to ``max_chars`` characters, ending ``… [N chars]``.
+
+        A tool refuses such a call and its error says why; the model needs no copy of 400 KB of
+        ``[`` sent back with every later call (it overflowed the context window, issue #37).
+        """
+        if self.input is not None or len(self.arguments) <= max_chars:
+            return self
+        return ToolCall(id=self.id, name=self.name, arguments=shorten(self.arguments, max_chars, mark_length=True))
 
     def __hash__(self) -> int:
         return hash((self.id, self.name, self.arguments))

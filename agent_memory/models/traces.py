@@ -29,7 +29,6 @@ kept (and written back unchanged by a rewrite).
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any, ClassVar, Literal
 
@@ -46,7 +45,16 @@ from pydantic import (
 )
 
 from agent_memory.ids import validate_memory_id
-from agent_memory.limits import MAX_JSON_DEPTH, MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text, json_depth, shorten
+from agent_memory.limits import (
+    MAX_JSON_DEPTH,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    check_text,
+    json_depth,
+    replace_surrogates,
+    shorten,
+)
 from agent_memory.models.items import _bounded, _check_length, _Model
 from agent_memory.models.trace_ids import (
     MAX_TRACE_ID_CHARS,
@@ -157,18 +165,7 @@ MAX_SUMMARIZER_CHARS = 64
 MAX_REASON_CHARS = 1_000
 """Longest ``fallback_reason``, in characters."""
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 # -- previews --------------------------------------------------------------------------------
-
-
-def _valid_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (a preview never fails on bad text)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
 
 
 def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CHARS) -> JsonValue:
@@ -184,17 +181,17 @@ def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CH
     if result is None:
         return None
     if isinstance(result, str):
-        return shorten(_valid_text(result), max_chars, mark_length=True)
+        return shorten(replace_surrogates(result), max_chars, mark_length=True)
     if isinstance(result, bytes | bytearray | memoryview):
         return shorten(f"<{len(bytes(result)):,} bytes>", max_chars, mark_length=True)
     text: str | None = None
     if json_depth(result) <= MAX_JSON_DEPTH:
         try:
-            text = _valid_text(json.dumps(result, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+            text = replace_surrogates(json.dumps(result, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
         except (TypeError, ValueError, RecursionError):
             text = None
     if text is None:
-        return shorten(_valid_text(str(result)), max_chars, mark_length=True)
+        return shorten(replace_surrogates(str(result)), max_chars, mark_length=True)
     if len(text) <= max_chars:
         return json.loads(text)
     return shorten(text, max_chars, mark_length=True)
