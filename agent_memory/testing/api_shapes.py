@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 __all__ = [
     "ANTHROPIC_ROUTE",
@@ -313,7 +314,7 @@ class RequestProblem:
     """The field at fault as OpenAI names it (``messages[0].content``); ``None``: the whole body."""
     code: str | None
     """OpenAI's error code: ``missing_required_parameter``, ``invalid_type``, ``invalid_value``;
-    ``None``: the body is not JSON or nests too deeply."""
+    ``None`` for Anthropic's route (its errors have none) and for a body nested too deeply."""
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -356,17 +357,29 @@ _OBJECT_TYPES = frozenset({"model_type", "model_attributes_type", "dict_type"})
 """pydantic's error types for "not an object"; their messages name our private models."""
 
 
-def _fault(body: Any, error: Any) -> tuple[list[int | str], str, bool]:
-    """One pydantic error as (the path of the field at fault in ``body``, the reason, whether the
-    field is missing); the fault of a union told apart by a field (a message by its ``role``) is
-    that field's."""
+@dataclass(frozen=True)
+class _Fault:
+    """One pydantic error, told in terms of the request."""
+
+    path: list[int | str]
+    """The keys and indexes of the field at fault in the body."""
+    reason: str
+    missing: bool
+    """The field is absent."""
+    kind: str
+    """pydantic's error type (``string_type``, ``missing``, ``too_short``, ...)."""
+
+
+def _fault(body: Any, error: ErrorDetails) -> _Fault:
+    """``error`` as a :class:`_Fault` of ``body``; the fault of a union told apart by a field (a
+    message by its ``role``) is that field's."""
     kind = error["type"]
     loc = tuple(error["loc"])
     if kind in ("union_tag_not_found", "union_tag_invalid"):  # the discriminating field: absent, unknown
-        loc = (*loc, str(error["ctx"]["discriminator"]).strip("'"))
+        loc = (*loc, str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
     missing = kind in ("missing", "union_tag_not_found")
     reason = "Input should be an object" if kind in _OBJECT_TYPES else error["msg"]
-    return _path(body, loc, missing=missing), reason, missing
+    return _Fault(_path(body, loc, missing=missing), reason, missing, kind)
 
 
 def request_problem(route: str, body: Any) -> RequestProblem | None:
@@ -386,15 +399,15 @@ def request_problem(route: str, body: Any) -> RequestProblem | None:
     try:
         shape.validate_python(body)
     except ValidationError as exc:
-        faults = [(_fault(body, error), error["type"]) for error in exc.errors(include_url=False, include_input=False)]
-        (path, _, missing), kind = max(faults, key=lambda fault: len(fault[0][0]))  # the first of the deepest
-        reason = " or ".join(dict.fromkeys(why for (where, why, _), _ in faults if where == path))
-        param = _openai_param(path)
+        faults = [_fault(body, error) for error in exc.errors(include_url=False, include_input=False)]
+        first = max(faults, key=lambda fault: len(fault.path))  # the first of the deepest
+        reason = " or ".join(dict.fromkeys(fault.reason for fault in faults if fault.path == first.path))
+        param = _openai_param(first.path)
         if route == ANTHROPIC_ROUTE:
-            return RequestProblem(f"{'.'.join(map(str, path)) or 'body'}: {reason}", param, None)
-        if missing:
+            return RequestProblem(f"{'.'.join(map(str, first.path)) or 'body'}: {reason}", param, None)
+        if first.missing:
             return RequestProblem(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
-        code = "invalid_type" if kind.endswith("_type") else "invalid_value"
+        code = "invalid_type" if first.kind.endswith("_type") else "invalid_value"
         where = f"'{param}'" if param else "the request body"
         return RequestProblem(f"Invalid {code.removeprefix('invalid_')} for {where}: {reason}.", param, code)
     return None
