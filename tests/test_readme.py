@@ -156,7 +156,7 @@ class BlockRun:
 def run_block(index: int, workdir: Path) -> BlockRun:
     """Run block ``index`` in a fresh interpreter in ``workdir`` (also its home), against its own
     stand-in model on loopback, with no real key."""
-    with stand_in_server() as server:
+    with stand_in_server(record=True) as server:
         env = {
             **os.environ,
             "HOME": str(workdir),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -27,9 +28,19 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent_memory.errors import ConfigurationError
+from agent_memory.testing.api_shapes import (
+    ANTHROPIC_ROUTE,
+    CHAT_ROUTE,
+    RESPONSES_ROUTE,
+    error_body,
+    request_problem,
+)
 
 __all__ = [
     "ANTHROPIC_CACHE_LOOKBACK_BLOCKS",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_READ_TIMEOUT_S",
     "FAKE_MODEL",
     "FakeLLMServer",
     "FakeOpenAIServer",
@@ -49,6 +60,18 @@ looks for an earlier cache entry."""
 DEFAULT_FAKE_CACHE_MIN_TOKENS = 1024
 """Shortest prefix :class:`FakeLLMServer` caches for Anthropic requests, in its usage units (words):
 the minimum Anthropic documents for its Sonnet models, in tokens."""
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+"""Largest request body :class:`FakeLLMServer` reads, in bytes (32 MiB): the 32 MB Anthropic documents
+for its Messages API (platform.claude.com/docs/en/api/errors, "Request size limits"). A larger one
+is answered 413 without being read."""
+
+DEFAULT_READ_TIMEOUT_S = 30.0
+"""Longest :class:`FakeLLMServer` waits for the next bytes of a connection, in seconds: of a request
+line, headers or body (a body shorter than its ``Content-Length`` is answered 400 then), or of the
+next request on an idle keep-alive connection (then closed, as any HTTP server closes idle ones)."""
+
+_LENGTH = re.compile(r"[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -299,19 +322,26 @@ def _anthropic_answer(reply: ScriptedReply, body: dict[str, Any], n: int, fake: 
     return answer
 
 
-def _openai_error(reply: ScriptedReply) -> dict[str, Any]:
-    return {"error": {"message": reply.content, "type": "fake_error", "code": reply.status}}
+def _scripted_error(route: str, reply: ScriptedReply) -> dict[str, Any]:
+    """A scripted error (``status`` not 200) in the route's error shape: type ``fake_error`` and
+    the status as ``code`` for OpenAI, type ``api_error`` for Anthropic."""
+    if route == ANTHROPIC_ROUTE:
+        return error_body(route, reply.content, status=reply.status, kind="api_error")
+    return error_body(route, reply.content, status=reply.status, kind="fake_error", code=reply.status)
 
 
-def _anthropic_error(reply: ScriptedReply) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": "api_error", "message": reply.content}}
+_ROUTES = {CHAT_ROUTE: _chat_answer, RESPONSES_ROUTE: _responses_answer, ANTHROPIC_ROUTE: _anthropic_answer}
 
 
-_ROUTES = {
-    "/v1/chat/completions": (_chat_answer, _openai_error),
-    "/v1/responses": (_responses_answer, _openai_error),
-    "/v1/messages": (_anthropic_answer, _anthropic_error),
-}
+@dataclass(frozen=True)
+class _Refusal:
+    """A request refused before its body was parsed: the answer, and how much of the request is
+    still unread (the connection is closed after the answer)."""
+
+    status: int
+    message: str
+    unread: int | None = 0
+    """Bytes of the body the client may still send (0: none; ``None``: unknown)."""
 
 
 class FakeLLMServer:
@@ -329,6 +359,17 @@ class FakeLLMServer:
     ``"no scripted reply left"``. No streaming; request
     fields (``max_tokens``, ``tools``, ``response_format``, ...) are recorded, not honoured.
     ``GET /v1/models`` lists :data:`FAKE_MODEL`.
+
+    A bad request is answered, never dropped, with a 4xx error in the error shape of the API it
+    was sent to (:func:`~agent_memory.testing.api_shapes.error_body`), and takes nothing from the
+    script: a body that is not JSON, or not in the API's request shape
+    (:func:`~agent_memory.testing.api_shapes.request_problem`: ``messages`` a list of objects with
+    roles, ``tools`` a list of tools, ...), 400 with the field at fault; no ``Content-Length`` (or
+    a chunked body), 411; a ``Content-Length`` that is not a number, 400; one over
+    ``max_body_bytes``, 413, the body not read; a body shorter than its ``Content-Length``, 400
+    once no byte came for ``read_timeout_s``; an unknown route, 404; a method other than GET and
+    POST, 405. After an answer that leaves part of a request unread the connection is closed. A
+    fault of the fake itself answers 500 in the same shape (and is printed, as a bug to fix).
 
     Anthropic's prompt cache is modelled from the requests, as Anthropic documents it, whenever the
     usage is not scripted: the prompt is a sequence of blocks (each tool, each ``system`` block,
@@ -349,9 +390,21 @@ class FakeLLMServer:
         cache_min_tokens: shortest prefix the Anthropic cache stores, in the usage's units
             (words; :data:`DEFAULT_FAKE_CACHE_MIN_TOKENS`).
         unscripted: what answers a request when the queue is empty, called with the route's path
-            (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``) and the JSON body
+            (``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``) and the JSON body,
+            already checked to be in that API's shape
             (:func:`agent_memory.testing.stand_in.stand_in_reply`: the stand-in model that the
             docs' examples run against without a key); ``None``: HTTP 500.
+        max_body_bytes: the largest request body read, in bytes
+            (:data:`DEFAULT_MAX_BODY_BYTES`); a larger one is answered 413.
+        read_timeout_s: the longest wait for a connection's next bytes, in seconds
+            (:data:`DEFAULT_READ_TIMEOUT_S`).
+        record: keep every request in :attr:`requests` and :attr:`received` (what a test reads);
+            ``False``: keep none (both stay empty, :attr:`calls` still counts), for a server that
+            answers requests for as long as it runs (the stand-in model).
+
+    Raises:
+        ConfigurationError: if ``max_body_bytes`` is below 1 or ``read_timeout_s`` not above 0.
+        OSError: if ``port`` is taken.
 
     Use :meth:`start` / :meth:`stop` or ``with FakeLLMServer() as server:``; point an OpenAI
     client at :attr:`base_url` and an Anthropic client at :attr:`anthropic_base_url`.
@@ -363,18 +416,30 @@ class FakeLLMServer:
         port: int | None = None,
         cache_min_tokens: int = DEFAULT_FAKE_CACHE_MIN_TOKENS,
         unscripted: Callable[[str, dict[str, Any]], ScriptedReply] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        record: bool = True,
     ) -> None:
+        if max_body_bytes < 1:
+            raise ConfigurationError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
+        if not read_timeout_s > 0:
+            raise ConfigurationError(f"read_timeout_s must be above 0, not {read_timeout_s}")
         # the socket is bound now and kept until start() listens on it: a port looked up free and
         # bound later can be taken in between by another process (two test suites at once)
         self._socket: socket.socket | None = _bound_socket(port or 0)
         self.port: int = self._socket.getsockname()[1]
         self.cache_min_tokens = cache_min_tokens
         self.unscripted = unscripted
+        self.max_body_bytes = max_body_bytes
+        self.read_timeout_s = read_timeout_s
+        self.record = record
         self._anthropic_cache: set[str] = set()
         self.requests: list[dict[str, Any]] = []
-        """JSON bodies of every request to an answering route, oldest first."""
+        """JSON bodies of every well-formed request to an answering route, oldest first (none when
+        ``record`` is ``False``)."""
         self.received: list[RecordedRequest] = []
         """The same requests with their paths and headers, oldest first."""
+        self._count = 0
         self._replies: deque[ScriptedReply | Callable[[dict[str, Any]], ScriptedReply]] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -400,9 +465,9 @@ class FakeLLMServer:
 
     @property
     def calls(self) -> int:
-        """Requests received so far on the answering routes."""
+        """Well-formed requests received so far on the answering routes."""
         with self._lock:
-            return len(self.requests)
+            return self._count
 
     def _anthropic_usage(self, body: dict[str, Any], *, completion_tokens: int) -> ScriptedUsage:
         """The default usage of an Anthropic request, split by the modelled prompt cache (class
@@ -431,9 +496,11 @@ class FakeLLMServer:
 
     def _next(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[ScriptedReply, int]:
         with self._lock:
-            self.requests.append(body)
-            self.received.append(RecordedRequest(path=path, headers=headers, body=body))
-            n = len(self.requests)
+            if self.record:
+                self.requests.append(body)
+                self.received.append(RecordedRequest(path=path, headers=headers, body=body))
+            self._count += 1
+            n = self._count
             reply = self._replies.popleft() if self._replies else None
         if reply is not None:
             return (reply(body) if callable(reply) else reply), n
@@ -447,11 +514,19 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = fake.read_timeout_s  # every read and write of a connection (StreamRequestHandler)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()) -> None:
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except ConnectionError:  # the client reset or left mid-request: no one to answer
+                    self.close_connection = True
+
+            def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = (),
+                      *, close: bool = False) -> None:
                 data = json.dumps(payload).encode("utf-8")
                 try:
                     self.send_response(status)
@@ -459,40 +534,116 @@ class FakeLLMServer:
                     self.send_header("Content-Length", str(len(data)))
                     for name, value in headers:
                         self.send_header(name, value)
+                    if close:
+                        self.send_header("Connection", "close")  # sets close_connection
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:  # the client gave up (its timeout) and closed the socket
                     self.close_connection = True
 
+            def _route(self) -> str:
+                return str(getattr(self, "path", "")).split("?", 1)[0].rstrip("/")
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                """The stdlib's own refusals (a malformed request line or headers, an unknown
+                method) as JSON in the route's error shape, not as an HTML page."""
+                reason = message or self.responses.get(code, ("error",))[0]
+                self._send(code, error_body(self._route(), reason, status=code), close=True)
+
+            def _refuse(self, route: str, refusal: _Refusal) -> None:
+                """Answer ``refusal`` and close the connection; first, when the client may still
+                be sending, shut our side and discard what comes (until it closes, the rest of its
+                body has come, or ``read_timeout_s`` passes), so that it reads the answer instead
+                of a connection reset."""
+                self._send(refusal.status, error_body(route, refusal.message, status=refusal.status), close=True)
+                if refusal.unread == 0:
+                    return
+                left = refusal.unread
+                deadline = time.monotonic() + fake.read_timeout_s
+                try:
+                    self.connection.shutdown(socket.SHUT_WR)
+                    while (left is None or left > 0) and time.monotonic() < deadline:
+                        chunk = self.rfile.read1(65536 if left is None else min(65536, left))
+                        if not chunk:
+                            break
+                        left = None if left is None else left - len(chunk)
+                except OSError:  # a read timed out or the client reset: the connection ends either way
+                    pass
+
+            def _body(self) -> bytes | _Refusal:
+                """The request's body, read whole and no larger than ``max_body_bytes``."""
+                if "Transfer-Encoding" in self.headers:
+                    return _Refusal(411, "send the body with a Content-Length (a chunked body is not read)", None)
+                lengths = self.headers.get_all("Content-Length") or []
+                if not lengths:
+                    return _Refusal(411, "a POST needs a Content-Length header", None)
+                if len(set(lengths)) > 1 or not _LENGTH.fullmatch(lengths[0].strip()):
+                    return _Refusal(400, f"Content-Length must be one number of bytes, not {', '.join(lengths)!r}", None)
+                length = int(lengths[0])
+                if length > fake.max_body_bytes:
+                    return _Refusal(413, f"the request body is {length} bytes; at most {fake.max_body_bytes} are read",
+                                    length)
+                try:
+                    raw = self.rfile.read(length)
+                except TimeoutError:
+                    raw = b""
+                    short = f"no byte of it came for {fake.read_timeout_s:g} s"
+                else:
+                    short = "the client closed its side"
+                if len(raw) < length:
+                    return _Refusal(400, f"the body is shorter than its Content-Length of {length} bytes ({short})")
+                return raw
+
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": FAKE_MODEL, "object": "model"}]})
                 else:
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    self._send(404, error_body(self._route(), f"no route {self.path}", status=404))
+
+            def _not_allowed(self) -> None:
+                refusal = _Refusal(405, f"{self.command} is not served; use POST (GET for /v1/models)", None)
+                self._refuse(self._route(), refusal)
+
+            do_PUT = do_PATCH = do_DELETE = _not_allowed
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                path = self.path.split("?", 1)[0].rstrip("/")
-                if path not in _ROUTES:
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                route = self._route()
+                raw = self._body()
+                if isinstance(raw, _Refusal):
+                    self._refuse(route, raw)
+                    return
+                if route not in _ROUTES:
+                    self._send(404, error_body(route, f"no route {self.path}", status=404))
                     return
                 try:
                     body = json.loads(raw.decode("utf-8"))
-                except ValueError:
-                    self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
+                except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the parser's limit
+                    self._send(400, error_body(route, "the request body is not JSON", status=400))
                     return
-                answer, error = _ROUTES[path]
+                del raw
+                problem = request_problem(route, body)
+                if problem is not None:
+                    self._send(400, error_body(route, problem.message, status=400, param=problem.param,
+                                               code=problem.code))
+                    return
+                try:
+                    self._answer(route, body)
+                except Exception as exc:
+                    self._send(500, error_body(route, f"the fake failed: {type(exc).__name__}: {exc}", status=500),
+                               close=True)
+                    raise  # printed by the server: a bug of the fake (or of a scripted function), not the client's
+
+            def _answer(self, route: str, body: dict[str, Any]) -> None:
                 headers = {name.lower(): value for name, value in self.headers.items()}
-                reply, n = fake._next(path, headers, body)
+                reply, n = fake._next(route, headers, body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.body is not None:
                     self._send(reply.status, reply.body, reply.headers)
                 elif reply.status != 200:
-                    self._send(reply.status, error(reply), reply.headers)
+                    self._send(reply.status, _scripted_error(route, reply), reply.headers)
                 else:
-                    self._send(200, answer(reply, body, n, fake), reply.headers)
+                    self._send(200, _ROUTES[route](reply, body, n, fake), reply.headers)
 
         sock = self._socket if self._socket is not None else _bound_socket(self.port)  # a restart: the same port
         self._socket = None

@@ -20,6 +20,13 @@ tool's result stored and shown, the answer, the usage priced), and what it print
 tools returned, not an answer to the question. ``usage`` counts words, not tokens (see
 :class:`~agent_memory.testing.FakeLLMServer`). For a real model without a key, any
 OpenAI-compatible local server works the same way (``make local-llm``, docs/agents.md).
+
+A request it cannot take gets a 4xx error in the error shape of the API it was sent to, never a
+dropped connection or a hung thread (:class:`~agent_memory.testing.FakeLLMServer`: a body not in
+the API's request shape, over ``--max-body-bytes`` or cut short, a bad ``Content-Length``); a tool
+schema that no provider would accept gets arguments all the same, within
+:data:`ARGUMENTS_DEPTH_MAX` and :data:`ARGUMENTS_VALUES_MAX`. The command keeps no request, so its
+memory stays flat however long it serves.
 """
 
 from __future__ import annotations
@@ -27,13 +34,21 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import re
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from agent_memory.testing.fake_llm import FakeLLMServer, ScriptedReply, ScriptedToolCall
+from agent_memory.errors import ConfigurationError
+from agent_memory.testing.fake_llm import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_READ_TIMEOUT_S,
+    FakeLLMServer,
+    ScriptedReply,
+    ScriptedToolCall,
+)
 
 __all__ = ["LIBRARY_TOOLS", "STAND_IN_PORT", "stand_in_reply", "stand_in_server"]
 
@@ -50,6 +65,15 @@ agent's ``spawn_agent``): the stand-in never calls them. Anthropic's own memory 
 
 RESULT_CHARS = 200
 """How much of each tool result the stand-in's answer repeats, in characters."""
+
+ARGUMENTS_DEPTH_MAX = 16
+"""Deepest nesting of the arguments the stand-in makes for a call (a tool's schema nests a few
+levels; a ``$ref`` that refers back to itself stops here, with ``null``)."""
+
+ARGUMENTS_VALUES_MAX = 1000
+"""Most values the stand-in makes for one call's arguments (each property, item and the object
+itself counts one): a schema that asks for more (``minItems: 1000000``, required references in a
+cycle) gets its first ones, then ``null`` s and shorter arrays."""
 
 ANTHROPIC_MEMORY_VIEW = {"command": "view", "path": "/memories"}
 """What the stand-in asks of Anthropic's memory tool (a ``memory_*`` tool sent by type, whose
@@ -164,55 +188,90 @@ _READERS = {
 }
 
 
-def _value(name: str, schema: dict[str, Any], root: dict[str, Any], user_text: str, depth: int = 0) -> Any:
-    """A value that fits ``schema`` (a JSON Schema), made without a model: the schema's default,
-    first enum value, const or first example if it has one; else, by type, for a string the first
-    URL of the user's message (or ``https://example.org/``) when the parameter looks like an address
-    and the user's message otherwise; the minimum (or 1) for numbers; ``False``; the schema's
-    minimum count of items; an object of its required properties."""
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/") and depth < 8:
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        return _value(name, {**target, **{k: v for k, v in schema.items() if k != "$ref"}}, root, user_text, depth + 1)
-    for key in ("default", "const"):
-        if key in schema:
-            return schema[key]
-    for key in ("enum", "examples"):
-        if schema.get(key):
-            return schema[key][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = [o for o in schema.get(key) or [] if isinstance(o, dict) and o.get("type") != "null"]
-        if options:
-            return _value(name, options[0], root, user_text, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), None)
-    if kind == "integer":
-        return int(schema.get("minimum", 1))
-    if kind == "number":
-        return float(schema.get("minimum", 1))
-    if kind == "boolean":
-        return False
-    if kind == "array":
-        items = schema.get("items")
-        item: dict[str, Any] = items if isinstance(items, dict) else {}
-        return [_value(name, item, root, user_text, depth + 1) for _ in range(int(schema.get("minItems", 0)))]
-    if kind == "object" or "properties" in schema:
-        properties = schema.get("properties") or {}
-        return {key: _value(key, properties.get(key) or {}, root, user_text, depth + 1)
-                for key in schema.get("required") or []}
-    if schema.get("format") == "uri" or name.lower().endswith(("url", "uri", "link")):
-        found = _URL.search(user_text)
-        return found.group(0).rstrip(".,;:!?") if found else "https://example.org/"
-    return user_text or name
+def _number(value: Any) -> float | None:
+    """``value`` when it is a finite JSON number (not a boolean), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+class _Maker:
+    """Makes one call's arguments from its tool's JSON schema (:meth:`value`), within
+    :data:`ARGUMENTS_DEPTH_MAX` and :data:`ARGUMENTS_VALUES_MAX`. A keyword of the wrong type
+    (``properties`` that is not an object, ``required`` not a list, ``minimum`` not a number) is
+    read as absent, as a schema a provider would have refused."""
+
+    def __init__(self, root: dict[str, Any], user_text: str) -> None:
+        self.root = root
+        self.user_text = user_text
+        self.made = 0
+
+    def _target(self, ref: str) -> dict[str, Any]:
+        """The schema a local ``$ref`` (``#/$defs/Filter``, a JSON pointer) points at; ``{}``: none."""
+        target: Any = self.root
+        for part in ref[2:].split("/") if ref != "#" else []:
+            key = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(key) if isinstance(target, dict) else None
+        return target if isinstance(target, dict) else {}
+
+    def value(self, name: str, schema: dict[str, Any], depth: int = 0) -> Any:
+        """A value that fits ``schema``, made without a model: the schema's default, const, first
+        enum value or first example if it has one; else, by type, for a string the first URL of the
+        user's message (or ``https://example.org/``) when the parameter looks like an address and
+        the user's message otherwise; the minimum (or 1) for numbers; ``False``; the schema's
+        minimum count of items; an object of its required properties. ``None`` past the bounds."""
+        self.made += 1
+        if depth > ARGUMENTS_DEPTH_MAX or self.made > ARGUMENTS_VALUES_MAX:
+            return None
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            return self.value(name, {**self._target(ref), **rest}, depth + 1)
+        for key in ("default", "const"):
+            if key in schema:
+                return schema[key]
+        for key in ("enum", "examples"):
+            if isinstance(schema.get(key), list) and schema[key]:
+                return schema[key][0]
+        for key in ("anyOf", "oneOf", "allOf"):
+            found = schema.get(key)
+            options = [o for o in found if isinstance(o, dict) and o.get("type") != "null"] if isinstance(found, list) else []
+            if options:
+                return self.value(name, options[0], depth + 1)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), None)
+        if kind in ("integer", "number"):
+            least = _number(schema.get("minimum"))
+            least = 1 if least is None else least
+            return math.ceil(least) if kind == "integer" else float(least)
+        if kind == "boolean":
+            return False
+        if kind == "array":
+            items = schema.get("items")
+            count = schema.get("minItems")
+            count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            made: list[Any] = []
+            while len(made) < count and self.made < ARGUMENTS_VALUES_MAX:
+                made.append(self.value(name, items if isinstance(items, dict) else {}, depth + 1))
+            return made
+        if kind == "object" or "properties" in schema:
+            properties = schema.get("properties")
+            properties = properties if isinstance(properties, dict) else {}
+            required = schema.get("required")
+            keys = [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
+            return {key: self.value(key, properties[key] if isinstance(properties.get(key), dict) else {}, depth + 1)
+                    for key in keys}
+        if schema.get("format") == "uri" or name.lower().endswith(("url", "uri", "link")):
+            found = _URL.search(self.user_text)
+            return found.group(0).rstrip(".,;:!?") if found else "https://example.org/"
+        return self.user_text or name
 
 
 def _arguments(tool: _Tool, user_text: str) -> dict[str, Any]:
     if tool.schema is None:
         return dict(ANTHROPIC_MEMORY_VIEW)
-    made = _value(tool.name, {"type": "object", **tool.schema}, tool.schema, user_text)
+    made = _Maker(tool.schema, user_text).value(tool.name, {"type": "object", **tool.schema})
     return made if isinstance(made, dict) else {}
 
 
@@ -250,26 +309,51 @@ def stand_in_reply(path: str, body: dict[str, Any]) -> ScriptedReply:
     return ScriptedReply(content=_answer(request))
 
 
-def stand_in_server(port: int | None = None) -> FakeLLMServer:
+def stand_in_server(
+    port: int | None = None,
+    *,
+    record: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+) -> FakeLLMServer:
     """A :class:`~agent_memory.testing.FakeLLMServer` answering every request with
     :func:`stand_in_reply` (nothing queued), not yet started; ``port`` ``None``: a free one.
     Use it as ``with stand_in_server() as server:`` and point clients at ``server.base_url``
-    (OpenAI) and ``server.anthropic_base_url`` (Anthropic).
+    (OpenAI) and ``server.anthropic_base_url`` (Anthropic). A bad request gets a 4xx error in its
+    API's error shape (see :class:`~agent_memory.testing.FakeLLMServer`).
+
+    Args:
+        port: TCP port; ``None``: a free one.
+        record: keep each request in ``server.requests`` (for a test that reads what was sent);
+            ``False``: keep none, so that memory stays flat however long it serves (the command).
+        max_body_bytes: the largest request body read, in bytes; a larger one is answered 413.
+        read_timeout_s: the longest wait for a connection's next bytes, in seconds.
 
     Raises:
+        ConfigurationError: if ``max_body_bytes`` is below 1 or ``read_timeout_s`` not above 0.
         OSError: if ``port`` is taken.
     """
-    return FakeLLMServer(port=port, unscripted=stand_in_reply)
+    return FakeLLMServer(port=port, unscripted=stand_in_reply, record=record, max_body_bytes=max_body_bytes,
+                         read_timeout_s=read_timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agent_memory.testing.stand_in [--port N]``: serve the stand-in on 127.0.0.1
-    until interrupted; prints the two base URLs to export first."""
+    """``python -m agent_memory.testing.stand_in [--port N] [--max-body-bytes N] [--read-timeout S]``:
+    serve the stand-in on 127.0.0.1 until interrupted, keeping no request; prints the two base URLs
+    to export first."""
     parser = argparse.ArgumentParser(prog="python -m agent_memory.testing.stand_in", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=STAND_IN_PORT, help=f"TCP port (default {STAND_IN_PORT})")
+    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                        help=f"largest request body read; a larger one gets 413 (default {DEFAULT_MAX_BODY_BYTES})")
+    parser.add_argument("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT_S, metavar="SECONDS",
+                        help="longest wait for a connection's next bytes; a body cut short then gets 400 "
+                             f"(default {DEFAULT_READ_TIMEOUT_S:g})")
     args = parser.parse_args(argv)
     try:
-        server = stand_in_server(args.port).start()
+        server = stand_in_server(args.port, max_body_bytes=args.max_body_bytes,
+                                 read_timeout_s=args.read_timeout).start()
+    except ConfigurationError as exc:
+        parser.error(str(exc))
     except OSError as exc:
         print(f"port {args.port} is taken ({exc}); pass --port", file=sys.stderr)
         return 1
