@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -154,8 +155,13 @@ def test_forget_takes_every_chunk_out_of_the_vector_index(tmp_path: Path) -> Non
     from agent_memory.storage.files.chroma import DELETE_BY_ID_ITEMS, FIRST_PROBE_CHUNKS
 
     memory = AgentMemory("agent", str(tmp_path))
-    long_text = " ".join(f"Paragraph {n} records the tide, the wind and the ships seen from the lighthouse."
-                         for n in range(800))
+    # distinct paragraphs (two ship names of 100 drawn by a seeded generator), so that no chunk is a
+    # near-duplicate of another and every one of them is embedded
+    ships = [a + b for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze")
+             for b in ("bar", "den", "fik", "gor", "hul", "jam", "kes", "lim", "mor", "nap")]
+    draw = random.Random(7)
+    long_text = " ".join(f"Paragraph {n} records the {draw.choice(ships)} and the {draw.choice(ships)} passing the "
+                         "lighthouse." for n in range(800))
     big = memory.store(long_text)
     small = memory.store_many([{"content": f"short note {n} about a harbour"} for n in range(DELETE_BY_ID_ITEMS + 4)])
     last = next(n for n in range(FIRST_PROBE_CHUNKS, 1000) if memory.index.chunk_vector(big, n + 1) is None)
