@@ -270,6 +270,26 @@ def test_a_citation_that_hides_values_must_also_pay_for_reading_them_back(tmp_pa
     assert started == {"prose": 12}
 
 
+def test_a_rewritten_prompt_cites_with_the_offer_only_what_pays_for_its_read_back(tmp_path: Path) -> None:
+    cited: dict[str, bool] = {}
+    for name, text in (("flights", FLIGHTS), ("prose", PROSE)):
+        memory = AgentMemory(name, tmp_path / name, config=MemoryConfig(index_on_store=False))
+        b = builder(memory, GPT_4O, fixed_tokens=2_400, offer_cost_tokens=310)
+        history = [Message(role="system", content="You are an airline agent."),
+                   Message(role="user", content="Find me a flight.")]
+        sent(b, history)
+        ref = call_and_result(memory, history, "search_flights", text)
+        sent(b, history)  # shown as the tool returned it: citing does not pay yet
+        history += [Message(role="assistant", content="Here are the options."),
+                    Message(role="user", content="The cheapest one, please.")]
+        b.rewritten()  # a compaction: the next prompt is written to the cache anew
+        built = sent(b, history)
+        assert b.citing and b.state.citing_since == 3  # the offer goes with the rewritten prompt
+        cited[name] = f'retrieve_memory(id="{ref}")' in shown(built, ref, history)
+    # the due result is cited with it only when its citation hides nothing a model would read back
+    assert cited == {"flights": False, "prose": True}
+
+
 def test_the_offer_from_the_first_call_is_priced() -> None:
     anthropic, gpt_4o = CacheRates.of(ANTHROPIC), CacheRates.of(GPT_4O)
     # a tau-bench-like first prompt (2,400 tokens of the agent's own tools): the tools' reads in the

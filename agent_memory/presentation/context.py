@@ -554,7 +554,12 @@ class ContextBuilder:
                          if rates is not None else (PromptLayout(), 0))
         if (self.policy.kind == "full_once" and layout.total == 0 and any(self._worth_citing(item_id) for item_id in item_ids)
                 and offer_from_first_call(added, self.offer_cost_tokens, rates)):
-            return cited  # nothing cached to rewrite: the offer now is cheaper than any later start
+            # nothing cached to rewrite: the offer now is cheaper than any later start; a due result
+            # is cited with it when that pays for the read-back its citation may cost
+            paid = decide_rewrite(layout, [swap for swap in swaps if swap.key in chosen], added_tokens=added,
+                                  rates=rates, remaining=remaining_calls(call, self.policy.expected_calls),
+                                  stop_loss=self.policy.expected_calls is None)
+            return [swap.key for swap in paid.swaps]
         decision = decide_rewrite(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 start_tokens=self.offer_cost_tokens, stop_loss=self.policy.expected_calls is None)
