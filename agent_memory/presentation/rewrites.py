@@ -28,7 +28,7 @@ prompt under the provider's minimum is not cached at all, ``w = r = 1``). With t
 
 A rewrite is made when ``gain - extra - C > 0``.
 
-:func:`decide_rewrite` evaluates ``gain - extra`` with the provider's own rule
+:func:`decide_rewrite` evaluates ``gain - extra - C`` with the provider's own rule
 (:meth:`~agent_memory.pricing.PromptCaching.cached_prefix`: the 1,024-token minimum, OpenAI's
 128-token steps) for every candidate ``p`` (the position of each due swap) and chooses the ``p``
 that maximises it, or no rewrite when none pays. This is the same break-even Anthropic's context
@@ -69,14 +69,14 @@ Measured on the replayed traces (``agent-memory replay``, 2026-11-28, the 544 re
 sources, simulated retrieves included; docs/replay.md): without the read-back the default cost less
 than naive on every source in total, but on tau-bench under gpt-4o by only 0.2% (on the runs held
 back from us it cost 0.1% more), and 13 runs under gpt-4o and 4 under GPT-5 cost more than naive,
-up to 14% and 18%; 8 of those made a retrieve, 5 on tau-bench, each for a flight number that a cited
-flight search held and its citation did not. With it no tau-bench or SWE-agent run costs more than naive under any of
-the three headline price models (tau-bench under gpt-4o: 0.3% less in total), 1 run of the 544 does
-(TapeAgents under gpt-4o, +3.0%: citing began at its second-to-last call, nothing was retrieved),
-the simulated retrieves fall from 14 to 2 (over the three price models), and the default saves
-12.7% / 20.1% / 10.7% in total (Sonnet 4.6 / gpt-4o / GPT-5) instead of 12.9% / 20.4% / 10.8%.
-Counting a read-back per swap instead of one per rewrite left SWE-agent under gpt-4o at −2.8%
-instead of −9.3%.
+up to 14% and 18%; 8 of those made a retrieve, 5 on tau-bench, each for a flight number that a
+cited flight search held and its citation did not. With it no tau-bench or SWE-agent run costs more
+than naive under any of the three headline price models (tau-bench under gpt-4o: 0.3% less in
+total), 1 run of the 544 does (TapeAgents under gpt-4o, +3.0%: citing began at its second-to-last
+call, nothing was retrieved), the simulated retrieves fall from 14 to 2 (over the three price
+models), and the default saves 12.7% / 20.1% / 10.7% in total (Sonnet 4.6 / gpt-4o / GPT-5)
+instead of 12.9% / 20.4% / 10.8%. Counting a read-back per swap instead of one per rewrite left
+SWE-agent under gpt-4o at −2.8% instead of −9.3%.
 
 **The offer from the first call.** Starting to cite later rewrites the whole prompt (the tools list
 changes): at least the first prompt's ``P`` tokens, ``(w - r)`` more per token than reading them.
