@@ -9,9 +9,9 @@ Replays every run of ``DATA/traces`` (tau-bench with its agent tools from
 TapeAgents' GAIA and WorkArena tapes) with the default strategies and the installed peers under the
 three headline price models, exactly as ``make run`` does (without the page session, which is
 constructed, and without the kernel replay). Per source and strategy: the cost change against naive
-per price model, the values needed and kept (``agent_memory.replay.used_values``), the calls with a
-miss, the simulated retrieve calls (agent-memory) or tool re-runs (``masking_keep_3+rerun`` and each
-peer's ``+rerun``), and the
+per price model, the runs that cost more than naive and the worst run's change, the values needed
+and kept (``agent_memory.replay.used_values``), the calls with a miss, the simulated retrieve calls
+(agent-memory) or tool re-runs (``masking_keep_3+rerun`` and each peer's ``+rerun``), and the
 values lost. Writes ``benchmarks/results/replay.json`` and prints the default's rows.
 """
 
@@ -48,6 +48,8 @@ def _rows(summary: report.ReplayReport) -> dict[str, Any]:
             "strategies": {
                 label: {
                     "cost_change": {model: cost.change for model, cost in strategy.cost.items()},
+                    "runs_dearer": {model: cost.runs_dearer for model, cost in strategy.cost.items()},
+                    "worst_run_change": {model: cost.worst_run_change for model, cost in strategy.cost.items()},
                     "needed": strategy.needed,
                     "kept": strategy.kept,
                     "kept_share": round(strategy.kept_share, 4),

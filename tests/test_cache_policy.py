@@ -7,6 +7,7 @@ rounding precision. Real AgentMemory, real citations, real price table (genai-pr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ from agent_memory.presentation.context import ContextBuilder
 from agent_memory.presentation.rewrites import (
     CacheRates,
     PromptLayout,
+    ReadBack,
     Swap,
     decide_rewrite,
     offer_from_first_call,
+    read_back_cost,
     remaining_calls,
 )
 from agent_memory.presentation.policy import PresentationPolicy
@@ -130,6 +133,36 @@ def test_start_needs_a_token_saving_and_a_price_that_pays() -> None:
     assert big.rewrite_from == 0
 
 
+def test_a_read_back_costs_a_call_over_the_cached_prompt_and_its_answer_from_then_on() -> None:
+    rates = CacheRates.of(GPT_4O)  # reads at 0.5, output at 4, 1,024-token minimum, 128-token steps
+    # the call: 5,504 of 5,600 tokens read (the 128-token steps) = 2,848; its output 25 x 4 = 100;
+    # the call and its answer (+8 framing) written once: 433 = 5,504 x 0.5 + 529 - 2,848; read by
+    # each of 5 calls: (6,016 x 0.5 + 17) - 2,848 = 177 each
+    assert read_back_cost(rates, 5_600, ReadBack(call_tokens=25, answer_tokens=400), 5) == pytest.approx(
+        2_848 + 100 + 433 + 5 * 177)
+
+
+def test_a_rewrite_pays_for_one_read_back_of_what_it_hides() -> None:
+    previous = PromptLayout(fixed_tokens=1_000, message_tokens=(500, 1_000, 4_000))
+    rates = CacheRates.of(GPT_4O)
+    back = ReadBack(call_tokens=25, answer_tokens=400)
+    plain = decide_rewrite(previous, [Swap(1, 900, "r")], rates=rates, remaining=5)
+    assert plain.rewrite_from == 1 and 0 < plain.net_gain < read_back_cost(rates, previous.total - 900, back, 5)
+    # the same swap when its citation lacks a value the result showed: one more call over the
+    # cached prompt if the model needs it back costs more than the swap saves in 5 calls
+    assert decide_rewrite(previous, [Swap(1, 900, "r", back)], rates=rates, remaining=5).swaps == ()
+    assert decide_rewrite(previous, [Swap(1, 900, "r", back)], rates=rates, remaining=200, stop_loss=False).swaps
+    assert decide_rewrite(previous, [Swap(1, 900, "r", back)], rates=None, remaining=5).swaps  # tokens alone
+    # one read-back per rewrite, the costliest of its swaps': one extra call reads back several results
+    larger = ReadBack(call_tokens=25, answer_tokens=1_000)
+    both = decide_rewrite(previous, [Swap(1, 900, "a", back), Swap(2, 300, "b", larger)], rates=rates,
+                          remaining=200, stop_loss=False)
+    bare = decide_rewrite(previous, [Swap(1, 900, "a"), Swap(2, 300, "b")], rates=rates, remaining=200,
+                          stop_loss=False)
+    assert both.rewrite_from == bare.rewrite_from == 1
+    assert both.net_gain == pytest.approx(bare.net_gain - read_back_cost(rates, previous.total - 1_200, larger, 200))
+
+
 def test_remaining_calls_follow_lindy_or_the_callers_estimate() -> None:
     assert remaining_calls(1) == remaining_calls(2) == 1  # at least one
     assert remaining_calls(30) == pytest.approx(10)  # t / 3: reached with probability 3/4 (Gott)
@@ -202,6 +235,59 @@ def test_starting_to_cite_a_long_prompt_with_few_calls_to_come_is_deferred(memor
     assert started["tokens"] == 3  # one due result already saves more than the tools cost
     assert started["lindy"] is None  # a few calls cannot pay for rewriting 20,000 cached tokens
     assert started["long_run"] is not None and started["long_run"] <= 6  # 300 calls to come: they can
+
+
+FLIGHTS = json.dumps([{"flight_number": f"HAT{n:03d}", "origin": "JFK", "destination": "SFO", "seats": n % 9,
+                       "departure": f"2024-05-{10 + n % 20:02d}T{6 + n % 12:02d}:00", "price": 100 + 7 * n}
+                      for n in range(24)])
+"""A flight search of ~1,200 tokens: 24 flight numbers and dates, more than a citation carries."""
+
+PROSE = " ".join(["The flights from the east coast to the west coast leave every morning and evening, "
+                  "with seats in every cabin."] * 55)
+"""Prose of the same size with no key value (no id, date or amount a model would copy)."""
+
+
+def test_a_citation_that_hides_values_must_also_pay_for_reading_them_back(tmp_path: Path) -> None:
+    started: dict[str, int] = {}
+    for name, text in (("flights", FLIGHTS), ("prose", PROSE)):
+        memory = AgentMemory(name, tmp_path / name, config=MemoryConfig(index_on_store=False))
+        b = builder(memory, GPT_4O, fixed_tokens=2_400, offer_cost_tokens=183)  # a tau-bench-like agent
+        history = [Message(role="system", content="You are an airline agent. " * 40),
+                   Message(role="user", content="Find me a flight.")]
+        for n in range(16):
+            if n == 2:
+                ref = call_and_result(memory, history, "search_flights", text)
+                assert abs(b.view(ref).raw_tokens - 1_215) < 15 and b.view(ref).cited_tokens < 110
+            built = sent(b, history)
+            if b.citing and name not in started:
+                started[name] = n + 1
+                assert f'retrieve_memory(id="{ref}")' in shown(built, ref, history)
+            history += [Message(role="assistant", content=f"Step {n} of the booking: " + "detail " * 60),
+                        Message(role="user", content=f"ok {n} " + "go on " * 30)]
+    # the prose's citation hides nothing a model would copy: citing it pays once enough calls have
+    # come. The flight search's shows 3 of its 24 flight numbers, and the model may book one of the
+    # others: one more call over the whole prompt to read it back costs more than the citation saves
+    assert started == {"prose": 12}
+
+
+def test_a_rewritten_prompt_cites_with_the_offer_only_what_pays_for_its_read_back(tmp_path: Path) -> None:
+    cited: dict[str, bool] = {}
+    for name, text in (("flights", FLIGHTS), ("prose", PROSE)):
+        memory = AgentMemory(name, tmp_path / name, config=MemoryConfig(index_on_store=False))
+        b = builder(memory, GPT_4O, fixed_tokens=2_400, offer_cost_tokens=310)
+        history = [Message(role="system", content="You are an airline agent."),
+                   Message(role="user", content="Find me a flight.")]
+        sent(b, history)
+        ref = call_and_result(memory, history, "search_flights", text)
+        sent(b, history)  # shown as the tool returned it: citing does not pay yet
+        history += [Message(role="assistant", content="Here are the options."),
+                    Message(role="user", content="The cheapest one, please.")]
+        b.rewritten()  # a compaction: the next prompt is written to the cache anew
+        built = sent(b, history)
+        assert b.citing and b.state.citing_since == 3  # the offer goes with the rewritten prompt
+        cited[name] = f'retrieve_memory(id="{ref}")' in shown(built, ref, history)
+    # the due result is cited with it only when its citation hides nothing a model would read back
+    assert cited == {"flights": False, "prose": True}
 
 
 def test_the_offer_from_the_first_call_is_priced() -> None:

@@ -7,7 +7,8 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +28,9 @@ from agent_memory.llm.chat import ChatResult, Usage
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage, free_port
 
 KINDS = ("openai_chat", "openai_responses", "anthropic")
+OVERLAP_WAIT_S = 30.0
+"""How long the first answer of the concurrency test waits for the second request: only a client
+that calls one after the other waits it out (and fails the test)."""
 PATHS = {"openai_chat": "/v1/chat/completions", "openai_responses": "/v1/responses", "anthropic": "/v1/messages"}
 LS_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 TOOLS = [{"type": "function",
@@ -271,21 +275,31 @@ def test_missing_api_keys_are_configuration_errors(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_agenerate_runs_calls_concurrently(kind: str, server: FakeLLMServer) -> None:
-    server.enqueue(ScriptedReply(content="one", delay_s=0.3), ScriptedReply(content="two", delay_s=0.3))
-    model = make(kind, server)
+    # Each answer waits until both requests have arrived: a client that sends the second call only
+    # after the first one's answer never gets both past the barrier (its wait times out), one that
+    # sends both at once always does, however slow the machine.
+    barrier = threading.Barrier(2)
+    met: list[bool] = []
+
+    def answer(text: str) -> Callable[[dict[str, Any]], ScriptedReply]:
+        def reply(body: dict[str, Any]) -> ScriptedReply:
+            try:
+                barrier.wait(timeout=OVERLAP_WAIT_S)
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+            return ScriptedReply(content=text)
+        return reply
+
+    server.enqueue(answer("one"), answer("two"))
+    model = make(kind, server, timeout_s=3 * OVERLAP_WAIT_S)
 
     async def both() -> list[ChatResult]:
-        return await asyncio.gather(model.agenerate(CONVERSATION), model.agenerate(CONVERSATION, timeout_s=5.0))
+        return await asyncio.gather(model.agenerate(CONVERSATION), model.agenerate(CONVERSATION))
 
-    loop = asyncio.new_event_loop()
-    try:
-        start = loop.time()
-        results = loop.run_until_complete(both())
-        elapsed = loop.time() - start
-    finally:
-        loop.close()
+    results = asyncio.run(both())
     assert sorted(r.message.content or "" for r in results) == ["one", "two"]
-    assert elapsed < 0.55  # concurrent, not one after the other
+    assert met == [True, True]  # both requests were in flight at once
 
 
 def test_importing_the_package_loads_no_sdk() -> None:

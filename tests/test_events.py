@@ -357,24 +357,24 @@ def test_the_step_lock_blocks_another_process_and_is_free_once_its_holder_is_kil
     record = json.loads(Path(f"{lock_file}.holder").read_text(encoding="utf-8"))
     assert record["note"] == step_id and record["pid"] == holder.pid  # so does the dead holder's record ...
     assert not processor.is_step_locked() and processor.current_step_id() is None  # ... which the OS overrules
-    result = processor.step(timeout_s=1)
+    result = processor.step(timeout_s=30)  # free at once: the bound only ends a hang
     assert result.event_processed and result.event.result == {"turn_id": "turn_0001"}
     assert not processor.is_step_locked()
 
 
 def test_one_step_at_a_time_across_lock_objects_and_threads_of_one_process(tmp_path: Path) -> None:
     first, second = StepLock(FileLocks(tmp_path), key=str(tmp_path)), StepLock(FileLocks(tmp_path), key=str(tmp_path))
-    step_id = first.acquire(timeout_s=1)
+    step_id = first.acquire(timeout_s=30)
     assert second.is_locked() and second.current_step_id() == step_id
     with pytest.raises(LockTimeoutError):
         second.acquire(timeout_s=0.2)
     got: list[str] = []
-    waiter = threading.Thread(target=lambda: got.append(first.acquire(timeout_s=10)))  # same object, other thread
+    waiter = threading.Thread(target=lambda: got.append(first.acquire(timeout_s=60)))  # same object, other thread
     waiter.start()
     waiter.join(0.3)
     assert waiter.is_alive() and not got
     first.release()
-    waiter.join(10)
+    waiter.join(60)
     assert got and got[0] != step_id and first.current_step_id() == got[0]
     first.release()
     assert not second.is_locked()

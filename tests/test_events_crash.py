@@ -6,9 +6,9 @@ A child process drives one memory through an :class:`EventProcessor`, alternatel
 is journaled, then stepped through). Its events follow a fixed script (a turn: user message,
 answer with a tool call, the tool's result, bytes every third turn, a final answer, then a store,
 a pinned fact or a compaction request), so a restarted child continues the script where the
-journal stops. The test kills it with SIGKILL at random moments (seeded) and checks the files
-after every kill: an applied event has its whole effect, a queued one none, the one interrupted
-event all or nothing (its traces are one write). At the end, after a last child has applied
+journal stops. The test kills it with SIGKILL once it has journaled a seeded number of events
+(wherever it is then) and checks the files after every kill: an applied event has its whole
+effect, a queued one none, the one interrupted event all or nothing (its traces are one write). At the end, after a last child has applied
 everything, each event's effect is there exactly once.
 """
 
@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from kills import kill_after
+
 from agent_memory import AgentMemory, MemoryConfig, MemoryManager, Message
 from agent_memory.agent.events import event_memory_id
 from agent_memory.storage.files.journal import FileJournal
@@ -29,6 +31,8 @@ from agent_memory.models.traces import turn_number
 from agent_memory.storage.files.traces import FileTraceStore
 
 KILLS = 18
+EVENTS_BEFORE_KILL = (4, 12)
+"""A child is killed once it has journaled this many events (seeded, inclusive): at least 72 in all."""
 FINAL_EVENTS = 25
 """Events the last child adds after the kills, applied to the end."""
 
@@ -69,6 +73,7 @@ if mode == "stepping":
         journaled = queue.count()
         for index in range(journaled, min(journaled + 7, total)):
             processor.dispatch(*script_event(index))
+            print("journaled", index + 1, flush=True)
         while processor.step().has_pending_operations:
             pass
         if queue.count() >= total:
@@ -76,6 +81,7 @@ if mode == "stepping":
 else:
     while (journaled := queue.count()) < total:
         processor.dispatch(*script_event(journaled))
+        print("journaled", journaled + 1, flush=True)
     processor.drain()
 print("done", queue.count(), flush=True)
 '''
@@ -158,13 +164,11 @@ def test_kill_9_while_applying_events_loses_none_and_applies_none_twice(tmp_path
         mode = "auto" if kill % 2 == 0 else "stepping"
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), mode, "100000"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "ready", child.communicate(timeout=60)[1][-2000:]
-        time.sleep(rng.uniform(0.1, 1.0))
-        assert child.poll() is None, child.communicate(timeout=60)[1][-2000:]
-        os.kill(child.pid, signal.SIGKILL)
+        # killed once it has journaled a seeded number of events, wherever it is then
+        read = kill_after(child, rng.randint(*EVENTS_BEFORE_KILL), lambda line: line.startswith("journaled"))
         out, err = child.communicate(timeout=60)
         assert child.returncode == -signal.SIGKILL, err[-2000:]
-        recovered |= {line.split()[1] for line in out.splitlines() if line.startswith("recovered")}
+        recovered |= {line.split()[1] for line in [*read, *out.splitlines()] if line.startswith("recovered")}
         counts = check(agent_dir, final=False)
         interrupted += counts.get("applying", 0)
 

@@ -36,14 +36,13 @@ def _tombstone(item_id: str) -> bytes:
 def test_a_forget_appends_one_line_and_rewrites_nothing(tmp_path: Path, n: int) -> None:
     memory, ids = _filled(str(tmp_path), n)
     items = memory.agent_dir / "items.jsonl"
-    before = os.stat(items)
-    data = items.read_bytes()
-    assert memory.forget(ids[n // 2])
-    after = os.stat(items)
-    # the same file (not an atomic rewrite: that makes a new inode), grown by the tombstone only,
-    # whatever the size of the memory
-    assert (after.st_ino, after.st_dev) == (before.st_ino, before.st_dev)
-    assert items.read_bytes() == data + _tombstone(ids[n // 2])
+    with open(items, "rb") as held:  # opened before the forget: it keeps the file it opened
+        data = held.read()
+        assert memory.forget(ids[n // 2])
+        grown = held.read()
+    # the same file grown by the tombstone only, whatever the size of the memory (an atomic rewrite
+    # renames a new file over the path: the handle would still read the old one, unchanged)
+    assert grown == _tombstone(ids[n // 2]) and items.read_bytes() == data + grown
 
 
 @pytest.mark.parametrize("backend_name", ["files", "postgres"])
@@ -67,11 +66,12 @@ def test_forget_many_is_one_append_and_keeps_shared_content(tmp_path: Path) -> N
     memory, ids = _filled(str(tmp_path), 200)
     twin = memory.store("note number 5")  # the content of ids[5]: one blob for both
     items = memory.agent_dir / "items.jsonl"
-    data, inode = items.read_bytes(), os.stat(items).st_ino
     doomed = [ids[5], ids[50], "mem_00000000dead", ids[5], ids[60]]  # a twin, an unknown id, a duplicate
-    assert memory.forget_many(doomed) == [ids[5], ids[50], ids[60]]
-    assert os.stat(items).st_ino == inode
-    assert items.read_bytes() == data + b"".join(_tombstone(i) for i in (ids[5], ids[50], ids[60]))
+    with open(items, "rb") as held:  # appended to in place: this handle sees the tombstones
+        data = held.read()
+        assert memory.forget_many(doomed) == [ids[5], ids[50], ids[60]]
+        grown = held.read()
+    assert grown == b"".join(_tombstone(i) for i in (ids[5], ids[50], ids[60])) and items.read_bytes() == data + grown
     assert memory.get(twin).content == "note number 5"  # its blob stays: another item names it
     digest = memory.get(ids[51]).metadata.content_sha256
     assert memory.forget_many([ids[51]]) == [ids[51]]
@@ -101,7 +101,8 @@ def test_the_file_log_compacts_itself_in_place_of_growing(tmp_path: Path) -> Non
     n = 3 * COMPACT_MIN_DEAD_LINES
     memory, ids = _filled(str(tmp_path), n)
     items = memory.agent_dir / "items.jsonl"
-    inode = os.stat(items).st_ino
+    reader = memory.backend.log("agent", "items")  # another reader, holding its place in the log
+    seen = reader.read().token
     doomed = ids[1::3] + ids[2::3]  # two thirds, in batches and one by one
     memory.forget_many(doomed[:1000])
     for item_id in doomed[1000:1100]:
@@ -109,10 +110,13 @@ def test_the_file_log_compacts_itself_in_place_of_growing(tmp_path: Path) -> Non
     memory.forget_many(doomed[1100:])
     kept = ids[::3]
     lines = items.read_bytes().splitlines()
-    # rewritten once dead lines were over half of the file: far fewer lines than the changes made,
-    # the live records first, in their order
-    assert os.stat(items).st_ino != inode and len(lines) < n
+    # rewritten once dead lines were over half of the file: fewer lines than it held before any
+    # forget (appends alone only add lines), the live records first, in their order; a reader that
+    # held a place in the old file reads the new one whole
+    assert len(lines) < n
     assert [json.loads(line)["id"] for line in lines[: len(kept)]] == kept
+    again = reader.read(seen)
+    assert again.reset and [item_id for item_id, _ in again.records] == kept
     reopened = AgentMemory("agent", str(tmp_path), config=FAST)
     assert [r.id for r in reopened.records()] == kept
     assert reopened.get(kept[-1]).content == f"note number {n - 3}"

@@ -26,10 +26,11 @@ from agent_memory.replay import (
     write_report,
 )
 from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
-from agent_memory.replay.loaders import load_react_log, load_swe_agent
+from agent_memory.replay.loaders import limit_per_source, load_react_log, load_swe_agent
 from agent_memory.replay.pages import find_react_log
 from agent_memory.replay.report_plots import figure
 from agent_memory.replay.strategies import (
+    DEFAULT_STRATEGIES,
     MASK_PLACEHOLDER,
     MASKING,
     MASKING_RERUN,
@@ -180,6 +181,32 @@ def test_engine_agent_memory_below_naive_and_round_trip(traces: Path, registry: 
     # the default sends what naive sends; by tokens alone it cites and sends less
     assert totals["tokens"] < totals[NAIVE]
     assert citing >= 2
+
+
+GUARANTEE_RUNS = 5
+"""Runs of each source the guarantee below replays: the first five, in the loaders' order."""
+
+
+def test_the_default_never_costs_more_than_naive_on_a_source(traces: Path, data_dir: Path, registry: PluginRegistry,
+                                                             tmp_path: Path) -> None:
+    # The default (full_once, cache-aware under the price model it is billed under) against sending
+    # every result in full, per source and per headline price model, priced as the replay prices
+    # every figure: prompt caching, the memory tools and their prompt wherever sent, each simulated
+    # retrieve. Before the read-back was priced the first five SWE-agent runs cost 3.0% more than
+    # naive under gpt-4o and the first five tau-bench runs 0.1% more.
+    runs = limit_per_source(with_agent_tools(load_traces([traces]), {
+        "tau_bench": load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")}), GUARANTEE_RUNS)
+    results = [replay_run(run, strategies=[DEFAULT_STRATEGIES[0]], registry=registry, workdir=tmp_path / str(n))
+               for n, run in enumerate(runs)]
+    report = summarize(results)
+    assert [source.source for source in report.sources] == [
+        "react_hotpotqa", "smolagents_gaia", "swe_agent", "tapeagents_gaia_workarena", "tau_bench"]
+    dearer = {(source.source, model): f"{cost.change:+.2%}" for source in report.sources
+              for model, cost in source.strategies["full_once"].cost.items() if cost.total_usd > source.strategies[
+                  NAIVE].cost[model].total_usd}
+    assert dearer == {}
+    assert all(set(source.strategies["full_once"].cost) == {"claude-sonnet-4-6", "gpt-4o", "gpt-5"}
+               for source in report.sources)
 
 
 # -- the page session: real ReAct turns, real pages as the Search results ---------------------------

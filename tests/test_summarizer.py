@@ -95,7 +95,8 @@ def test_llm_summary_is_validated_and_used(server: FakeLLMServer) -> None:
 def test_llm_failures_fall_back_to_the_extractive_summary(server: FakeLLMServer, reply: ScriptedReply,
                                                           reason: str) -> None:
     server.enqueue(reply)
-    result = llm(server, timeout_s=1.0).summarize(traces())
+    # a short timeout only where the answer is late by design: any other answer may take its time
+    result = llm(server, timeout_s=1.0 if reason == "timeout" else 30.0).summarize(traces())
     assert result.fallback_reason == reason
     assert result.payload == ExtractiveSummarizer().summarize(traces()).payload
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,17 @@ from hypothesis import strategies as st
 
 from agent_memory import InvalidArgumentError, ItemMetadata, MemoryItem
 from agent_memory.errors import TransformError
-from agent_memory.limits import MAX_AROUND_CHARS, MAX_JSON_PATH_CHARS, MAX_KEYWORDS, MAX_PATTERN_CHARS
+from agent_memory import transforms
+from agent_memory.limits import MAX_AROUND_CHARS, MAX_JSON_PATH_CHARS, MAX_KEYWORDS, MAX_PATTERN_CHARS, REGEX_TIMEOUT_S
 from agent_memory.models.items import ExcerptTransform, FilteredTransform, content_to_bytes
 from agent_memory.tokens import TiktokenCounter
-from agent_memory.transforms import PAGE_NOTICE_TOKENS, apply_transform, extractive_summary, parse_transform
+from agent_memory.transforms import (
+    PAGE_NOTICE_TOKENS,
+    REGEX_LINE_ALLOWANCE_S,
+    apply_transform,
+    extractive_summary,
+    parse_transform,
+)
 
 COUNTER = TiktokenCounter()
 LINES = "\n".join(f"line {i}: value {i * i}" for i in range(1, 201))
@@ -195,29 +201,46 @@ def test_html_page_is_read_as_main_text(data_dir: Path) -> None:
     assert raw.content.lstrip().startswith("<") and raw.total_tokens > COUNTER.count(text)
 
 
-# -- hostile input: answers within 1 s, never hangs, never RecursionError ----------------------------
+# -- hostile input: refused or answered, the regex stopped by its budget, never RecursionError ------
+# (no wall-clock bound here: a loaded machine is not a benchmark; benchmarks/bench_hostile.py times them)
 
 HOSTILE_TEXT = "a" * 40 + "b"
 
 
 @pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|a)+$", r"(a|aa)+$", r"(x+x+)+y", r"(.*a){30}$", r"(a|a?)+c"])
-def test_backtracking_patterns_answer_within_a_second(pattern: str) -> None:
-    started = time.perf_counter()
+def test_backtracking_patterns_are_stopped_by_the_budget_or_answered(pattern: str) -> None:
     try:
         result = run(HOSTILE_TEXT, {"type": "filtered", "pattern": pattern})
     except TransformError as exc:
         assert "too slow" in str(exc) and len(str(exc)) < 300
     else:  # none of them can match a line of a's ending in b
         assert result.content == "" and "no line matches" in result.notes
-    assert time.perf_counter() - started < 1.0
 
 
-def test_the_regex_budget_is_shared_by_all_lines() -> None:
+class CountedPattern:
+    """A compiled ``regex`` pattern that records the timeout of each search made with it."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled, self.pattern, self.timeouts = compiled, compiled.pattern, []
+
+    def search(self, text: str, pos: int, *, timeout: float) -> Any:
+        self.timeouts.append(timeout)
+        return self.compiled.search(text, pos, timeout=timeout)
+
+
+def test_the_regex_budget_is_shared_by_all_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[CountedPattern] = []
+    real = transforms.compile_pattern
+    monkeypatch.setattr(transforms, "compile_pattern",
+                        lambda pattern: made.append(CountedPattern(real(pattern))) or made[-1])
     text = "\n".join([HOSTILE_TEXT] * 200)  # 200 lines that each take the whole budget alone
-    started = time.perf_counter()
     with pytest.raises(TransformError, match="too slow"):
         run(text, {"type": "filtered", "pattern": r"(a|aa)+$"})
-    assert time.perf_counter() - started < 1.0
+    # at most one search over the joined lines, given what is left of the call's one budget (none
+    # when it ran out before), and none after it: not a budget per line
+    (pattern,) = made
+    budget = REGEX_TIMEOUT_S + REGEX_LINE_ALLOWANCE_S * 200
+    assert len(pattern.timeouts) <= 1 and all(0 < timeout <= budget for timeout in pattern.timeouts)
 
 
 def test_a_harmless_pattern_over_a_long_log_is_not_refused() -> None:
@@ -240,10 +263,8 @@ def test_a_harmless_pattern_over_a_long_log_is_not_refused() -> None:
     ],
 )
 def test_patterns_that_would_crash_or_blow_up_are_refused(pattern: str, message: str) -> None:
-    started = time.perf_counter()
     with pytest.raises(TransformError, match=re.escape(message)):
         run("aaa", {"type": "filtered", "pattern": pattern})
-    assert time.perf_counter() - started < 1.0
 
 
 def test_counted_repeats_within_bounds_still_work() -> None:
@@ -339,7 +360,7 @@ _CONTENTS = st.one_of(
     column=st.one_of(st.none(), st.sampled_from(["a", "b", "id"])),
     max_tokens=st.integers(min_value=120, max_value=600),
 )
-def test_fuzzed_filtered_transforms_answer_or_refuse_quickly(
+def test_fuzzed_filtered_transforms_answer_or_refuse(
     content: Any, pattern: str, json_path: str | None, column: str | None, max_tokens: int
 ) -> None:
     transform: dict[str, Any] = {"type": "filtered", "pattern": pattern}
@@ -347,11 +368,9 @@ def test_fuzzed_filtered_transforms_answer_or_refuse_quickly(
         transform["json_path"] = json_path
     if column:
         transform |= {"column": column, "value": 1}
-    started = time.perf_counter()
     try:
         result = run(content, transform, max_tokens=max_tokens)
     except TransformError as exc:
         assert len(str(exc)) < 600
     else:
         assert result.tokens <= max_tokens
-    assert time.perf_counter() - started < 1.0

@@ -21,7 +21,8 @@ Under a price model (``ContextBuilder(prices=...)``) and a cache-aware policy (t
 swaps due by the policy, and the start of citing, are made in rewrites that pay with prompt caching
 (:mod:`agent_memory.presentation.rewrites`): the builder prices the previous prompt as the cache
 holds it (the history is append-only between rewrites: the last prompt's messages are the first
-:attr:`PresentationState.prompt_messages` of the history) against the saving over the calls
+:attr:`PresentationState.prompt_messages` of the history) and the read-back a citation may cost (a
+retrieve ``around`` the first key value the new showing lacks) against the saving over the calls
 expected after this one. A caller that rewrites the history anyway (the kernel's compaction) calls
 :meth:`ContextBuilder.rewritten`: every due swap is then made with the next prompt, for free.
 """
@@ -32,17 +33,21 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_memory.limits import shorten
+from agent_memory.errors import TransformError
+from agent_memory.limits import MAX_AROUND_CHARS, shorten
 from agent_memory.memory import AgentMemory
-from agent_memory.models.items import ItemMetadata, MemoryItem
+from agent_memory.models.items import ExcerptTransform, ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
 from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.key_values import values_in
 from agent_memory.presentation.rewrites import (
     CacheRates,
     PromptLayout,
+    ReadBack,
     Swap,
     decide_rewrite,
     offer_from_first_call,
@@ -54,7 +59,7 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens
 from agent_memory.records.prepare import result_store_arguments
-from agent_memory.transforms import raw_text, readable_text
+from agent_memory.transforms import apply_transform, raw_text, readable_text
 
 __all__ = ["FORGOTTEN_NOTE", "BuiltContext", "ContextBuilder", "ContextStats", "PresentationState", "ResultView"]
 
@@ -66,6 +71,14 @@ HEAD_LABEL_TOKENS = 8
 
 DEFAULT_SOURCE: str = ItemMetadata.model_fields["source"].default
 """The source of an item stored without one (``"agent"``): cited by its tool call instead."""
+
+READ_BACK_HEADER_TOKENS = 80
+"""Tokens of the header line of a retrieve's answer, at most (id, type, source, title, what was read:
+``HEADER_TOKENS`` of ``actions/retrieve.py``), counted in each :class:`ReadBack` at that cap."""
+
+Showing = Literal["raw", "full", "cited"]
+"""How a result appears in a prompt: as stored (before citing starts), its first showing once
+citing (readable, possibly cut at the cap), or its citation (:class:`ResultView`)."""
 
 COUNT_CACHE_SIZE = 4_096
 """Message texts whose token count a builder remembers (each prompt repeats the last one's)."""
@@ -226,6 +239,8 @@ class ContextBuilder:
         self._views: dict[str, ResultView] = {}
         self._origins: dict[str, tuple[str, str | None]] = {}
         """Memory id -> (tool name, call arguments) of the tool message that refers to it."""
+        self._read_backs: dict[tuple[str, Showing, Showing], ReadBack | None] = {}
+        """(memory id, old showing, new showing) -> the read-back that change may cost."""
         self.state = state if state is not None else PresentationState()
 
     @property
@@ -380,6 +395,7 @@ class ContextBuilder:
                 continue
             if item_id not in item_ids:
                 self._views.pop(item_id, None)
+                self._read_backs = {key: found for key, found in self._read_backs.items() if key[0] != item_id}
                 out.append(message.model_copy(update={"content": FORGOTTEN_NOTE.format(id=item_id)}))
                 continue
             view = self.view(item_id)
@@ -447,6 +463,7 @@ class ContextBuilder:
         self.state = state if state is not None else PresentationState()
         self._views.clear()
         self._origins.clear()
+        self._read_backs.clear()
 
     def rewritten(self) -> PresentationState:
         """Record that the caller rewrote the history (the kernel's compaction: a new epoch of the
@@ -524,18 +541,25 @@ class ContextBuilder:
             cited = []  # the floor keeps them in full for now
         chosen = set(cited)
         positions = self._positions(history)
+        rates = self.rates
         swaps = []
         for item_id in item_ids:
             view = self.view(item_id)
             position, times = positions[item_id]
-            shown = view.cited_tokens if item_id in chosen else view.full_tokens
-            swaps.append(Swap(position, times * (view.raw_tokens - shown), item_id))
-        rates = self.rates
+            after: Showing = "cited" if item_id in chosen else "full"
+            shown = view.cited_tokens if after == "cited" else view.full_tokens
+            read_back = self._read_back(item_id, "raw", after) if rates is not None else None
+            swaps.append(Swap(position, times * (view.raw_tokens - shown), item_id, read_back))
         layout, added = (self._layout(history, set(item_ids), shared, citing=False, swapped=frozenset())
                          if rates is not None else (PromptLayout(), 0))
         if (self.policy.kind == "full_once" and layout.total == 0 and any(self._worth_citing(item_id) for item_id in item_ids)
                 and offer_from_first_call(added, self.offer_cost_tokens, rates)):
-            return cited  # nothing cached to rewrite: the offer now is cheaper than any later start
+            # nothing cached to rewrite: the offer now is cheaper than any later start; a due result
+            # is cited with it when that pays for the read-back its citation may cost
+            paid = decide_rewrite(layout, [swap for swap in swaps if swap.key in chosen], added_tokens=added,
+                                  rates=rates, remaining=remaining_calls(call, self.policy.expected_calls),
+                                  stop_loss=self.policy.expected_calls is None)
+            return [swap.key for swap in paid.swaps]
         decision = decide_rewrite(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 start_tokens=self.offer_cost_tokens, stop_loss=self.policy.expected_calls is None)
@@ -557,13 +581,50 @@ class ContextBuilder:
         for item_id in worth:
             view = self.view(item_id)
             position, times = positions[item_id]
-            swaps.append(Swap(position, times * (view.full_tokens - view.cited_tokens), item_id))
+            swaps.append(Swap(position, times * (view.full_tokens - view.cited_tokens), item_id,
+                              self._read_back(item_id, "full", "cited")))
         layout, added = self._layout(history, set(item_ids), shared, citing=True, swapped=swapped)
         decision = decide_rewrite(layout, swaps, added_tokens=added, rates=rates,
                                 remaining=remaining_calls(call, self.policy.expected_calls),
                                 min_saved_tokens=self.policy.min_swap_tokens,
                                 stop_loss=self.policy.expected_calls is None)
         return [swap.key for swap in decision.swaps]
+
+    def _read_back(self, item_id: str, before: Showing, after: Showing) -> ReadBack | None:
+        """The retrieve that changing ``item_id``'s showing from ``before`` to ``after`` may cost
+        later (:class:`~agent_memory.presentation.rewrites.ReadBack`); ``None`` when the new
+        showing holds every key value (:mod:`~agent_memory.presentation.key_values`) of the old
+        one. Else one retrieve ``around`` the first value it lacks, answered as the retrieve tool
+        answers: that excerpt of the item's readable text within the memory's
+        ``retrieve_max_tokens``, plus :data:`READ_BACK_HEADER_TOKENS` (a value too long to search
+        for: the first page of the item). Made once per result and change."""
+        key = (item_id, before, after)
+        if key in self._read_backs:
+            return self._read_backs[key]
+        view = self.view(item_id)
+        texts = {"raw": view.raw, "full": view.full, "cited": view.cited}
+        kept = set(values_in(texts[after]))
+        lacking = [value for value in values_in(texts[before]) if value not in kept]
+        found = None
+        if lacking:
+            term = next((value for value in lacking if len(value) <= MAX_AROUND_CHARS), None)
+            cap = self.memory.config.retrieve_max_tokens
+            try:
+                answer = apply_transform(self.memory.get(item_id), ExcerptTransform(around=term) if term else "full",
+                                         counter=self.memory.tokens, max_tokens=cap).tokens
+            except TransformError:  # content the transforms cannot shape: a page of it
+                answer = min(view.raw_tokens, cap)
+            arguments = json.dumps({"id": item_id, "around": term} if term else {"id": item_id})
+            found = ReadBack(call_tokens=self._count(self._retrieve_call) + self._count(arguments),
+                             answer_tokens=answer + READ_BACK_HEADER_TOKENS)
+        self._read_backs[key] = found
+        return found
+
+    @property
+    def _retrieve_call(self) -> str:
+        """The tool name the citations tell the model to call."""
+        citations = self.citations
+        return (citations.builder if isinstance(citations, LLMCitationWriter) else citations).retrieve_call
 
     def _saving(self, item_ids: Sequence[str]) -> int:
         """Tokens swapping ``item_ids`` from full to their citation saves (once each)."""

@@ -34,12 +34,14 @@ changes the prompt from that result on (and the start of citing changes the tool
 system prompt: all of the prompt). ``cache_aware`` (default): when the caller knows the price model
 its prompts are billed under (``ContextBuilder(prices=...)``; ``MemoryAgent`` looks it up by its
 model's name), swaps are batched into rewrites and a rewrite is made only when it pays: its extra cost
-now (the rewritten part written to the cache again instead of read) against what it saves on the
-calls expected after it (:mod:`agent_memory.presentation.rewrites`). Starting to cite is such a
-rewrite (from the first token) and must pay too. Without a price model, or with
-``cache_aware=False``, tokens alone decide: every due swap at once. ``expected_calls`` is how many
-LLM calls a conversation makes in all, when the caller knows; ``None``: as many again as were made
-so far (:func:`~agent_memory.presentation.rewrites.remaining_calls`).
+now (the rewritten part written to the cache again instead of read), plus what reading back a value
+the new showing lacks would cost a model that needs it (one more call: the *read-back*, counted once
+per rewrite), against what it saves on the calls expected after it
+(:mod:`agent_memory.presentation.rewrites`). Starting to cite is such a rewrite (from the first
+token) and must pay too. Without a price model, or with ``cache_aware=False``, tokens alone decide:
+every due swap at once. ``expected_calls`` is how many LLM calls a conversation makes in all, when
+the caller knows; ``None``: as many again as were made so far
+(:func:`~agent_memory.presentation.rewrites.remaining_calls`).
 
 ``min_swap_tokens`` (either mode) is a floor: a rewrite must save at least that many tokens (0: no
 floor). A result, once swapped, is never shown in full again by the policy.

@@ -20,11 +20,15 @@ prompt under the provider's minimum is not cached at all, ``w = r = 1``). With t
   calls: ``D * r * N``;
 - when citing starts, the tools list and the system prompt change (the memory tools and the
   section that teaches them, ``T`` tokens), so the rewrite starts at position 0 and every later
-  call carries ``T`` more: ``- T * w`` now and ``- T * r * N`` later.
+  call carries ``T`` more: ``- T * w`` now and ``- T * r * N`` later;
+- when a swap's new showing (a citation, or a first showing cut at the cap) lacks a value the old
+  one showed, the model may need it back: one more call over the prompt (read from the cache),
+  whose output is the retrieve call, and the answer in the history from then on (``- C``, the
+  *read-back*: :class:`ReadBack`, :func:`read_back_cost`).
 
-A rewrite is made when ``gain - extra > 0``.
+A rewrite is made when ``gain - extra - C > 0``.
 
-:func:`decide_rewrite` evaluates ``gain - extra`` with the provider's own rule
+:func:`decide_rewrite` evaluates ``gain - extra - C`` with the provider's own rule
 (:meth:`~agent_memory.pricing.PromptCaching.cached_prefix`: the 1,024-token minimum, OpenAI's
 128-token steps) for every candidate ``p`` (the position of each due swap) and chooses the ``p``
 that maximises it, or no rewrite when none pays. This is the same break-even Anthropic's context
@@ -49,6 +53,30 @@ more than naive on SWE-agent (rewrites late in short runs); with ``t / 3`` and t
 0.03% more (one run that began citing at its last call; before the offer below). Telling the policy
 each tau-bench run's real length (``expected_calls``) instead changes its cost by under half a
 point: the estimate is not what limits it.
+
+**The read-back.** A citation saves ``D`` tokens on every later call, but a value the model goes on
+to need that the citation lacks costs a whole extra call over the prompt. Which results a model
+goes back to cannot be told in advance, so a rewrite is priced with one read-back counted as
+certain: the costliest of its swaps' (a later call that needs values of several cited results reads
+them back in one extra call). A swap whose new showing keeps every key value of the old one
+(:mod:`~agent_memory.presentation.key_values`: the ids, dates, amounts and names a model copies)
+has none. The caller sizes each read-back as the retrieve tool answers it: a retrieve ``around``
+the first value the showing lacks (:class:`~agent_memory.presentation.context.ContextBuilder`).
+Left out: the prompt grows before the value is needed (the read-back is priced over the prompt right
+after the rewrite: a lower bound), and a model that reads back twice.
+
+Measured on the replayed traces (``agent-memory replay``, 2026-11-28, the 544 real runs of 5
+sources, simulated retrieves included; docs/replay.md): without the read-back the default cost less
+than naive on every source in total, but on tau-bench under gpt-4o by only 0.2% (on the runs held
+back from us it cost 0.1% more), and 13 runs under gpt-4o and 4 under GPT-5 cost more than naive,
+up to 14% and 18%; 8 of those made a retrieve, 5 on tau-bench, each for a flight number that a
+cited flight search held and its citation did not. With it no tau-bench or SWE-agent run costs more
+than naive under any of the three headline price models (tau-bench under gpt-4o: 0.3% less in
+total), 1 run of the 544 does (TapeAgents under gpt-4o, +3.0%: citing began at its second-to-last
+call, nothing was retrieved), the simulated retrieves fall from 14 to 2 (over the three price
+models), and the default saves 12.7% / 20.1% / 10.7% in total (Sonnet 4.6 / gpt-4o / GPT-5)
+instead of 12.9% / 20.4% / 10.8%. Counting a read-back per swap instead of one per rewrite left
+SWE-agent under gpt-4o at −2.8% instead of −9.3%.
 
 **The offer from the first call.** Starting to cite later rewrites the whole prompt (the tools list
 changes): at least the first prompt's ``P`` tokens, ``(w - r)`` more per token than reading them.
@@ -87,6 +115,7 @@ from itertools import accumulate
 
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.pricing import PriceModel, PromptCaching
+from agent_memory.prompt_tokens import FRAMING_TOKENS
 
 __all__ = [
     "LINDY_DIVISOR",
@@ -95,9 +124,11 @@ __all__ = [
     "CacheRates",
     "RewriteDecision",
     "PromptLayout",
+    "ReadBack",
     "Swap",
     "decide_rewrite",
     "offer_from_first_call",
+    "read_back_cost",
     "remaining_calls",
 ]
 
@@ -134,17 +165,21 @@ class CacheRates:
     caching: PromptCaching
     """The provider's rule: minimum cacheable prompt, hit granularity (``kind="none"``: no cache,
     every token at the base price)."""
+    output: float = 1.0
+    """What an output token costs, in base input prices (Claude Sonnet 4.6 5, gpt-4o 4, GPT-5 8):
+    a read-back's retrieve call is written by the model (:class:`ReadBack`)."""
 
     def __post_init__(self) -> None:
-        if self.write < 0 or self.read < 0:
-            raise InvalidArgumentError(f"cache rates cannot be negative: write {self.write}, read {self.read}")
+        if self.write < 0 or self.read < 0 or self.output < 0:
+            raise InvalidArgumentError(
+                f"cache rates cannot be negative: write {self.write}, read {self.read}, output {self.output}")
 
     @classmethod
     def of(cls, model: PriceModel) -> CacheRates:
         """The rates of ``model``'s price table row (its base rates, below any tier): ``write`` =
         cache-write / input price when the provider bills writes (explicit breakpoints, or a table
         row with a cache-write price), else 1.0; ``read`` = cache-read / input price (1.0 when the
-        model is not cached)."""
+        model is not cached); ``output`` = output / input price."""
         rates = model.rates_usd_per_mtok()
         base = rates["input"]
         if base <= 0:  # a free model: every choice costs nothing, tokens decide
@@ -152,7 +187,7 @@ class CacheRates:
         bills_writes = model.caching.kind == "explicit" or model.prices.cache_write_mtok is not None
         write = float(rates["cache_write"] / base) if bills_writes else 1.0
         read = float(rates["cache_read"] / base) if model.caching.kind != "none" else 1.0
-        return cls(write=write, read=read, caching=model.caching)
+        return cls(write=write, read=read, caching=model.caching, output=float(rates["output"] / base))
 
     def call_cost(self, prompt_tokens: int, prefix_tokens: int) -> float:
         """The input cost of one call in base input prices per token (output left out): the cached
@@ -197,6 +232,24 @@ class PromptLayout:
 
 
 @dataclass(frozen=True)
+class ReadBack:
+    """The retrieve a new showing of a result may cost later: the showing (its citation, or a
+    first showing cut at the cap) lacks a value the model was shown before, and a model that goes
+    on to need it makes one more LLM call, whose output is the ``retrieve_memory`` call, and keeps
+    the tool's answer in its history from then on (module docstring)."""
+
+    call_tokens: int
+    """Output tokens of the retrieve call (the tool's name and its JSON arguments)."""
+    answer_tokens: int
+    """Tokens of the tool's answer (its header line and the part read)."""
+
+    def __post_init__(self) -> None:
+        if self.call_tokens < 0 or self.answer_tokens < 0:
+            raise InvalidArgumentError(
+                f"a read-back's tokens cannot be negative: call {self.call_tokens}, answer {self.answer_tokens}")
+
+
+@dataclass(frozen=True)
 class Swap:
     """A result due for its citation."""
 
@@ -207,6 +260,23 @@ class Swap:
     """Tokens the swap takes off every prompt from now on."""
     key: str = ""
     """What the caller swaps (a memory id)."""
+    read_back: ReadBack | None = None
+    """The retrieve the new showing may cost (it lacks a value the old one showed); ``None``: it
+    keeps every value, or the caller does not price read-backs."""
+
+
+def read_back_cost(rates: CacheRates, prompt_tokens: int, read_back: ReadBack, remaining: float) -> float:
+    """What one read-back costs, in base input prices per token, after a rewrite that leaves the
+    prompt ``prompt_tokens`` long: the extra call over that prompt (read from the cache as
+    :meth:`CacheRates.read_cost` prices it; the part a prompt adds before the read-back is needed
+    is left out, so this is a lower bound), its output (``call_tokens`` at ``output``), and the
+    call and its answer in the history from then on (with framing: written once, then read by each
+    of the ``remaining`` calls)."""
+    kept = read_back.call_tokens + read_back.answer_tokens + 2 * FRAMING_TOKENS
+    grown = prompt_tokens + kept
+    return (rates.read_cost(prompt_tokens) + read_back.call_tokens * rates.output
+            + rates.call_cost(grown, prompt_tokens) - rates.read_cost(prompt_tokens)
+            + remaining * (rates.read_cost(grown) - rates.read_cost(prompt_tokens)))
 
 
 @dataclass(frozen=True)
@@ -276,8 +346,10 @@ def decide_rewrite(
     Args:
         previous: the previous prompt, as the cache holds it; an empty layout when nothing of it
             can be reused (the first call, or a rewrite that happens anyway: a compaction).
-        swaps: the results due for their citation, each with its position and saving; after
-            citing began, swaps that save nothing are ignored.
+        swaps: the results due for their citation, each with its position, saving and the
+            read-back its new showing may cost (with rates, a rewrite is priced with the costliest
+            read-back of the swaps it makes, counted as made once); after citing began, swaps that
+            save nothing are ignored.
         added_tokens: what the next prompt adds after the previous one (new messages), before any
             swap.
         rates: the provider's cache rates; ``None``: tokens only (every swap at once; citing
@@ -312,7 +384,8 @@ def decide_rewrite(
         after = prompt - saved + start_tokens
         now = rates.call_cost(prompt, old)
         extra = rates.call_cost(after, 0) - now
-        net = remaining * (rates.read_cost(prompt) - rates.read_cost(after)) - extra
+        net = (remaining * (rates.read_cost(prompt) - rates.read_cost(after)) - extra
+               - _read_back(rates, after, swaps, remaining))
         affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
         return RewriteDecision(tuple(swaps), 0, net) if net > 0 and affordable else RewriteDecision()
     useful = sorted((swap for swap in swaps if swap.saved_tokens > 0), key=lambda swap: swap.position)
@@ -334,8 +407,15 @@ def decide_rewrite(
         after = prompt - saved_from[i]
         kept = min(old, previous.tokens_before(swap.position))  # the prefix the cache still serves
         extra = rates.call_cost(after, kept) - now
-        net = remaining * (later - rates.read_cost(after)) - extra
+        net = remaining * (later - rates.read_cost(after)) - extra - _read_back(rates, after, useful[i:], remaining)
         affordable = not stop_loss or extra <= now * MAX_EXTRA_SHARE
         if net > 0 and affordable and (best is None or net > best.net_gain):
             best = RewriteDecision(tuple(useful[i:]), swap.position, net)
     return best if best is not None else RewriteDecision()
+
+
+def _read_back(rates: CacheRates, prompt_tokens: int, swaps: Sequence[Swap], remaining: float) -> float:
+    """The read-back a rewrite of ``swaps`` is priced with: the costliest of theirs, counted as
+    made once; 0.0 when every new showing keeps its values (module docstring)."""
+    return max((read_back_cost(rates, prompt_tokens, swap.read_back, remaining) for swap in swaps if swap.read_back),
+               default=0.0)
