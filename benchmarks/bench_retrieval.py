@@ -362,7 +362,7 @@ def build_memories(task: Task, root: Path) -> Built:
         directory = root / task.name / str(n)
         memory = AgentMemory(AGENT, directory, config=MemoryConfig(index_on_store=False))
         start = time.perf_counter()
-        ids = memory.store_many(doc.entry for doc in docs)
+        ids = memory.store_many({**doc.entry, "allow_empty": True} for doc in docs)  # a Cranfield abstract is blank
         built.store_s += time.perf_counter() - start
         start = time.perf_counter()
         built.items += memory.flush_index()
