@@ -27,6 +27,7 @@ __all__ = [
     "episode_memory_id",
     "fact_memory_id",
     "legacy_turn_memory_id",
+    "memory_ids_in",
     "new_memory_id",
     "sub_agent_id",
     "turn_memory_id",
@@ -43,6 +44,7 @@ MAX_AGENT_ID_CHARS = 128
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _NOT_IN_AGENT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 _MEMORY_ID = re.compile(r"mem_[0-9a-f]{12}")
+_MEMORY_ID_IN_TEXT = re.compile(rf"(?<![A-Za-z0-9_]){_MEMORY_ID.pattern}(?![A-Za-z0-9_])")
 
 MAX_ID_ATTEMPTS = 100
 """Fresh ids drawn at most before giving up; with 48 random bits a second draw is already rare
@@ -69,6 +71,12 @@ def new_memory_id(taken: Callable[[str], bool] | None = None) -> str:
         if taken is None or not taken(item_id):
             return item_id
     raise StoreError(f"no free memory id after {MAX_ID_ATTEMPTS} draws; is the random source broken?")
+
+
+def memory_ids_in(text: str) -> list[str]:
+    """The memory ids ``text`` names (``mem_`` + 12 hex digits, not part of a longer word), each
+    once, in the order they first appear: what a citation, a capped showing or a note quotes."""
+    return list(dict.fromkeys(match.group(0) for match in _MEMORY_ID_IN_TEXT.finditer(text)))
 
 
 def derived_memory_id(key: str) -> str:

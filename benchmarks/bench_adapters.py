@@ -27,11 +27,16 @@ definitions) and compared text for text. Tool-call arguments are normalised to `
 their value first, on both sides: LangChain keeps arguments as a dict and its chat models send
 ``json.dumps`` of it, so the trace's own spacing could not survive it.
 
-    python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--pick I ...] [--model gpt-4o] [--out FILE]
+    python benchmarks/bench_adapters.py [--data DIR] [--runs N] [--pick I ...] [--model M ...] [--out FILE]
 
 Each side's prompt sequence is also priced with prompt caching (the price model's provider rule,
 the prefix each prompt shares with the one before, the trace's own output tokens), as the replay
-prices its strategies. Writes ``benchmarks/results/adapters.json`` and prints a table.
+prices its strategies. Each ``--model`` is one replay of every run (both sides decide swaps under
+its prices); without one, the replay's headline price models (``HEADLINE_MODELS``: Claude Sonnet
+4.6, gpt-4o, GPT-5), about 25 minutes each on a loaded 2-core machine. Writes
+``benchmarks/results/adapters.json`` (``price_models``: per price model, its ``summary``, with each
+adapter's cost against naive's and the runs where it costs more, and its ``runs``) and prints a
+table per price model.
 """
 
 from __future__ import annotations
@@ -63,13 +68,13 @@ from agent_memory.integrations.channel import result_id  # noqa: E402
 from agent_memory.integrations.langchain import AgentMemoryMiddleware, langchain_to_messages  # noqa: E402
 from agent_memory.integrations.openai_agents import OpenAIAgentsMemory, items_to_messages  # noqa: E402
 from agent_memory.kernel.assembler import with_memory_prompt  # noqa: E402
-from agent_memory.models.messages import Message  # noqa: E402
+from agent_memory.models.messages import Message, calls_answered  # noqa: E402
 from agent_memory.plugins import PluginRegistry  # noqa: E402
 from agent_memory.presentation.citations import CitationBuilder  # noqa: E402
 from agent_memory.presentation.context import ContextBuilder  # noqa: E402
 from agent_memory.presentation.offer import ToolOffer, load_toolkit, offer_cost_tokens  # noqa: E402
 from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
-from agent_memory.pricing import CallTokens, PriceModel  # noqa: E402
+from agent_memory.pricing import HEADLINE_MODELS, CallTokens, PriceModel  # noqa: E402
 from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens, tool_tokens  # noqa: E402
 from agent_memory.replay.engine import StrategyCurve, _agent_prompt  # noqa: E402 - the replay's own prompt
 from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
@@ -108,15 +113,18 @@ class Reference:
         self.own_tools = own_tools
 
     def history(self, messages: list[Message]) -> list[Message]:
-        """``messages`` with each result stored (once) and referenced by its id."""
-        args = {call.id: call.arguments for m in messages for call in m.tool_calls}
+        """``messages`` with each result stored (once) and referenced by its id: the id the
+        adapters' channel gives it (``result_id``: the call's id and the result's text; a reused
+        call id keeps each of its results), with its own call's arguments."""
+        answered = calls_answered(messages)
         out = []
-        for message in messages:
-            if message.role == "tool" and message.tool_call_id and not message.is_error:
-                ref = result_id(self.memory.agent_id, CONVERSATION, message.tool_call_id)
+        for index, message in enumerate(messages):
+            if message.role == "tool" and message.content is not None and not message.is_error:
+                ref = result_id(self.memory.agent_id, CONVERSATION, message.tool_call_id or "", message.content)
                 if ref not in self.memory:
+                    call = answered.get(index)
                     self.memory.store(**result_store_arguments(message.content, tool=message.name,
-                                                               call_arguments=args.get(message.tool_call_id)),
+                                                               call_arguments=call.arguments if call else None),
                                       item_id=ref)
                 message = message.model_copy(update={"content": None, "tool_result_ref": ref})
             out.append(message)
@@ -268,13 +276,36 @@ def _tally(into: dict[str, Any], got: tuple[list[Message], list[dict[str, Any]]]
     into["same"] += int(_same(got, reference))
 
 
+def _summary(rows: list[dict[str, Any]], prices: PriceModel) -> dict[str, Any]:
+    """The totals of ``rows`` (one price model's runs), each adapter's cost against naive's."""
+    calls = sum(r["calls"] for r in rows)
+    naive_cost = sum(r["cost_usd"]["naive"] for r in rows)
+    summary: dict[str, Any] = {"runs": len(rows), "calls": calls, "price_model": prices.label,
+                               "naive_tokens": sum(r["naive_tokens"] for r in rows),
+                               "naive_cost_usd": round(naive_cost, 4)}
+    for name in ("langchain", "openai_agents"):
+        cost = sum(r["cost_usd"][name] for r in rows)
+        summary[name] = {
+            "cost_usd": round(cost, 4),
+            "cost_vs_naive_pct": round(100 * (cost - naive_cost) / naive_cost, 2) if naive_cost else 0.0,
+            "runs_costing_more_than_naive": sum(r["cost_usd"][name] > r["cost_usd"]["naive"] for r in rows),
+            "identical_calls": sum(r[name]["same"] for r in rows),
+            "tokens": sum(r[name]["tokens"] for r in rows),
+            "reference_tokens": sum(r[name]["reference_tokens"] for r in rows),
+            "hook_ms_per_call": round(sum(r[name]["hook_ms"] for r in rows) / max(1, calls), 2),
+        }
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--runs", type=int, default=None, help="replay only the first N runs")
     parser.add_argument("--pick", type=int, action="append", default=None,
                         help="replay only the run at this index (0-based, in file order; repeatable)")
-    parser.add_argument("--model", default="gpt-4o", help="the price model both sides decide swaps under")
+    parser.add_argument("--model", action="append", default=None,
+                        help="a price model both sides decide swaps under and are priced with (repeatable; "
+                             "default: the replay's headline ones, " + ", ".join(m for _, m in HEADLINE_MODELS) + ")")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "adapters.json")
     args = parser.parse_args(argv)
     runs = load_traces([args.data / "traces" / "tau_bench"])
@@ -282,35 +313,28 @@ def main(argv: list[str] | None = None) -> int:
     runs = with_agent_tools(runs, {"tau_bench": tools})[: args.runs]
     if args.pick:
         runs = [runs[index] for index in args.pick]
-    prices = PriceModel.lookup(args.model)
-    rows = []
+    models = args.model or [model for _, model in HEADLINE_MODELS]
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:
         AgentMemory("warmup", Path(tmp) / "warmup").store("Load the embedding model before anything is timed.")
-        for n, run in enumerate(runs):
-            rows.append(replay(run, prices, Path(tmp) / f"run{n}"))
-    calls = sum(r["calls"] for r in rows)
-    summary: dict[str, Any] = {"runs": len(rows), "calls": calls, "price_model": prices.label,
-                               "naive_tokens": sum(r["naive_tokens"] for r in rows)}
-    summary["naive_cost_usd"] = round(sum(r["cost_usd"]["naive"] for r in rows), 4)
-    for name in ("langchain", "openai_agents"):
-        summary[name] = {
-            "cost_usd": round(sum(r["cost_usd"][name] for r in rows), 4),
-            "identical_calls": sum(r[name]["same"] for r in rows),
-            "tokens": sum(r[name]["tokens"] for r in rows),
-            "reference_tokens": sum(r[name]["reference_tokens"] for r in rows),
-            "hook_ms_per_call": round(sum(r[name]["hook_ms"] for r in rows) / max(1, calls), 2),
-        }
+        for model in models:
+            prices = PriceModel.lookup(model)
+            rows = [replay(run, prices, Path(tmp) / prices.label / f"run{n}") for n, run in enumerate(runs)]
+            results[prices.label] = {"summary": _summary(rows, prices), "runs": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "runs": rows}, indent=1) + "\n", encoding="utf-8")
-    print(f"tau-bench: {summary['runs']} runs, {calls} LLM calls, naive {summary['naive_tokens']:,} tokens "
-          f"({prices.label})")
-    print(f"naive cost with prompt caching: ${summary['naive_cost_usd']:.2f}")
-    print("| adapter | calls identical to the replay | prompt tokens (adapter) | prompt tokens (replay) | cost, cached | hook ms/call (storing included) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, label in (("langchain", "LangChain middleware"), ("openai_agents", "OpenAI Agents SDK filter")):
-        s = summary[name]
-        print(f"| {label} | {s['identical_calls']}/{calls} | {s['tokens']:,} | {s['reference_tokens']:,} | "
-              f"${s['cost_usd']:.2f} | {s['hook_ms_per_call']} |")
+    args.out.write_text(json.dumps({"price_models": results}, indent=1) + "\n", encoding="utf-8")
+    for label, result in results.items():
+        summary = result["summary"]
+        print(f"tau-bench: {summary['runs']} runs, {summary['calls']} LLM calls, naive {summary['naive_tokens']:,} tokens "
+              f"({label}); naive cost with prompt caching: ${summary['naive_cost_usd']:.2f}")
+        print("| adapter | calls identical to the replay | prompt tokens (adapter) | prompt tokens (replay) | cost, cached "
+              "| against naive | runs costing more than naive | hook ms/call (storing included) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for name, title in (("langchain", "LangChain middleware"), ("openai_agents", "OpenAI Agents SDK filter")):
+            s = summary[name]
+            print(f"| {title} | {s['identical_calls']}/{summary['calls']} | {s['tokens']:,} | {s['reference_tokens']:,} | "
+                  f"${s['cost_usd']:.2f} | {s['cost_vs_naive_pct']:+.2f}% | {s['runs_costing_more_than_naive']} | "
+                  f"{s['hook_ms_per_call']} |")
     print(f"wrote {args.out}")
     return 0
 

@@ -83,7 +83,7 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
     assert len(requests) == 4
     channel = middleware.channel("t-1")
     first_call = state["messages"][1].tool_calls[0]["id"]
-    first_id = result_id("researcher", "t-1", first_call)
+    first_id = result_id("researcher", "t-1", first_call, page)
     assert memory.get(first_id).content == page
     shown = _tool_texts(requests[1])[0]
     assert shown == channel.builder.view(first_id).full and "openSUSE" in shown  # in full, once
@@ -96,3 +96,36 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
     assert channel.usage.calls == 4 and channel.usage.billed.cache_read_tokens == 4 * 2_048
     assert channel.usage.total_usd is not None and channel.usage.total_usd > 0
     assert len(memory.records()) == 2
+
+
+def _week(n: int) -> str:
+    """A report large enough to be cited, each week's its own."""
+    return "".join(f"Week {n}, row {r}: unit {r} shipped {r * n} parcels to port {n}.\n" for r in range(120))
+
+
+@pytest.mark.parametrize("call_id", ["dup", ""])
+def test_a_reused_call_id_sends_each_result_as_itself(tmp_path: Path, call_id: str) -> None:
+    """A server that reuses a call id (or sends none): LangChain passes it on, and each result
+    is stored, shown and cited as itself (the second was shown and cited as the first)."""
+    memory = AgentMemory("researcher", tmp_path)
+    middleware = AgentMemoryMiddleware(memory, policy=PresentationPolicy(start="first_call", cache_aware=False))
+
+    @tool
+    def weekly_report(week: int) -> str:
+        """The shipping report of one week."""
+        return _week(week)
+
+    with FakeLLMServer() as server:
+        server.enqueue(*[ScriptedReply(tool_calls=(ScriptedToolCall("weekly_report", json.dumps({"week": n}), id=call_id),))
+                         for n in (1, 2, 3)], "Done.")
+        model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test", max_retries=0)
+        agent = create_agent(model, tools=[weekly_report], middleware=[middleware])
+        state = agent.invoke({"messages": [{"role": "user", "content": "Compare three weeks."}]})
+        requests = server.requests
+
+    assert [m.content for m in state["messages"] if m.type == "tool"] == [_week(1), _week(2), _week(3)]
+    second, third = _tool_texts(requests[2]), _tool_texts(requests[3])
+    assert second[1] == _week(2)  # in full, its own text
+    cited = [CITATION.search(text) for text in third[:2]]
+    assert all(cited) and [memory.get(c.group(1)).content for c in cited if c] == [_week(1), _week(2)]
+    assert third[2] == _week(3) and len(memory.records()) == 3

@@ -73,7 +73,7 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
 
     assert result.final_output == "Done: the page is read."
     assert len(requests) == 4
-    first_id = result_id("researcher", "run1", "call_1_0")
+    first_id = result_id("researcher", "run1", "call_1_0", page)
     assert memory.get(first_id).content == page  # stored exactly, under the id derived from the call
     shown = _outputs(requests[1])[0]
     assert shown == adapter.channel.builder.view(first_id).full and "openSUSE" in shown  # shown in full once
@@ -111,6 +111,38 @@ def test_the_filter_stores_each_result_once_across_processes_of_one_conversation
                                            agent=agent, context=None))
     assert len(memory.records()) == 1
     assert out.input[0] == items[0] and out.input[1] == items[1]  # only outputs are touched
+
+
+@pytest.mark.parametrize("call_id", ["dup", ""])
+def test_a_reused_call_id_in_the_input_sends_the_latest_result_as_itself(tmp_path: Path, call_id: str) -> None:
+    """A conversation handed to the SDK whose calls share an id (or have none), as a server that
+    numbers calls afresh each turn leaves it: the SDK sends one output per call id, the latest,
+    and the filter must show it as itself (it showed the first; an empty id raised)."""
+    weeks = ["".join(f"Week {n}, row {r}: unit {r} shipped {r * n} parcels to port {n}.\n" for r in range(120))
+             for n in (1, 2)]
+    history: list[Any] = [{"role": "user", "content": "Compare two weeks."}]
+    for n, week in enumerate(weeks, start=1):
+        history += [{"type": "function_call", "call_id": call_id, "name": "weekly_report", "arguments": json.dumps({"week": n})},
+                    {"type": "function_call_output", "call_id": call_id, "output": week}]
+    history.append({"role": "user", "content": "Which week shipped more?"})
+    memory = AgentMemory("analyst", tmp_path)
+
+    @function_tool
+    def weekly_report(week: int) -> str:
+        """The shipping report of one week."""
+        return weeks[week - 1]
+
+    with FakeLLMServer() as server:
+        server.enqueue("Week 2.")
+        adapter = OpenAIAgentsMemory(memory, conversation_id="run1")
+        model = OpenAIResponsesModel(model="gpt-4o", openai_client=AsyncOpenAI(base_url=server.base_url, api_key="test"))
+        agent = Agent(name="analyst", model=model, tools=[weekly_report, *adapter.tools])
+        result = asyncio.run(Runner.run(agent, history, run_config=adapter.run_config(tracing_disabled=True)))
+        requests = server.requests
+
+    assert result.final_output == "Week 2."
+    assert _outputs(requests[0]) == [weeks[1]]  # the latest output of the call id, its own text
+    assert sorted(memory.get(record.id).content for record in memory.records()) == weeks  # each stored
 
 
 def _filter_calls(adapter: OpenAIAgentsMemory, results: list[str]) -> list[tuple[bool, ModelInputData]]:

@@ -68,7 +68,7 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
 
     assert result.output == "Done: the page is read."
     assert len(requests) == 4
-    first_id = result_id("researcher", "run1", "call_1_0")
+    first_id = result_id("researcher", "run1", "call_1_0", page)
     assert memory.get(first_id).content == page
     shown = _tool_texts(requests[1])[0]
     assert shown == adapter.channel.builder.view(first_id).full and "openSUSE" in shown
@@ -83,3 +83,38 @@ def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path
     assert adapter.channel.usage.calls == 4 and adapter.channel.usage.billed.cache_read_tokens == 4 * 1_024
     assert adapter.record(result) is None
     assert len(memory.records()) == 2
+
+
+def _week(n: int) -> str:
+    """A report large enough to be cited, each week's its own."""
+    return "".join(f"Week {n}, row {r}: unit {r} shipped {r * n} parcels to port {n}.\n" for r in range(120))
+
+
+@pytest.mark.parametrize("call_id", ["dup", ""])
+def test_a_reused_call_id_sends_each_result_as_itself(tmp_path: Path, call_id: str) -> None:
+    """A server that reuses a call id (pydantic-ai passes it on; an empty one it replaces): each
+    result is stored, shown and cited as itself (the second was shown and cited as the first), and
+    the citations pydantic-ai keeps in its history are known as their results (nothing stored twice)."""
+    memory = AgentMemory("researcher", tmp_path)
+    adapter = PydanticAIMemory(memory, conversation_id="run1",
+                               policy=PresentationPolicy(start="first_call", cache_aware=False))
+    with FakeLLMServer() as server:
+        server.enqueue(*[ScriptedReply(tool_calls=(ScriptedToolCall("weekly_report", json.dumps({"week": n}), id=call_id),))
+                         for n in (1, 2, 3)], "Done.")
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url, api_key="test"))
+        agent = Agent(model, capabilities=[adapter.capability], toolsets=[adapter.toolset])
+
+        @agent.tool_plain
+        def weekly_report(week: int) -> str:
+            """The shipping report of one week."""
+            return _week(week)
+
+        result = agent.run_sync("Compare three weeks.")
+        requests = server.requests
+
+    assert result.output == "Done."
+    second, third = _tool_texts(requests[2]), _tool_texts(requests[3])
+    assert second[1] == _week(2)  # in full, its own text
+    cited = [CITATION.search(text) for text in third[:2]]
+    assert all(cited) and [memory.get(c.group(1)).content for c in cited if c] == [_week(1), _week(2)]
+    assert third[2] == _week(3) and len(memory.records()) == 3

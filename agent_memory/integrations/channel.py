@@ -5,9 +5,10 @@ history to a hook before each model call. The adapter turns that history into
 :class:`~agent_memory.models.messages.Message` objects and calls :meth:`MemoryChannel.present`,
 which
 
-1. stores every tool result it has not stored yet, under an id derived from the conversation and
-   the tool call's id (:func:`result_id`), so that presenting the same history again, from this
-   process or another, stores nothing twice and a crash between two calls loses nothing;
+1. stores every tool result it has not stored yet, under an id derived from the conversation, the
+   tool call's id and the result's text (:func:`result_id`), so that presenting the same history
+   again, from this process or another, stores nothing twice and a crash between two calls loses
+   nothing, and a call id used twice keeps both its results;
 2. resolves the results with a :class:`~agent_memory.presentation.context.ContextBuilder`: in full
    the first time, as a citation with its memory id afterwards, when that pays (the policy and
    price model as everywhere in agent-memory);
@@ -26,6 +27,7 @@ conversation (``conversation_id``), any number per memory.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,13 +36,13 @@ from typing import Any
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.errors import ConfigurationError, InvalidArgumentError
-from agent_memory.ids import derived_memory_id, validate_agent_id
+from agent_memory.ids import derived_memory_id, memory_ids_in, validate_agent_id
 from agent_memory.llm.chat import Usage
 from agent_memory.memory import AgentMemory
-from agent_memory.models.messages import Message
+from agent_memory.models.messages import Message, calls_answered
 from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.citations import CitationBuilder
-from agent_memory.presentation.context import ContextBuilder
+from agent_memory.presentation.context import FORGOTTEN_NOTE, ContextBuilder
 from agent_memory.presentation.offer import (
     MemoryTools,
     OfferState,
@@ -58,12 +60,38 @@ from agent_memory.records.prepare import result_store_arguments
 __all__ = ["DEFAULT_ADAPTER_TOOLS", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
 
 
-def result_id(agent_id: str, conversation_id: str, tool_call_id: str) -> str:
-    """The memory id a channel stores the result of tool call ``tool_call_id`` under:
-    :func:`~agent_memory.ids.derived_memory_id` of ``channel:<agent>/<conversation>/<call id>``.
-    The same call always gets the same id, so a result is stored once however often it is
-    presented."""
-    return derived_memory_id(f"channel:{agent_id}/{conversation_id}/{tool_call_id}")
+def result_id(agent_id: str, conversation_id: str, tool_call_id: str, content: str) -> str:
+    """The memory id a channel stores a tool result under: :func:`~agent_memory.ids.derived_memory_id`
+    of ``channel:<agent>/<conversation>/<call id>/<sha256 of the result's text>``.
+
+    A result is known by its call's id and its text together:
+
+    - the same result presented again (a framework re-sends the whole history with every call),
+      by this process or another, gets the same id and is stored once;
+    - a call id the conversation used before, now answering with other text, is another result
+      with an id of its own: models and servers reuse call ids (45 of the 140 tau-bench runs do,
+      LangChain and pydantic-ai pass them on as given), and keyed by the call id alone the second
+      result was shown, and cited, as the first;
+    - the same text under the same call id (a call repeated with the same answer) is one item, that
+      both messages refer to: its showing and its citation are true of either;
+    - the same text under two call ids stays two items: each names its own call (tool and
+      arguments) as its source and title, and a citation says which call it stands for (the
+      content store keeps the text once either way).
+
+    Keyed by the text rather than by the result's position among those of its call id: a
+    framework that trims or compacts its history (the Agents SDK session's compaction, a trimming
+    middleware) shifts positions, and a position would then name an earlier result. A text the
+    channel itself put in the framework's history (pydantic-ai keeps what it was sent) is known
+    as the result it shows (:meth:`MemoryChannel.present`). ``tool_call_id`` may be empty (a server
+    that names no call): such results differ by their text alone.
+    """
+    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+    return derived_memory_id(f"channel:{agent_id}/{conversation_id}/{tool_call_id}/{digest}")
+
+
+def _text_key(tool_call_id: str | None, text: str) -> tuple[str, str]:
+    """(call id, sha256 of ``text``): how a channel looks up a tool message's text it saw before."""
+    return tool_call_id or "", hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -147,7 +175,8 @@ class MemoryChannel:
     Args:
         memory: where results are stored (shared by any number of channels and agents).
         conversation_id: names the conversation (a framework's session or thread id); results are
-            stored under ids derived from it and the tool call ids (:func:`result_id`).
+            stored under ids derived from it, the tool call ids and the results' text
+            (:func:`result_id`).
         model: the model's name, to look its price model up (:meth:`PriceModel.lookup`) for the
             cache-aware decisions and :attr:`usage`; ``None``: give ``prices`` or decide by tokens.
         prices: the price model the prompts are billed under (wins over ``model``); ``None`` and
@@ -219,8 +248,10 @@ class MemoryChannel:
         self._lock = threading.RLock()
         self._last: list[Message] = []
         """The history of the last call, results as references."""
-        self._stored: dict[str, str] = {}
-        """Tool call id -> memory id of every result this channel stored or found stored."""
+        self._known: dict[tuple[str, str], str] = {}
+        """(tool call id, sha256 of a text) -> memory id: every result this channel stored or found
+        stored, by its own text and by each text the channel showed for it (a framework that keeps
+        what it was sent, pydantic-ai, presents that text the next time)."""
         self._held_items = bool(memory.records())
 
     def __repr__(self) -> str:
@@ -274,32 +305,59 @@ class MemoryChannel:
     def stored_ids(self) -> list[str]:
         """Memory ids of the results this channel stored (or found stored), in order."""
         with self._lock:
-            return list(self._stored.values())
+            return list(dict.fromkeys(self._known.values()))
 
-    def result_id(self, tool_call_id: str) -> str:
-        """The memory id of tool call ``tool_call_id``'s result in this conversation."""
-        return result_id(self.memory.agent_id, self.conversation_id, tool_call_id)
+    def result_id(self, tool_call_id: str, content: str) -> str:
+        """The memory id of the result ``content`` of tool call ``tool_call_id`` in this
+        conversation (:func:`result_id`)."""
+        return result_id(self.memory.agent_id, self.conversation_id, tool_call_id, content)
 
-    def _store(self, message: Message, arguments: Mapping[str, str], new: list[str]) -> str | None:
-        """The memory id of ``message``'s result, storing it the first time (its id then goes to
-        ``new``); ``None`` for what is never stored (errors, memory tools' answers)."""
-        call_id = message.tool_call_id
-        if not call_id or message.is_error or message.name in self.tool_names or message.content is None:
+    def _store(self, message: Message, arguments: str | None, new: list[str]) -> str | None:
+        """The memory id of ``message``'s result (``arguments``: those of the call it answers),
+        storing it the first time (its id then goes to ``new``); ``None`` for what is never stored
+        (errors, memory tools' answers)."""
+        if message.is_error or message.name in self.tool_names or message.content is None:
             return None
-        known = self._stored.get(call_id)
+        call_id, text = message.tool_call_id or "", message.content
+        key = _text_key(call_id, text)
+        known = self._known.get(key)
         if known is not None:
             return known
-        item_id = self.result_id(call_id)
-        if item_id not in self.memory:
-            store = result_store_arguments(message.content, tool=message.name, call_arguments=arguments.get(call_id))
-            try:
-                self.memory.store(**store, item_id=item_id)
-                new.append(item_id)
-            except InvalidArgumentError:
-                if item_id not in self.memory:  # not "taken by a concurrent store of the same call"
-                    raise
-        self._stored[call_id] = item_id
+        item_id = self._shown_result(call_id, text)
+        if item_id is None:
+            item_id = self.result_id(call_id, text)
+            if item_id not in self.memory:
+                store = result_store_arguments(text, tool=message.name, call_arguments=arguments)
+                try:
+                    self.memory.store(**store, item_id=item_id)
+                    new.append(item_id)
+                except InvalidArgumentError:
+                    if item_id not in self.memory:  # not "taken by a concurrent store of the same result"
+                        raise
+        self._known[key] = item_id
         return item_id
+
+    def _shown_result(self, tool_call_id: str, text: str) -> str | None:
+        """The result of which ``text`` is a showing this channel made (a citation, a capped first
+        showing, the note of a forgotten result: each names its memory id), for a framework that
+        hands back what it was sent (pydantic-ai keeps a history processor's output as its
+        history); ``None``: ``text`` is a result of its own. Read from the text, so a restarted
+        process finds it too: the item named must be this conversation's result of
+        ``tool_call_id`` (its id derived from them and its content) and ``text`` one of its
+        showings. (A first showing that names no id, a readable text, is known only to the
+        process that showed it: :attr:`_known`.)"""
+        for item_id in memory_ids_in(text):
+            if item_id not in self.memory:
+                if text == FORGOTTEN_NOTE.format(id=item_id):
+                    return item_id  # shown as the note again: the builder finds it forgotten
+                continue
+            content = self.memory.get(item_id).content
+            if not isinstance(content, str) or self.result_id(tool_call_id, content) != item_id:
+                continue
+            view = self.builder.view(item_id)
+            if text in (view.full, view.cited):
+                return item_id
+        return None
 
     def present(self, history: Sequence[Message]) -> Presented:
         """Store the new results of ``history`` and decide what the next call is sent.
@@ -314,12 +372,13 @@ class MemoryChannel:
             StoreError: if the memory cannot be written.
         """
         with self._lock:
-            arguments = {call.id: call.arguments for m in history for call in m.tool_calls}
+            answered = calls_answered(history)  # a reused call id: each result with its own call
             new: list[str] = []
             item_ids: dict[int, str] = {}
             for index, message in enumerate(history):
                 if message.role == "tool":
-                    item_id = self._store(message, arguments, new)
+                    call = answered.get(index)
+                    item_id = self._store(message, call.arguments if call is not None else None, new)
                     if item_id is not None:
                         item_ids[index] = item_id
             stored = tuple(new)
@@ -343,6 +402,9 @@ class MemoryChannel:
             prompt = self.memory_prompt if memory_tools else None
             messages = with_memory_prompt(built, prompt) if prompt else built
             shown = {i: built[i].content or "" for i in item_ids}
+            for i, text in shown.items():  # a framework may hand this back as the result next time
+                if text != history[i].content:
+                    self._known.setdefault(_text_key(history[i].tool_call_id, text), item_ids[i])
             return Presented(messages=messages, shown=shown, memory_tools=memory_tools, memory_prompt=prompt,
                              offer=offer, stored=stored)
 
@@ -369,8 +431,8 @@ class FixedToolsAdapter:
 
     Args:
         memory: where results are stored.
-        conversation_id: names the conversation (results are stored under ids derived from it and
-            the tool call ids).
+        conversation_id: names the conversation (results are stored under ids derived from it, the
+            tool call ids and the results' text).
         model: the model's name, for prices (``PriceModel.lookup``); ``None``: give ``prices``,
             or usage is counted and not priced and swaps are decided by tokens.
         prices: the price model (wins over ``model``).

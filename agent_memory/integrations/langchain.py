@@ -12,7 +12,8 @@ result on its way into the model call and shows it in full once, then as its cit
 id the model can read back. Before each model call (``wrap_model_call`` / ``awrap_model_call``) it
 
 - stores each new ``ToolMessage`` (text results; error results and the memory tools' own answers
-  are not stored), under an id derived from the thread and the tool call id;
+  are not stored), under an id derived from the thread, the tool call id and the result's text
+  (a call id the model used before keeps each of its results);
 - writes the shown text (full, capped or citation) into copies of the ``ToolMessage`` objects
   (every other message is passed as is; the agent's state is not changed);
 - sends the memory tools (:attr:`AgentMemoryMiddleware.tools`, registered with the agent by the

@@ -78,7 +78,8 @@ def items_to_messages(items: Sequence[TResponseInputItem]) -> tuple[list[Message
     or function calls alone) → one assistant message with its text and calls, as the model made
     it; a ``function_call_output`` → a tool message (its text; an output with images or files is
     kept as an error-flagged message, so it is never stored or cited); any other message item → a
-    message of its role (``developer`` as ``system``). Other items (reasoning, hosted tools'
+    message of its role (``developer`` as ``system``). An empty ``call_id`` is read as ``unknown``
+    (the call's and its output's). Other items (reasoning, hosted tools'
     calls) are not part of the channel's view: they pass unchanged and are not counted.
     """
     messages: list[Message] = []
@@ -91,7 +92,8 @@ def items_to_messages(items: Sequence[TResponseInputItem]) -> tuple[list[Message
         if kind == "function_call":
             call_id = str(item.get("call_id") or "")
             names[call_id] = str(item.get("name") or "")
-            call = ToolCall(id=call_id, name=names[call_id] or "tool", arguments=str(item.get("arguments") or ""))
+            call = ToolCall(id=call_id or "unknown", name=names[call_id] or "tool",
+                            arguments=str(item.get("arguments") or ""))
             if open_turn:
                 last = messages[-1]
                 messages[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
