@@ -32,6 +32,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
         }
         for n in range(48)
     )
+    memory.flush_index()  # the tests read the indexes directly
     return memory
 
 

@@ -87,6 +87,7 @@ def test_facts_stored_after_repetitive_results_are_found_by_meaning(backend_url:
 def test_a_repetitive_result_gets_a_few_vectors_and_every_chunk_in_the_keyword_index(tmp_path: Path) -> None:
     memory = AgentMemory("repetitive", tmp_path / "memory")
     log_id = memory.store(REPETITIVE["log"] + "tail: the last probe failed with ECONNRESET\n", source="tool")
+    memory.flush_index()  # the test reads the vector index directly
     chunks = item_chunks(record_of(memory, log_id), memory.get(log_id).content, default_token_counter(), max_chars=2_000_000,
                          chunk_tokens=memory.config.chunk_tokens, overlap_tokens=memory.config.chunk_overlap_tokens)
     assert len(chunks) > 100

@@ -200,6 +200,7 @@ def search(
     records: Callable[[], list[ItemRecord]],
     n_items: int | None = None,
     ranking: QueryRanking = "default",
+    vector: Sequence[float] | None = None,
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -216,6 +217,7 @@ def search(
     newer version) are skipped. ``records``: every item record, for the filters of a memory
     without a keyword index (:func:`item_filter`). ``n_items``: how many items the memory holds
     at most (a search that found that many distinct items stops widening); ``None``: unknown.
+    ``vector``: ``criteria.text``'s vector, embedded already (``None``: embedded here).
 
     ``ranking="similarity"``: the dense ranking alone (no keyword ranking, no follow-up query, no
     verbatim lead), ``score`` = ``similarity`` = the cosine of each item's best chunk to
@@ -225,7 +227,7 @@ def search(
     passing = item_filter(criteria, lexical=lexical, records=records)
     dense_only = ranking == "similarity"
     first = rank(criteria.text, criteria, index=index, lexical=None if dense_only else lexical, config=config,
-                 passing=passing, n_items=n_items)
+                 passing=passing, n_items=n_items, vector=vector)
     merged = first.order
     found_by = {item_id: first for item_id, _ in first.order}
     if first.exact:  # a look-up of what the text names: no second hop; scores follow the order
