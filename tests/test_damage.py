@@ -200,11 +200,11 @@ def test_store_returns_the_id_when_indexing_fails_and_the_next_query_indexes_it(
     real_add = memory.index.add
     calls = {"n": 0}
 
-    def fails_once(chunks):  # noqa: ANN001, ANN202
+    def fails_once(chunks, vectors):  # noqa: ANN001, ANN202
         calls["n"] += 1
         if calls["n"] == 1:
             raise VectorIndexError("chromadb upsert failed: disk I/O error")
-        return real_add(chunks)
+        return real_add(chunks, vectors)
 
     monkeypatch.setattr(memory.index, "add", fails_once)
     item_id = memory.store("Hubble photographed the Pillars of Creation in the Eagle Nebula.", tags=["space"])
@@ -241,7 +241,7 @@ def test_a_damaged_keyword_index_is_recreated_from_the_store_by_the_next_query(
     recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
     embedded: list[object] = []
-    monkeypatch.setattr(type(reader.index), "add", lambda self, chunks: embedded.extend(chunks))
+    monkeypatch.setattr(type(reader.index), "add", lambda self, chunks, vectors: embedded.extend(chunks))
 
     assert reader.query(text="lentil soup recipe", limit=1)[0].item.id == ids["soup"]
     (event,) = recorder.of_type(IndexRecreated)

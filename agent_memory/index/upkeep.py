@@ -53,6 +53,7 @@ from agent_memory.errors import (
     outage_behind,
 )
 from agent_memory.index.chunking import chunks_to_embed, item_chunks
+from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
 from agent_memory.storage.vector import IndexChunk, VectorIndex
@@ -124,6 +125,8 @@ class IndexUpkeep:
             overlap_tokens=config.chunk_overlap_tokens)
         """The chunks of one item (record, content) under this memory's settings
         (:func:`~agent_memory.index.chunking.item_chunks`)."""
+        self.embedder = index_embedder(config)
+        """Embeds the chunks handed to the vector index (the process's, for this config's model)."""
         self._index = index
         self._owns_index = index is None
         self._lexical: KeywordIndex | None = None
@@ -255,15 +258,18 @@ class IndexUpkeep:
             self._write([chunk for record, content in pairs for chunk in self.chunks(record, content)], pairs)
 
     def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
-        """Every chunk into the keyword index, and into the vector index the ones
-        :func:`~agent_memory.index.chunking.chunks_to_embed` keeps: those that start within
+        """Every chunk into the keyword index, and into the vector index, with their vectors, the
+        ones :func:`~agent_memory.index.chunking.chunks_to_embed` keeps: those that start within
         ``config.max_embedded_chars`` (any start without a keyword index, which is then the only
-        way to find the rest) and are not near-duplicates of an earlier chunk of their item. An
-        item's first chunk is always kept, so every item is in both."""
+        way to find the rest) and are not near-duplicates of an earlier chunk of their item, then
+        those whose vector is no near-duplicate either
+        (:meth:`~agent_memory.index.embedding.IndexEmbedder.embed_chunks`, all items in one model
+        call, before the lock is taken). An item's first chunk is always kept, so every item is in
+        both."""
         bound = self.config.max_embedded_chars if self.lexical is not None else None
-        embedded = chunks_to_embed(chunks, max_start_char=bound)
+        embedded, vectors = self.embedder.embed_chunks(chunks_to_embed(chunks, max_start_char=bound))
         with self._locked():
-            self.index.add(embedded)
+            self.index.add(embedded, vectors)
             if self.lexical is not None:
                 self.lexical.add(chunks)
         with self._mutex:
@@ -448,8 +454,9 @@ class IndexUpkeep:
         probe = IndexChunk(item_id=PROBE_ITEM_ID, chunk_index=0, text="index probe\n", header_chars=0, start_char=0,
                            type="custom", source="agent", timestamp_s=0.0, tags=())
         try:
+            _, vector = self.embedder.embed_chunks([probe])
             with self._locked():
-                self.index.add([probe])
+                self.index.add([probe], vector)
                 if self.lexical is not None:
                     self.lexical.add([probe])
                 self.index.delete_items([PROBE_ITEM_ID])

@@ -273,8 +273,9 @@ class Backend(Protocol):
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        """The agent's vector index (``config``: which embedding model and, for files, which
-        Chroma). ``read_only``: open it without writing to the backend."""
+        """The agent's vector index (``config``: the memory's settings, for files which Chroma;
+        the index is handed vectors, never asked to embed). ``read_only``: open it without
+        writing to the backend."""
         ...
 
     def locks(self, agent_id: str) -> Locks:
