@@ -125,10 +125,9 @@ class _Layout:
         self.max_tokens = int(settings.get("max_seq_length") or 512)
         self.lower_case = bool(settings.get("do_lower_case", False))
 
-    def fingerprint(self, precision: OnnxPrecision) -> str:
-        """A name for the export of this model at ``precision``: changes when a model file or the
-        export changes."""
-        seen: dict[str, Any] = {"format": EXPORT_FORMAT, "precision": precision, "opset": OPSET,
+    def fingerprint(self) -> str:
+        """A name for the exports of this model: changes when a model file or the export changes."""
+        seen: dict[str, Any] = {"format": EXPORT_FORMAT, "opset": OPSET,
                                 "path": str(self.path.resolve())}
         for name in _MODEL_FILES:
             file = self.path / name
@@ -148,7 +147,7 @@ def onnx_model_file(model_path: Path, precision: OnnxPrecision, *, cache: Path |
             the exported graph disagrees with sentence-transformers on :data:`PROBE_TEXTS`.
     """
     layout = _Layout(model_path)
-    folder = (cache or cache_dir()) / f"{model_path.resolve().parent.name}-{model_path.name}-{layout.fingerprint(precision)}"
+    folder = (cache or cache_dir()) / f"{model_path.resolve().parent.name}-{model_path.name}-{layout.fingerprint()}"
     target = folder / f"model-{precision}.onnx"
     if target.exists():
         return target

@@ -74,9 +74,14 @@ DELETE_BY_ID_ITEMS = 16
 ``item_id`` (a pass over the collection's metadata, shared by the batch)."""
 
 FIRST_PROBE_CHUNKS = 64
-"""Chunk ids of an item a delete asks for first; an item with all of them is asked for four times
-as many more, and so on (an item's embedded chunks are numbered 0, 1, 2, ... without gaps: the
-chunks that start within ``max_embedded_chars``)."""
+"""Chunk ids of an item a delete asks for first when its chunk 0 does not say which is its last
+(``last_chunk``, written since 2026-11-28): an item with all of them is asked for four times as many
+more, and so on (exact for an item whose chunks were numbered without gaps, as before the library
+dropped near-duplicate chunks)."""
+
+LAST_CHUNK_KEY = "last_chunk"
+"""Metadata of an item's chunk 0: the highest chunk index written for the item with it. Chunks are
+numbered with gaps (a near-duplicate chunk gets no vector), so a delete asks for the ids up to it."""
 
 _TAG_PREFIX = "tag:"
 _SAFE_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
@@ -411,7 +416,9 @@ class ChromaVectorIndex:
         rows = as_rows(vectors)
         if len(rows) != len(chunks):
             raise VectorIndexError(f"{len(chunks)} chunks came with {len(rows)} vectors")
+        last: dict[str, int] = {}
         for chunk in chunks:
+            last[chunk.item_id] = max(last.get(chunk.item_id, 0), chunk.chunk_index)
             if len(chunk.tags) > MAX_TAGS:
                 raise VectorIndexError(f"item {chunk.item_id} has {len(chunk.tags):,} tags; the index takes {MAX_TAGS}")
         for start in range(0, len(chunks), MAX_ADD_BATCH):
@@ -427,6 +434,8 @@ class ChromaVectorIndex:
                     "source": chunk.source,
                     "timestamp_s": chunk.timestamp_s,
                 }
+                if chunk.chunk_index == 0:
+                    meta[LAST_CHUNK_KEY] = last[chunk.item_id]
                 meta.update({_TAG_PREFIX + tag: True for tag in chunk.tags})
                 metadatas.append(meta)
             ids = [f"{c.item_id}:{c.chunk_index}" for c in batch]
@@ -606,11 +615,19 @@ class ChromaVectorIndex:
 
 
 def _chunk_ids(collection: Any, item_ids: Sequence[str]) -> list[str]:
-    """The ids of the chunks of ``item_ids`` in ``collection``, found by id: chunk indexes
-    ``0..FIRST_PROBE_CHUNKS-1`` of every item in one ``get``, then, for each item that had all of
-    them, the next four times as many, until an item runs out (see :data:`FIRST_PROBE_CHUNKS`)."""
+    """The ids of the chunks of ``item_ids`` in ``collection``, found by id: an item whose chunk 0
+    names its last chunk (:data:`LAST_CHUNK_KEY`) by the ids up to it, others by chunk indexes
+    ``0..FIRST_PROBE_CHUNKS-1`` in one ``get``, then, for each item that had all of them, the next
+    four times as many, until an item runs out (see :data:`FIRST_PROBE_CHUNKS`)."""
+    heads = collection.get(ids=[f"{item_id}:0" for item_id in dict.fromkeys(item_ids)], include=["metadatas"])
+    ranged = {str(meta["item_id"]): int(meta[LAST_CHUNK_KEY]) for meta in heads["metadatas"]
+              if meta is not None and LAST_CHUNK_KEY in meta}
     found: list[str] = []
-    pending = {item_id: 0 for item_id in dict.fromkeys(item_ids)}
+    if ranged:
+        asked = [f"{item_id}:{n}" for item_id, last in ranged.items() for n in range(last + 1)]
+        for start in range(0, len(asked), MAX_ADD_BATCH):
+            found += collection.get(ids=asked[start : start + MAX_ADD_BATCH], include=[])["ids"]
+    pending = {item_id: 0 for item_id in dict.fromkeys(item_ids) if item_id not in ranged}
     size = FIRST_PROBE_CHUNKS
     while pending:
         asked = [f"{item_id}:{n}" for item_id, start in pending.items() for n in range(start, start + size)]
