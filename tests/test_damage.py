@@ -178,7 +178,7 @@ def test_an_index_broken_by_a_bad_write_is_repaired_by_rebuild_index(
     memory, ids = stored
     with memory.index._using() as collection, pytest.raises(Exception, match="compaction"):  # past every guard
         collection.upsert(
-            ids=["mem_00000000dead:0"], documents=["poison"],
+            ids=["mem_00000000dead:0"], documents=["poison"], embeddings=[[1.0] + [0.0] * 383],
             metadatas=[{"item_id": "mem_00000000dead", "chunk_index": 0, **{f"tag:t{i}": True for i in range(6_000)}}],
         )
 
