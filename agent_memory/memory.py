@@ -664,7 +664,7 @@ class AgentMemory:
         def find() -> list[QueryHit]:
             # The text's vector first (the model loads then if it must), so that the wait for the
             # vectors of what was stored before counts from a ready model.
-            vector = self.index.embed_query(wanted.text) if wanted.text is not None else None
+            vector = self._upkeep.embedder.embed_query(wanted.text) if wanted.text is not None else None
             self._upkeep.for_query(self.config.query_wait_s)
             if wanted.text is None:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,

@@ -180,7 +180,7 @@ def test_an_index_broken_by_a_bad_write_is_repaired_by_rebuild_index(
     memory, ids = stored
     with memory.index._using() as collection, pytest.raises(Exception, match="compaction"):  # past every guard
         collection.upsert(
-            ids=["mem_00000000dead:0"], documents=["poison"],
+            ids=["mem_00000000dead:0"], documents=["poison"], embeddings=[[1.0] + [0.0] * 383],
             metadatas=[{"item_id": "mem_00000000dead", "chunk_index": 0, **{f"tag:t{i}": True for i in range(6_000)}}],
         )
 
@@ -209,11 +209,11 @@ def test_store_returns_the_id_when_indexing_fails_and_the_next_query_indexes_it(
     real_add = memory.index.add
     calls = {"n": 0}
 
-    def fails_once(chunks):  # noqa: ANN001, ANN202
+    def fails_once(chunks, vectors):  # noqa: ANN001, ANN202
         calls["n"] += 1
         if calls["n"] == 1:
             raise VectorIndexError("chromadb upsert failed: disk I/O error")
-        return real_add(chunks)
+        return real_add(chunks, vectors)
 
     monkeypatch.setattr(memory.index, "add", fails_once)
     item_id = memory.store("Hubble photographed the Pillars of Creation in the Eagle Nebula.", tags=["space"])
@@ -252,7 +252,7 @@ def test_a_damaged_keyword_index_is_recreated_from_the_store_by_the_next_query(
     recorder = NoticeRecorder()
     reader = _reopen(memory, recorder)
     embedded: list[object] = []
-    monkeypatch.setattr(type(reader.index), "add", lambda self, chunks: embedded.extend(chunks))
+    monkeypatch.setattr(type(reader.index), "add", lambda self, chunks, vectors: embedded.extend(chunks))
 
     assert reader.query(text="lentil soup recipe", limit=1)[0].item.id == ids["soup"]
     (event,) = recorder.of_type(IndexRecreated)

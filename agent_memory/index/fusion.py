@@ -29,6 +29,7 @@ import regex
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
+from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
@@ -243,7 +244,8 @@ def search(
         vector = None
         if config.multi_hop_vector == "rocchio":
             stored = index.chunk_vector(lead.item_id, lead.chunk_index)
-            vector = rocchio(index.embed_query(criteria.text), stored) if stored is not None else None
+            query = index_embedder(config).embed_query(criteria.text)
+            vector = rocchio(query, stored) if stored is not None else None
         second = rank(
             follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector,
             passing=passing, n_items=n_items,
@@ -312,8 +314,9 @@ def rank(
     ``criteria.limit`` distinct items were found and the indexes have more. ``passing``: the
     filter authority's answer for ``criteria``'s filters (:func:`item_filter`), handed to the
     vector index; ``None``: none (``criteria`` must then filter nothing, or the vector index
-    translate its filters itself). The query is embedded once, however often the search widens;
-    it stops widening once ``n_items`` (the most items the memory holds) are found."""
+    translate its filters itself). The query is embedded once, by the library
+    (:func:`~agent_memory.index.embedding.index_embedder` of ``config``), however often the search
+    widens; it stops widening once ``n_items`` (the most items the memory holds) are found."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
     wanted = criteria.limit if n_items is None else max(1, min(criteria.limit, n_items))
     while True:
@@ -329,8 +332,8 @@ def rank(
         )
         try:
             if vector is None:
-                vector = index.embed_query(text)
-            dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector, passing=passing)
+                vector = index_embedder(config).embed_query(text)
+            dense = index.search(vector, criteria, n_chunks=n_chunks, passing=passing)
         except BaseException:
             if pending is not None:
                 wait([pending])  # the search must not outlive a failed query (or a closed memory)

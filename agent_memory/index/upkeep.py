@@ -59,6 +59,7 @@ from agent_memory.errors import (
     outage_behind,
 )
 from agent_memory.index.chunking import chunks_to_embed, item_chunks
+from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
 from agent_memory.storage.vector import IndexChunk, VectorIndex
@@ -152,6 +153,8 @@ class IndexUpkeep:
             overlap_tokens=config.chunk_overlap_tokens)
         """The chunks of one item (record, content) under this memory's settings
         (:func:`~agent_memory.index.chunking.item_chunks`)."""
+        self.embedder = index_embedder(config)
+        """Embeds the chunks handed to the vector index (the process's, for this config's model)."""
         self._index = index
         self._owns_index = index is None
         self._lexical: KeywordIndex | None = None
@@ -312,8 +315,9 @@ class IndexUpkeep:
         into the vector index the ones :func:`~agent_memory.index.chunking.chunks_to_embed` keeps:
         those that start within ``config.max_embedded_chars`` (any start without a keyword
         index, which is then the only way to find the rest) and are not near-duplicates of an
-        earlier chunk of their item. An item's first chunk is always kept, so every item is in
-        both."""
+        earlier chunk of their item, then those whose vector is no near-duplicate either
+        (:meth:`~agent_memory.index.embedding.IndexEmbedder.embed_chunks`, all items in one model
+        call). An item's first chunk is always kept, so every item is in both."""
         if keyword:
             self._write_keyword(chunks, pairs)
         self._write_vectors(chunks, pairs)
@@ -332,7 +336,7 @@ class IndexUpkeep:
         """The vector stage, under the ``index`` lock: the chunks of the items the vector index
         does not hold yet are embedded and written. The check and the write are under one lock
         held across processes, so an item another process (or this one's flush) indexed meanwhile
-        is never embedded twice."""
+        is never embedded twice (a query never takes this lock: it waits for no embedding)."""
         bound = self.config.max_embedded_chars if self.lexical is not None else None
         with self._locked():
             started = time.perf_counter()
@@ -340,9 +344,9 @@ class IndexUpkeep:
             held = self._held(current) | ({record.id for record, _ in pairs} - current)
             if held:
                 chunks = [chunk for chunk in chunks if chunk.item_id not in held]
-            embedded = chunks_to_embed(chunks, max_start_char=bound)
+            embedded, vectors = self.embedder.embed_chunks(chunks_to_embed(chunks, max_start_char=bound))
             if embedded:
-                self.index.add(embedded)
+                self.index.add(embedded, vectors)
             seconds = time.perf_counter() - started
         with self._mutex:
             self._indexed.update(record.id for record, _ in pairs)
@@ -834,8 +838,9 @@ class IndexUpkeep:
         probe = IndexChunk(item_id=PROBE_ITEM_ID, chunk_index=0, text="index probe\n", header_chars=0, start_char=0,
                            type="custom", source="agent", timestamp_s=0.0, tags=())
         try:
+            _, vector = self.embedder.embed_chunks([probe])
             with self._both_locked():
-                self.index.add([probe])
+                self.index.add([probe], vector)
                 if self.lexical is not None:
                     self.lexical.add([probe])
                 self.index.delete_items([PROBE_ITEM_ID])
