@@ -187,6 +187,7 @@ def test_forget_takes_out_the_chunks_after_a_gap(tmp_path: Path) -> None:
                   for _ in range(300))  # ~100 chunks, many of them near-duplicates by their vectors
     memory = AgentMemory("agent", str(tmp_path))
     log_id = memory.store(log, source="git log")
+    memory.flush_index()  # the indexing thread's vectors, written
     held = [n for n in range(200) if memory.index.chunk_vector(log_id, n) is not None]
     assert max(held) > 64 and len(held) < max(held) + 1  # a gap, and chunks past the first window
     assert memory.forget(log_id)
