@@ -60,6 +60,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH)'
 	$(PY) -m pip install -e '.[all,test,bench]'
+	# The embedding model's ONNX export (agent_memory.embeddings.onnx_model), made now from the local
+	# weights into ~/.cache/agent-memory, so that no first store pays for it (the library makes it on
+	# first use otherwise, and embeds with torch where it cannot).
+	$(OFFLINE) $(PY) -c 'from agent_memory.embeddings import OnnxEmbedder as E; [E(precision=p).runner() for p in ("int8", "float32")]'
 	touch $@
 
 LLM_STAMP := $(VENV)/.llm-installed

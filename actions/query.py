@@ -59,7 +59,9 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
     parts = [item.id, item.type, f"source: {shorten(meta.source, HIT_LABEL_CHARS)}"]
     if meta.title:
         parts.append(f'"{shorten(meta.title, HIT_LABEL_CHARS)}"')
-    if meta.text_tokens is not None:
+    if meta.tokens is None:
+        parts.append(f"{meta.size_bytes:,} bytes, tokens not counted yet")
+    elif meta.text_tokens is not None:
         parts.append(f"{meta.text_tokens:,} tokens as text ({meta.tokens:,} raw)")
     else:
         parts.append(f"{meta.tokens:,} tokens")

@@ -56,6 +56,7 @@ from agent_memory.fileio import atomic_write_bytes
 from agent_memory.ids import new_memory_id
 from agent_memory.ingest import read_file
 from agent_memory.limits import check_text
+from agent_memory.records.prepare import counted_tokens
 from agent_memory.storage import FileBackend
 
 __all__ = [
@@ -197,10 +198,11 @@ class StoreMemoryAction(MemoryAction[StoreMemoryArguments]):
         """The answer for a stored item (``parts``: how many parts it came in, if uploaded)."""
         item = memory.get(item_id)
         meta = item.metadata
+        tokens, _ = counted_tokens(item, memory.tokens)
         how = f", {parts} parts" if parts is not None else ""
         data: dict[str, Any] = {
             "id": item_id,
-            "tokens": meta.tokens,
+            "tokens": tokens,
             "size_bytes": meta.size_bytes,
             "type": item.type,
             "source": meta.source,
@@ -210,7 +212,7 @@ class StoreMemoryAction(MemoryAction[StoreMemoryArguments]):
         if parts is not None:
             data["parts"] = parts
         return ToolResult.success(
-            f"Stored as {item_id} ({meta.tokens:,} tokens{how}). Read it with "
+            f"Stored as {item_id} ({tokens:,} tokens{how}). Read it with "
             f"{format_call(self.retrieve_call, {'id': item_id})}; a query finds it by meaning or tags.",
             data,
         )

@@ -228,6 +228,11 @@ def _kernel(memory: AgentMemory) -> Iterator[MemoryManager]:
         yield MemoryManager(memory)
 
 
+def _tokens_cell(tokens: int | None) -> str:
+    """A token count as a table shows it; ``…`` for a large result not counted yet."""
+    return "…" if tokens is None else f"{tokens:,}"
+
+
 def _label(record: ItemRecord) -> str:
     """The item's title, else its source (one table cell)."""
     return record.metadata.title or record.metadata.source
@@ -363,7 +368,7 @@ def _records_table(records: list[ItemRecord], *, title: str | None = None, times
         row: list[Any] = [record.id]
         if timestamps:
             row.append(record.metadata.timestamp.strftime("%Y-%m-%d %H:%M"))
-        row += [record.type, f"{record.metadata.tokens:,}", _label(record)]
+        row += [record.type, _tokens_cell(record.metadata.tokens), _label(record)]
         table.add_row(*row)
     return table
 
@@ -526,7 +531,7 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
             hit.item.id,
             "-" if hit.score is None else f"{hit.score:.4f}",
             hit.item.type,
-            f"{hit.item.metadata.tokens:,}",
+            _tokens_cell(hit.item.metadata.tokens),
             cell,
         )
     return table

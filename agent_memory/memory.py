@@ -662,13 +662,16 @@ class AgentMemory:
             wanted = MemoryCriteria(**{**dict(criteria), **filters}) if filters else criteria
 
         def find() -> list[QueryHit]:
-            self._upkeep.flush()
+            # The text's vector first (the model loads then if it must), so that the wait for the
+            # vectors of what was stored before counts from a ready model.
+            vector = self._upkeep.embedder.embed_query(wanted.text) if wanted.text is not None else None
+            self._upkeep.for_query(self.config.query_wait_s)
             if wanted.text is None:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,
                               records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
                           get_record=self._items.get_record, records=self._items.records, n_items=self._items.count(),
-                          ranking=ranking)
+                          ranking=ranking, vector=vector)
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
@@ -812,8 +815,8 @@ class AgentMemory:
                 media_type=meta.media_type, extra=dict(meta.extra), timestamp=meta.timestamp, item_id=item_id,
                 replacing=True,
             )
-            self._upkeep.delete([item_id])
-            self._items.replace(item.record, item.data)
+            with self._upkeep.replacing([item_id]):
+                self._items.replace(item.record, item.data)
             self._upkeep.add_stored([(item.record, item.content)])
 
     @_public

@@ -40,6 +40,7 @@ __all__ = [
     "NoticeRecorder",
     "IndexFailed",
     "IndexReadOnly",
+    "Indexed",
     "IndexRecreated",
     "LLMCalled",
     "MemoryNotice",
@@ -101,6 +102,22 @@ class IndexFailed(MemoryNotice):
     """``True``: the index took the item's label (type, source, title, tags) but not its text:
     filters and listings find it, a text query does not search its content; it is never retried
     (``rebuild_index`` tries its text again)."""
+
+
+class Indexed(MemoryNotice):
+    """Items got their vectors: the indexing thread (or a flush, or a query's catch-up) embedded
+    their chunks and wrote them. Each stored item is embedded once, by one process, whatever
+    number of processes share the memory."""
+
+    log_level: ClassVar[int] = logging.DEBUG
+
+    kind: Literal["indexed"] = "indexed"
+    item_ids: tuple[str, ...]
+    """The items whose vectors were written (items another process indexed first are left out)."""
+    chunks_embedded: int
+    """Chunks embedded for them (near-duplicates and text past ``max_embedded_chars`` are not)."""
+    seconds: float
+    """Wall time of embedding and writing them, in seconds."""
 
 
 class RecordQuarantined(MemoryNotice):

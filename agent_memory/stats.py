@@ -29,7 +29,9 @@ class TypeStats(BaseModel):
     size_bytes: int = 0
     """Their content, in bytes (as stored: UTF-8 text, JSON text or the raw bytes)."""
     tokens: int = 0
-    """Their content, in tokens of the memory's counter."""
+    """Their content, in tokens of the memory's counter (the counted items')."""
+    uncounted: int = 0
+    """Those not counted yet (see :attr:`MemoryStats.uncounted`)."""
 
 
 class MemoryStats(BaseModel):
@@ -47,7 +49,10 @@ class MemoryStats(BaseModel):
     size_bytes: int
     """Every item's content, in bytes."""
     tokens: int
-    """Every item's content, in tokens."""
+    """Every counted item's content, in tokens."""
+    uncounted: int = 0
+    """Items whose tokens are not counted yet (large results the indexing thread counts after
+    ``store``): their tokens are not in ``tokens``."""
     by_type: dict[str, TypeStats]
     """The same figures per content type (``text``, ``html``, ``json``, ...), by type name."""
     pending_index: int | None
@@ -102,7 +107,8 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
     by_type: dict[str, Counter[str]] = {}
     for record in records:
         row = by_type.setdefault(record.type, Counter())
-        row.update(items=1, size_bytes=record.metadata.size_bytes, tokens=record.metadata.tokens)
+        row.update(items=1, size_bytes=record.metadata.size_bytes, tokens=record.metadata.tokens or 0,
+                   uncounted=record.metadata.tokens is None)
     pending: int | None = len(records)
     files = isinstance(memory.backend, FileBackend)
     if holds_anything(memory) and (not files or (memory.path / "index").exists()):
@@ -122,6 +128,7 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
         items=len(records),
         size_bytes=sum(row["size_bytes"] for row in by_type.values()),
         tokens=sum(row["tokens"] for row in by_type.values()),
+        uncounted=sum(row["uncounted"] for row in by_type.values()),
         by_type={kind: TypeStats(**row) for kind, row in sorted(by_type.items())},
         pending_index=pending,
         pinned_items=tuple(pinned_items),

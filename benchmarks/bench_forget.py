@@ -56,6 +56,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from bench_scale import CachedEmbedder, load_corpus, percentiles_ms  # noqa: E402 - a sibling script
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
+from agent_memory.index.embedding import index_embedder  # noqa: E402
 from agent_memory.integrations.anthropic_memory import AgentMemoryTool  # noqa: E402
 from agent_memory.storage import FileBackend  # noqa: E402
 from agent_memory.storage.contracts import LogChange  # noqa: E402
@@ -75,8 +76,7 @@ DEFERRED = MemoryConfig(index_on_store=False)
 
 def _cache_embeddings(memory: AgentMemory, cached: CachedEmbedder) -> Any:
     """Put ``cached`` in front of the memory's real embedding model; returns the model."""
-    index = memory.index
-    function = getattr(index, "embedding_function", index)  # Chroma's keeps the embedder in its function
+    function = index_embedder(memory.config)  # the library's embedder, shared by the process's memories
     real = function.embedder
     cached.embedder = real
     function.embedder = cached
@@ -168,7 +168,7 @@ def directory_delete(backend: str, corpus: list[tuple[str, str, str]], cached: C
             "command": "create", "path": f"/memories/project/note_{n:04d}.md", "file_text": text}})
         assert not answer.get("is_error"), answer
     memory.flush_index()
-    getattr(memory.index, "embedding_function", memory.index).embedder = real  # a delete embeds nothing
+    index_embedder(memory.config).embedder = real  # a delete embeds nothing
     started = time.perf_counter()
     answer = tool.tool_result({"type": "tool_use", "id": "d", "name": "memory",
                                "input": {"command": "delete", "path": "/memories/project"}})
@@ -198,7 +198,7 @@ def run_backend(name: str, backend: str, sizes: Sequence[int], corpus: list[tupl
     result: dict[str, Any] = {"sizes": rows}
     if name == "files":
         result["compaction_s_at_largest"] = round(compaction_s(memory), 3)
-    getattr(memory.index, "embedding_function", memory.index).embedder = real
+    index_embedder(memory.config).embedder = real
     memory.clear()
     memory.close()
     result["directory_delete"] = directory_delete(backend, corpus, cached)

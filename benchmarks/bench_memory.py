@@ -58,6 +58,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table  # noqa: E402
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
+from agent_memory.index.embedding import index_embedder  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -274,8 +275,8 @@ def exact_recall(memory: AgentMemory, questions: Sequence[Question], *, item_typ
     import numpy as np
 
     collection = chroma_collection(memory)
-    embedder = getattr(getattr(memory.index, "embedding_function", None), "embedder", None)
-    if collection is None or embedder is None:
+    embedder = index_embedder(memory.config).embedder
+    if collection is None:
         return {"recall_at_5": None, "recall_at_10": None}
     stored = collection.get(include=["embeddings", "metadatas"])
     titles = {record.id: record.metadata.title for record in memory.records()

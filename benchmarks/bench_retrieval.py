@@ -61,6 +61,8 @@ import bench_locomo  # noqa: E402
 from bench_memory import PARAGRAPH_TYPE, load_average, load_hotpotqa, load_pages, machine_info  # noqa: E402
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
+from agent_memory.embeddings import SentenceTransformerEmbedder  # noqa: E402
+from agent_memory.index.embedding import index_embedder  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -335,13 +337,14 @@ class SharedVectors:
 
 
 def share_query_vectors(memory: AgentMemory, dense: Dense) -> bool:
-    """Let ``memory`` embed query texts through ``dense`` when both use the same model. Reaches into
-    the Chroma index's internals; does nothing (``False``) when they differ."""
-    function = getattr(memory.index, "embedding_function", None)
-    embedder = getattr(function, "embedder", None)
-    if getattr(embedder, "model_path", None) is None or Path(embedder.model_path).resolve() != dense.path:
+    """Let ``memory`` embed query texts through ``dense`` when both run the same model the same way
+    (the library's embedder is torch's, on the same files); does nothing (``False``) otherwise: the
+    default ONNX runtimes embed their own queries, as a user's memory does."""
+    function = index_embedder(memory.config)
+    embedder = function.embedder
+    if not isinstance(embedder, SentenceTransformerEmbedder) or Path(embedder.model_path).resolve() != dense.path:
         return False
-    function.embedder = SharedVectors(embedder, dense)  # type: ignore[union-attr]
+    function.embedder = SharedVectors(embedder, dense)  # type: ignore[assignment]
     return True
 
 

@@ -97,7 +97,7 @@ def test_the_required_contract_is_four_classes_and_few_methods() -> None:
         names = [n for n, v in vars(contract).items() if callable(v) and not n.startswith("_")]
         assert all(callable(getattr(implementation, n, None)) for n in names), contract.__name__
         methods += len(names)
-    assert methods == 20  # Backend 7, Log 3, Locks 2, VectorIndex 8
+    assert methods == 19  # Backend 7, Log 3, Locks 2, VectorIndex 7
     source = Path(inprocess.__file__).read_text(encoding="utf-8")
     assert len(source.splitlines()) <= 400
     assert sorted(name for name in vars(inprocess) if isinstance(getattr(inprocess, name), type)

@@ -126,6 +126,7 @@ def test_stats(mem: list[str], tmp_path: Path) -> None:
         "items": 2,
         "size_bytes": sum(records[item_id].metadata.size_bytes for item_id in notes),
         "tokens": sum(records[item_id].metadata.tokens for item_id in notes),
+        "uncounted": 0,  # small results are counted when stored
     }
     assert data["by_type"]["database_result"]["items"] == 1
     assert data["pinned_items"] == [rows] and data["top_tags"] == {"alpha": 2}

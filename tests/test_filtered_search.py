@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent_memory.index.embedding import index_embedder
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.storage.files import chroma
@@ -32,6 +33,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> AgentMemory:
         }
         for n in range(48)
     )
+    memory.flush_index()  # the tests read the indexes directly
     return memory
 
 
@@ -44,13 +46,18 @@ def search(
     passing = item_filter(criteria, lexical=memory.lexical, records=memory.records)
     assert passing is not None
     if by_id:
-        hits = memory.index.search(criteria.text or "", criteria, n_chunks=n_chunks, passing=passing)
+        hits = memory.index.search(vector_of(memory, criteria), criteria, n_chunks=n_chunks, passing=passing)
         return [(hit.item_id, hit.chunk_index) for hit in hits]
-    everything = memory.index.search(criteria.text or "", MemoryCriteria(), n_chunks=10_000)
+    everything = memory.index.search(vector_of(memory, criteria), MemoryCriteria(), n_chunks=10_000)
     allowed = passing([f"{hit.item_id}:{hit.chunk_index}" for hit in everything])
     return [(hit.item_id, hit.chunk_index) for hit in everything if f"{hit.item_id}:{hit.chunk_index}" in allowed][
         :n_chunks
     ]
+
+
+def vector_of(memory: AgentMemory, criteria: MemoryCriteria) -> list[float]:
+    """The query vector of ``criteria``'s text, as the library embeds it."""
+    return index_embedder(memory.config).embed_query(criteria.text or "")
 
 
 def spy_filtered_queries(monkeypatch: pytest.MonkeyPatch, unfiltered: list[int] | None = None) -> list[dict]:
@@ -87,7 +94,7 @@ def test_post_filtered_search_equals_the_exact_answer(
     assert wheres == []
     assert over_fetched == search(memory, criteria, n_chunks=3, by_id=False) and len(over_fetched) == 3
     with pytest.raises(InvalidArgumentError):  # Chroma does not translate filters
-        memory.index.search(criteria.text or "", criteria, n_chunks=3)
+        memory.index.search(vector_of(memory, criteria), criteria, n_chunks=3)
     with pytest.raises(InvalidArgumentError):
         memory.index.list_items(criteria)
 

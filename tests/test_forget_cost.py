@@ -168,6 +168,7 @@ def test_forget_takes_every_chunk_out_of_the_vector_index(tmp_path: Path) -> Non
                          "lighthouse." for n in range(800))
     big = memory.store(long_text)
     small = memory.store_many([{"content": f"short note {n} about a harbour"} for n in range(DELETE_BY_ID_ITEMS + 4)])
+    memory.flush_index()  # the test reads the vector index directly
     last = next(n for n in range(FIRST_PROBE_CHUNKS, 1000) if memory.index.chunk_vector(big, n + 1) is None)
     assert memory.index.chunk_vector(big, last) is not None and last > FIRST_PROBE_CHUNKS
     assert memory.forget(big) and memory.forget(small[0])
@@ -175,3 +176,19 @@ def test_forget_takes_every_chunk_out_of_the_vector_index(tmp_path: Path) -> Non
     assert memory.forget_many(small[1:]) == small[1:]
     assert memory.index.item_ids() == set()
     assert all(memory.index.chunk_vector(item_id, 0) is None for item_id in small)
+
+
+def test_forget_takes_out_the_chunks_after_a_gap(tmp_path: Path) -> None:
+    """Near-duplicate chunks get no vector, so an item's chunks in the vector index are numbered
+    with gaps; forgetting it must still take out every one (a delete that stopped at the first
+    window with a gap left the later chunks in the index)."""
+    draw = random.Random(7)
+    log = "".join(f"commit {draw.getrandbits(160):040x}\nAuthor: bot <bot@example.com>\n    Bump dependency\n\n"
+                  for _ in range(300))  # ~100 chunks, many of them near-duplicates by their vectors
+    memory = AgentMemory("agent", str(tmp_path))
+    log_id = memory.store(log, source="git log")
+    memory.flush_index()  # the indexing thread's vectors, written
+    held = [n for n in range(200) if memory.index.chunk_vector(log_id, n) is not None]
+    assert max(held) > 64 and len(held) < max(held) + 1  # a gap, and chunks past the first window
+    assert memory.forget(log_id)
+    assert [n for n in range(200) if memory.index.chunk_vector(log_id, n) is not None] == []

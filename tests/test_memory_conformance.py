@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from memory_helpers import TOPICS, blob_bytes, blob_files, day
 
+from agent_memory.index.embedding import index_embedder
 from agent_memory import AgentMemory, ItemNotFoundError, MemoryCriteria
 from agent_memory.errors import InvalidIdError
 from agent_memory.limits import MAX_QUERY_CHARS
@@ -436,7 +437,9 @@ def test_the_query_text_is_embedded_once_however_far_the_search_widens(
     long_page = " ".join(f"Paragraph {n} of the harbour report: ships, cranes and containers." for n in range(400))
     memory.store(long_page, title="Harbour report")  # dozens of chunks that all match
     others = [memory.store(TOPICS[key]) for key in ("eiffel", "python")]
-    embedder = memory.index.embedding_function.embedder
+    memory.flush_index()  # the stored items' own embeddings are done: only the query's are counted
+    index_embedder(memory.config).clear()  # query vectors are cached process-wide: start from none
+    embedder = index_embedder(memory.config).embedder
     embedded: list[list[str]] = []
     searches: list[int] = []
     real_embed, real_search = embedder.embed, memory.index.search
@@ -445,9 +448,9 @@ def test_the_query_text_is_embedded_once_however_far_the_search_widens(
         embedded.append(texts)
         return real_embed(texts)
 
-    def spy_search(text, criteria, *, n_chunks, **options):  # noqa: ANN001, ANN003, ANN202
+    def spy_search(vector, criteria, *, n_chunks, **options):  # noqa: ANN001, ANN003, ANN202
         searches.append(n_chunks)
-        return real_search(text, criteria, n_chunks=n_chunks, **options)
+        return real_search(vector, criteria, n_chunks=n_chunks, **options)
 
     monkeypatch.setattr(embedder, "embed", spy_embed)
     monkeypatch.setattr(memory.index, "search", spy_search)

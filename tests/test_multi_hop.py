@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.index.embedding import index_embedder
 from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig
 from agent_memory.index.fusion import (
     MAX_FOLLOW_UP_KEYWORDS, MULTI_HOP_MAX_QUERY_CHARS, SCORE_TOLERANCE, follow_up_keywords, follow_up_text,
@@ -104,7 +105,8 @@ def test_a_long_query_asks_no_follow_up(
     tmp_path: Path, bridge_memory: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with AgentMemory("hops", tmp_path) as memory:
-        embedder = memory.index.embedding_function.embedder
+        index_embedder(memory.config).clear()  # query vectors are cached process-wide: start from none
+        embedder = index_embedder(memory.config).embedder
         embedded: list[list[str]] = []
         real_embed = embedder.embed
         monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))
@@ -126,7 +128,8 @@ def test_a_similarity_ranking_is_one_dense_search_scored_by_its_cosine(
             plain.store(text)
         expected = [(plain.get(hit.item.id).content, hit.score) for hit in plain.query(text=QUESTION, limit=8)]
     with AgentMemory("hops", tmp_path) as memory:
-        embedder = memory.index.embedding_function.embedder
+        index_embedder(memory.config).clear()  # query vectors are cached process-wide: start from none
+        embedder = index_embedder(memory.config).embedder
         embedded: list[list[str]] = []
         real_embed = embedder.embed
         monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))

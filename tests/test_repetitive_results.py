@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.index.embedding import index_embedder
 from agent_memory import AgentMemory, MemoryCriteria
 from agent_memory.index.chunking import chunks_to_embed, item_chunks
 from agent_memory.models.items import ItemRecord
@@ -87,13 +88,15 @@ def test_facts_stored_after_repetitive_results_are_found_by_meaning(backend_url:
 def test_a_repetitive_result_gets_a_few_vectors_and_every_chunk_in_the_keyword_index(tmp_path: Path) -> None:
     memory = AgentMemory("repetitive", tmp_path / "memory")
     log_id = memory.store(REPETITIVE["log"] + "tail: the last probe failed with ECONNRESET\n", source="tool")
+    memory.flush_index()  # the test reads the vector index directly
     chunks = item_chunks(record_of(memory, log_id), memory.get(log_id).content, default_token_counter(), max_chars=2_000_000,
                          chunk_tokens=memory.config.chunk_tokens, overlap_tokens=memory.config.chunk_overlap_tokens)
     assert len(chunks) > 100
     embedded = chunks_to_embed(chunks, max_start_char=memory.config.max_embedded_chars)
     assert embedded[0].chunk_index == 0 and len(embedded) <= 3
     assert memory.index.item_ids() == {log_id}
-    assert len(memory.index.search("healthz", MemoryCriteria(), n_chunks=50)) == len(embedded)
+    query = index_embedder(memory.config).embed_query("healthz")
+    assert len(memory.index.search(query, MemoryCriteria(), n_chunks=50)) == len(embedded)
     hits = memory.query("ECONNRESET", limit=1)  # the tail chunk is a twin of none: found, by keyword at least
     assert hits[0].item.id == log_id and "ECONNRESET" in (hits[0].chunk or "")
     memory.close()

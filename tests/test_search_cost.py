@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_memory.index.embedding import index_embedder
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.embeddings import torch_threads
 from agent_memory.index.fusion import ROCCHIO_BETA, rocchio
@@ -106,12 +107,14 @@ def test_a_rocchio_follow_up_embeds_the_question_only(tmp_path: Path, monkeypatc
         second = memory.store("Mirela Oskarsdottir grew up in Varnby, a town on the river Lune.")
         for n in range(6):
             memory.store(f"Library buildings of the 1930s, part {n}: reading rooms and tall windows.")
+        memory.flush_index()
         stored = memory.index.chunk_vector(first, 0)
         assert stored is not None and math.fsum(x * x for x in stored) == pytest.approx(1.0, abs=1e-5)
         assert memory.index.chunk_vector("no-such-item", 0) is None
     question = "Which river flows by the home town of the Halvorsen Library's architect?"
     with AgentMemory("hops", tmp_path, config=MemoryConfig(multi_hop_vector="rocchio")) as memory:
-        embedder = memory.index.embedding_function.embedder
+        index_embedder(memory.config).clear()  # query vectors are cached process-wide: start from none
+        embedder = index_embedder(memory.config).embedder
         embedded: list[list[str]] = []
         real_embed = embedder.embed
         monkeypatch.setattr(embedder, "embed", lambda texts: embedded.append(texts) or real_embed(texts))
@@ -142,12 +145,15 @@ def test_a_query_is_embedded_with_the_configured_threads(tmp_path: Path, monkeyp
     seen: list[int] = []
     before = torch.get_num_threads()
     wanted = 2 if before == 1 else 1
-    with AgentMemory("threads", tmp_path, config=MemoryConfig(query_embedding_threads=wanted)) as memory:
+    config = MemoryConfig(embedding_runtime="torch", query_embedding_threads=wanted)  # torch's threads
+    with AgentMemory("threads", tmp_path, config=config) as memory:
         memory.store("The harbour lighthouse was built in 1911.")
-        embedder = memory.index.embedding_function.embedder
+        memory.flush_index()
+        embedder = index_embedder(memory.config).embedder
         real_embed = embedder.embed
         monkeypatch.setattr(embedder, "embed", lambda texts: seen.append(torch.get_num_threads()) or real_embed(texts))
         memory.store("A second note about the harbour.")  # indexing: torch's own setting
+        memory.flush_index()
         memory.query(text="When was the lighthouse built?", limit=1)
     assert seen == [before, wanted]
     assert torch.get_num_threads() == before
@@ -170,11 +176,13 @@ def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path)
     memory = AgentMemory("a", tmp_path, config=MemoryConfig(max_embedded_chars=1_000))
     long_id = memory.store(_long_text(), title="market reports")
     memory.store("Tide tables for the harbour of Brest in June.", title="tides")
+    memory.flush_index()  # the test reads the indexes directly
     lexical = memory.lexical
     assert lexical is not None
     every = [h for h in lexical.search("market", MemoryCriteria(text="market"), n_chunks=500) if h.item_id == long_id]
     assert len(every) > 5 and max(h.start_char for h in every) > 5_000  # all of it, for keywords
-    dense = [h for h in memory.index.search("market stalls", MemoryCriteria(), n_chunks=500) if h.item_id == long_id]
+    query = index_embedder(memory.config).embed_query("market stalls")
+    dense = [h for h in memory.index.search(query, MemoryCriteria(), n_chunks=500) if h.item_id == long_id]
     assert dense and all(h.start_char < 1_000 for h in dense)  # the head only, for meaning
     assert len(dense) < len(every)
     assert [h.item_id for h in lexical.search("Varnbystrand", MemoryCriteria(), n_chunks=5)] == [long_id]
@@ -182,5 +190,6 @@ def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path)
 
     dense_only = AgentMemory("b", tmp_path, config=MemoryConfig(max_embedded_chars=1_000, hybrid_search=False))
     whole_id = dense_only.store(_long_text())  # without a keyword index, all of it is embedded
-    found = [h for h in dense_only.index.search("market stalls", MemoryCriteria(), n_chunks=500) if h.item_id == whole_id]
+    dense_only.flush_index()
+    found = [h for h in dense_only.index.search(query, MemoryCriteria(), n_chunks=500) if h.item_id == whole_id]
     assert len(found) == len(every)

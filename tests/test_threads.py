@@ -157,6 +157,7 @@ def test_a_client_is_not_closed_under_a_call_in_flight(tmp_path: Path) -> None:
 
     memory = AgentMemory("service", tmp_path)
     memory.store("Herons nest near the lighthouse.")
+    memory.flush_index()  # in the index before the first call holds the client
     index = memory.index
     assert isinstance(index, ChromaVectorIndex) and index.path is not None
     entered, release, second_done = threading.Event(), threading.Event(), threading.Event()

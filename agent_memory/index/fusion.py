@@ -29,6 +29,7 @@ import regex
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ItemNotFoundError, UnsupportedRecordError
+from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import ChunkHit, ItemFilter, VectorIndex, has_filters
 from agent_memory.limits import MAX_QUERY_CHARS
@@ -200,6 +201,7 @@ def search(
     records: Callable[[], list[ItemRecord]],
     n_items: int | None = None,
     ranking: QueryRanking = "default",
+    vector: Sequence[float] | None = None,
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -216,6 +218,7 @@ def search(
     newer version) are skipped. ``records``: every item record, for the filters of a memory
     without a keyword index (:func:`item_filter`). ``n_items``: how many items the memory holds
     at most (a search that found that many distinct items stops widening); ``None``: unknown.
+    ``vector``: ``criteria.text``'s vector, embedded already (``None``: embedded here).
 
     ``ranking="similarity"``: the dense ranking alone (no keyword ranking, no follow-up query, no
     verbatim lead), ``score`` = ``similarity`` = the cosine of each item's best chunk to
@@ -225,7 +228,7 @@ def search(
     passing = item_filter(criteria, lexical=lexical, records=records)
     dense_only = ranking == "similarity"
     first = rank(criteria.text, criteria, index=index, lexical=None if dense_only else lexical, config=config,
-                 passing=passing, n_items=n_items)
+                 passing=passing, n_items=n_items, vector=vector)
     merged = first.order
     found_by = {item_id: first for item_id, _ in first.order}
     if first.exact:  # a look-up of what the text names: no second hop; scores follow the order
@@ -241,7 +244,8 @@ def search(
         vector = None
         if config.multi_hop_vector == "rocchio":
             stored = index.chunk_vector(lead.item_id, lead.chunk_index)
-            vector = rocchio(index.embed_query(criteria.text), stored) if stored is not None else None
+            query = index_embedder(config).embed_query(criteria.text)
+            vector = rocchio(query, stored) if stored is not None else None
         second = rank(
             follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector,
             passing=passing, n_items=n_items,
@@ -310,8 +314,9 @@ def rank(
     ``criteria.limit`` distinct items were found and the indexes have more. ``passing``: the
     filter authority's answer for ``criteria``'s filters (:func:`item_filter`), handed to the
     vector index; ``None``: none (``criteria`` must then filter nothing, or the vector index
-    translate its filters itself). The query is embedded once, however often the search widens;
-    it stops widening once ``n_items`` (the most items the memory holds) are found."""
+    translate its filters itself). The query is embedded once, by the library
+    (:func:`~agent_memory.index.embedding.index_embedder` of ``config``), however often the search
+    widens; it stops widening once ``n_items`` (the most items the memory holds) are found."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
     wanted = criteria.limit if n_items is None else max(1, min(criteria.limit, n_items))
     while True:
@@ -327,8 +332,8 @@ def rank(
         )
         try:
             if vector is None:
-                vector = index.embed_query(text)
-            dense = index.search(text, criteria, n_chunks=n_chunks, vector=vector, passing=passing)
+                vector = index_embedder(config).embed_query(text)
+            dense = index.search(vector, criteria, n_chunks=n_chunks, passing=passing)
         except BaseException:
             if pending is not None:
                 wait([pending])  # the search must not outlive a failed query (or a closed memory)

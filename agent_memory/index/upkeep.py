@@ -37,28 +37,36 @@ from scratch, and containing failures:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import (
     AgentMemoryError,
+    ItemNotFoundError,
     KeywordIndexError,
     LockTimeoutError,
     StoreError,
+    UnsupportedRecordError,
     VectorIndexError,
     outage_behind,
 )
 from agent_memory.index.chunking import chunks_to_embed, item_chunks
+from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
 from agent_memory.storage.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
-from agent_memory.models.items import ItemRecord
-from agent_memory.observers import ContentMissing, IndexFailed, IndexReadOnly, IndexRecreated, MemoryNotice
+from agent_memory.models.items import ItemRecord, MemoryItem
+from agent_memory.records.prepare import count_tokens
+from agent_memory.observers import ContentMissing, Indexed, IndexFailed, IndexReadOnly, IndexRecreated, MemoryNotice
 from agent_memory.storage.contracts import Backend
 from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
@@ -68,6 +76,14 @@ __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexU
 
 INDEX_BATCH_ITEMS = 256
 """Items embedded per index write in bulk operations (``store_many``, ``flush_index``)."""
+
+HELD_LOOKUPS = 32
+"""Up to this many items, whether the vector index holds them is asked item by item; more, by one
+listing of its items."""
+
+BACK_PRESSURE_POLL_S = 1.0
+"""How often a waiting ``store`` (back pressure) or query looks again, in seconds, besides being
+woken when a batch ends."""
 
 INDEX_LOCK_TIMEOUT_S = 600.0
 """Longest wait for ``index.lock`` (held by another process while it indexes or rebuilds), in
@@ -85,6 +101,19 @@ memory id (those are ``mem_`` and 12 hex digits), so it cannot touch an item; a 
 item has it), and ``rebuild_index`` drops one a crash left behind."""
 
 T = TypeVar("T")
+
+
+@dataclass
+class _Pending:
+    """An item handed to the indexing thread."""
+
+    record: ItemRecord
+    content: Any
+    chunks: list[IndexChunk] | None = None
+    """Its chunks, once a query's keyword stage made them (the thread's batch reuses them)."""
+    retry: bool = False
+    """Handed over by a catch-up (its indexing failed before, or a crash left it): a batch that
+    fails again contains it item by item, instead of leaving it pending once more."""
 
 
 class IndexUpkeep:
@@ -124,6 +153,8 @@ class IndexUpkeep:
             overlap_tokens=config.chunk_overlap_tokens)
         """The chunks of one item (record, content) under this memory's settings
         (:func:`~agent_memory.index.chunking.item_chunks`)."""
+        self.embedder = index_embedder(config)
+        """Embeds the chunks handed to the vector index (the process's, for this config's model)."""
         self._index = index
         self._owns_index = index is None
         self._lexical: KeywordIndex | None = None
@@ -133,6 +164,20 @@ class IndexUpkeep:
         """The store's version when every record was last found indexed or refused: a flush at
         the same version has nothing to do (O(1), not a pass over every record)."""
         self._mutex = threading.RLock()
+        self._keyworded: set[str] = set()
+        """Items known to be in the keyword index (a subset of what it holds)."""
+        self._pending: dict[str, _Pending] = {}
+        """Items handed to the indexing thread and not in the vector index yet, in store order."""
+        self._taken: set[str] = set()
+        """Pending items a batch of the indexing thread is working on."""
+        self._pending_chars = 0
+        """What the pending items will cost to index, in characters (:meth:`_weight`)."""
+        self._changed = threading.Condition(self._mutex)
+        """Notified whenever an item leaves (or joins) the pending ones."""
+        self._worker: threading.Thread | None = None
+        self._stopping = False
+        self._scanned: str | None = None
+        """The store's version when a query last caught up with every item the indexes lacked."""
         self._read_only: bool | None = None
         self._no_lexical = getattr(backend, "keyword_index", None) is None
         """No keyword index (a backend without one, or read-only and none was made): dense search
@@ -228,21 +273,31 @@ class IndexUpkeep:
             assert fresh is not None  # not read-only
             where = str(getattr(fresh, "path", self.where))  # the file, for the file backend
             self.notify(IndexRecreated(agent_id=self.agent_id, path=where, reason=_describe(exc)))
+            self._keyworded.clear()
+            self._scanned = None
             if refill:
                 records = self.items.records()
                 for start in range(0, len(records), INDEX_BATCH_ITEMS):
                     ready = self._prepare(records[start : start + INDEX_BATCH_ITEMS])
                     fresh.add([chunk for _, _, chunks in ready for chunk in chunks])
+                    self._keyworded.update(record.id for record, _, _ in ready)
             self._lexical = fresh
             return fresh
 
-    def _locked(self) -> AbstractContextManager[None]:
-        """Hold the agent's ``index`` lock (other processes index or rebuild under it).
+    def _locked(self, name: str = "index") -> AbstractContextManager[None]:
+        """Hold one of the agent's index locks: ``index`` (vector writes, embedding included, and
+        rebuilds) or ``keyword`` (keyword writes). Other processes write under the same locks.
 
         Raises:
             LockTimeoutError: if another process holds it longer than :attr:`lock_timeout_s`.
         """
-        return self.backend.locks(self.agent_id).hold("index", timeout_s=self.lock_timeout_s)
+        return self.backend.locks(self.agent_id).hold(name, timeout_s=self.lock_timeout_s)
+
+    @contextmanager
+    def _both_locked(self) -> Iterator[None]:
+        """Hold the ``index`` lock, then the ``keyword`` lock (a reset or a label rewrite changes both)."""
+        with self._locked(), self._locked("keyword"):
+            yield
 
     # -- indexing ------------------------------------------------------------------------------
     def add(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
@@ -254,25 +309,83 @@ class IndexUpkeep:
         if pairs:
             self._write([chunk for record, content in pairs for chunk in self.chunks(record, content)], pairs)
 
-    def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
-        """Every chunk into the keyword index, and into the vector index the ones
-        :func:`~agent_memory.index.chunking.chunks_to_embed` keeps: those that start within
-        ``config.max_embedded_chars`` (any start without a keyword index, which is then the only
-        way to find the rest) and are not near-duplicates of an earlier chunk of their item. An
-        item's first chunk is always kept, so every item is in both."""
+    def _write(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]], *,
+               keyword: bool = True) -> None:
+        """Every chunk into the keyword index (unless ``keyword`` is ``False``: already there), then
+        into the vector index the ones :func:`~agent_memory.index.chunking.chunks_to_embed` keeps:
+        those that start within ``config.max_embedded_chars`` (any start without a keyword
+        index, which is then the only way to find the rest) and are not near-duplicates of an
+        earlier chunk of their item, then those whose vector is no near-duplicate either
+        (:meth:`~agent_memory.index.embedding.IndexEmbedder.embed_chunks`, all items in one model
+        call). An item's first chunk is always kept, so every item is in both."""
+        if keyword:
+            self._write_keyword(chunks, pairs)
+        self._write_vectors(chunks, pairs)
+
+    def _write_keyword(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
+        """The keyword stage: every chunk into the keyword index (a replace: idempotent), under the
+        ``keyword`` lock, which no embedding ever holds, so a query's catch-up never waits for one."""
+        if self.lexical is not None:
+            with self._locked("keyword"):
+                current = self._current(pairs)
+                self.lexical.add([chunk for chunk in chunks if chunk.item_id in current])
+        with self._mutex:
+            self._keyworded.update(record.id for record, _ in pairs)
+
+    def _write_vectors(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
+        """The vector stage, under the ``index`` lock: the chunks of the items the vector index
+        does not hold yet are embedded and written. The check and the write are under one lock
+        held across processes, so an item another process (or this one's flush) indexed meanwhile
+        is never embedded twice (a query never takes this lock: it waits for no embedding)."""
         bound = self.config.max_embedded_chars if self.lexical is not None else None
-        embedded = chunks_to_embed(chunks, max_start_char=bound)
         with self._locked():
-            self.index.add(embedded)
-            if self.lexical is not None:
-                self.lexical.add(chunks)
+            started = time.perf_counter()
+            current = self._current(pairs)
+            held = self._held(current) | ({record.id for record, _ in pairs} - current)
+            if held:
+                chunks = [chunk for chunk in chunks if chunk.item_id not in held]
+            embedded, vectors = self.embedder.embed_chunks(chunks_to_embed(chunks, max_start_char=bound))
+            if embedded:
+                self.index.add(embedded, vectors)
+            seconds = time.perf_counter() - started
         with self._mutex:
             self._indexed.update(record.id for record, _ in pairs)
+        written = tuple(record.id for record, _ in pairs if record.id not in held)
+        if written:
+            self.notify(Indexed(agent_id=self.agent_id, item_ids=written, chunks_embedded=len(embedded),
+                                seconds=round(seconds, 3)))
 
-    def add_stored(self, pairs: list[tuple[ItemRecord, Any]]) -> None:
-        """Index items that were just stored; never raises (``Exception``). On failure the items
-        stay pending (retried by :meth:`flush`, which contains an item the index still refuses
-        then) and :class:`IndexFailed` is reported with ``pending=True``."""
+    def _current(self, pairs: list[tuple[ItemRecord, Any]]) -> set[str]:
+        """Which of these items are still stored with this content (read under an index lock, which
+        ``forget`` and ``rewrite`` take too: a batch that read an item before it was forgotten or
+        rewritten never writes it after)."""
+        current = set()
+        for record, _ in pairs:
+            try:
+                stored = self.items.get_record(record.id)
+            except (ItemNotFoundError, UnsupportedRecordError):
+                continue
+            if stored.metadata.content_sha256 == record.metadata.content_sha256:
+                current.add(record.id)
+        return current
+
+    def _held(self, item_ids: set[str]) -> set[str]:
+        """Which of ``item_ids`` the vector index holds already (its chunk 0 is there): one lookup
+        each for a few, one listing for many."""
+        if len(item_ids) > HELD_LOOKUPS:
+            return item_ids & self.index.item_ids()
+        return {item_id for item_id in item_ids if self.index.chunk_vector(item_id, 0) is not None}
+
+    def add_stored(self, pairs: list[tuple[ItemRecord, Any]], *, background: bool = True) -> None:
+        """Index items that were just stored; never raises (``Exception``). ``background`` (the
+        default): hand them to this memory's indexing thread and return at once (waiting only
+        when it is :data:`~agent_memory.config.MemoryConfig.max_unindexed_chars` behind: back
+        pressure); ``False``: index them here. On failure the items stay pending (retried by
+        :meth:`flush` or the next query, which contain an item the index still refuses then)
+        and :class:`IndexFailed` is reported with ``pending=True``."""
+        if background and pairs:
+            self._enqueue(pairs)
+            return
         for start in range(0, len(pairs), INDEX_BATCH_ITEMS):
             batch = pairs[start : start + INDEX_BATCH_ITEMS]
             try:
@@ -301,8 +414,17 @@ class IndexUpkeep:
         """
         version = self.items.version()
         with self._mutex:
-            if version == self._settled:
+            if version == self._settled and not self._pending:
                 return 0
+            for item_id in [item_id for item_id in self._pending if item_id not in self._taken]:
+                self._drop_pending(item_id)  # indexed below, here
+        try:
+            return self._flush(version)
+        finally:
+            self._wait_pending(None, timeout_s=None)  # and what the indexing thread is doing now
+
+    def _flush(self, version: str) -> int:
+        """:meth:`flush`'s catch-up, in the caller's thread."""
         records = self.items.records()
         with self._mutex:
             missing = [r for r in records if r.id not in self._indexed and r.id not in self._refused]
@@ -315,6 +437,7 @@ class IndexUpkeep:
             present &= self.lexical.item_ids()
         with self._mutex:
             self._indexed |= present
+            self._keyworded |= present
         todo = [r for r in missing if r.id not in present]
         if todo and self.read_only:
             self.notify(
@@ -356,6 +479,8 @@ class IndexUpkeep:
                 ready.append((record, content, self.chunks(record, content)))
             except Exception as exc:  # noqa: BLE001 - RecursionError, a page extractor's error...
                 self._refuse(record.id, _describe(exc))
+                continue
+            self._count(record, content)
         return ready
 
     def _index_records(self, records: list[ItemRecord]) -> int:
@@ -423,6 +548,271 @@ class IndexUpkeep:
             self._refuse(item_id, _describe(failure))
         return done
 
+    # -- indexing in the background -----------------------------------------------------------
+    def _weight(self, record: ItemRecord) -> int:
+        """What indexing an item costs, in characters: its size, of which at most
+        ``max_embedded_chars`` are embedded (the rest is chunked and keyword-indexed only)."""
+        return min(record.metadata.size_bytes, self.config.max_embedded_chars) + 1
+
+    def _enqueue(self, pairs: list[tuple[ItemRecord, Any]], *, retry: bool = False) -> None:
+        """Hand items to the indexing thread (started on first use). Waits while the pending items
+        weigh more than ``config.max_unindexed_chars`` (back pressure: a producer far ahead of
+        the embedding model is slowed to its pace instead of growing memory without bound)."""
+        with self._changed:
+            for record, content in pairs:
+                if record.id in self._pending:
+                    self._drop_pending(record.id)
+                self._pending[record.id] = _Pending(record, content, retry=retry)
+                self._pending_chars += self._weight(record)
+            self._settled = None
+            if self._stopping:  # a store racing close: indexed by the next opening's catch-up
+                for record, _ in pairs:
+                    self._drop_pending(record.id)
+                return
+            if self._worker is None or not self._worker.is_alive():
+                self._start_worker()
+            self._changed.notify_all()
+            while self._pending_chars > self.config.max_unindexed_chars and not self._stopping \
+                    and self._worker is not None and threading.current_thread() is not self._worker:
+                self._changed.wait(BACK_PRESSURE_POLL_S)
+
+    def _start_worker(self) -> None:
+        """Start the indexing thread (under the mutex). It ends when nothing is pending; at
+        interpreter exit, :func:`_finish_indexing` lets it index what is pending first."""
+        self._worker = threading.Thread(target=self._work, name=f"agent-memory-index-{self.agent_id}", daemon=True)
+        _LIVE.add(self)
+        self._worker.start()
+
+    def _drop_pending(self, item_id: str) -> None:
+        """Forget a pending item (under the mutex)."""
+        entry = self._pending.pop(item_id, None)
+        if entry is not None:
+            self._pending_chars -= self._weight(entry.record)
+            self._taken.discard(item_id)
+
+    def _unqueue(self, item_ids: list[str] | None) -> None:
+        """Take items (``None``: all) out of the pending ones: forgotten, rewritten or reset; a
+        batch already working on one re-checks that it is still stored before writing it."""
+        with self._changed:
+            for item_id in list(self._pending) if item_ids is None else item_ids:
+                self._drop_pending(item_id)
+            self._changed.notify_all()
+
+    def _work(self) -> None:
+        """The indexing thread: pending items in store order, a batch at a time (at most
+        ``INDEX_BATCH_ITEMS`` items and ``max_embedded_chars`` characters of them to embed), until
+        nothing is pending."""
+        while True:
+            with self._changed:
+                batch = self._untaken()
+                if not batch:
+                    if self._worker is threading.current_thread():
+                        self._worker = None  # idle: the next store starts a thread again
+                    self._changed.notify_all()
+                    return
+                budget, chosen = self.config.max_embedded_chars, list[_Pending]()
+                for entry in batch[:INDEX_BATCH_ITEMS]:
+                    if chosen and budget <= 0:
+                        break
+                    chosen.append(entry)
+                    budget -= self._weight(entry.record)
+                self._taken.update(entry.record.id for entry in chosen)
+            try:
+                self._index_pending(chosen)
+            except Exception as exc:  # noqa: BLE001 - the items stay stored; the next query or flush retries
+                with self._mutex:
+                    self._settled = self._scanned = None  # the next query looks for them again
+                self.notify(IndexFailed(agent_id=self.agent_id, item_ids=tuple(e.record.id for e in chosen),
+                                        error=_describe(exc), pending=True))
+            finally:
+                with self._changed:
+                    for entry in chosen:
+                        if self._pending.get(entry.record.id) is entry:
+                            self._drop_pending(entry.record.id)
+                    self._changed.notify_all()
+
+    def _untaken(self) -> list[_Pending]:
+        """Pending items no batch works on (under the mutex), in store order."""
+        return [entry for item_id, entry in self._pending.items() if item_id not in self._taken]
+
+    def _index_pending(self, batch: list[_Pending]) -> None:
+        """Index a batch of pending items: their chunks (kept from a query's keyword stage when
+        one ran), the keyword stage for those not in the keyword index yet, the vector stage; a
+        batch that fails while the index answers is contained item by item (:meth:`_contain`).
+        Items forgotten meanwhile are skipped."""
+        ready: list[tuple[ItemRecord, Any, list[IndexChunk]]] = []
+        for entry in batch:
+            if not self.items.contains(entry.record.id):
+                continue
+            chunks = entry.chunks if entry.chunks is not None else self._chunks_of(entry.record, entry.content)
+            if chunks is not None:
+                ready.append((entry.record, entry.content, chunks))
+        if not ready:
+            return
+        with self._mutex:
+            fresh = [(r, c, k) for r, c, k in ready if r.id not in self._keyworded]
+        try:
+            if fresh:
+                self._write_keyword([chunk for _, _, chunks in fresh for chunk in chunks], [(r, c) for r, c, _ in fresh])
+            self._write_vectors([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
+        except LockTimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - find out whether the items or the index fail
+            if not any(entry.retry for entry in batch):
+                raise  # reported as pending: the next query or flush tries again, and contains
+            self._raise_if_down(exc)
+            self._contain(ready, exc)
+
+    def _chunks_of(self, record: ItemRecord, content: Any) -> list[IndexChunk] | None:
+        """An item's chunks; ``None`` (and the item refused, reported) when it cannot be chunked."""
+        reason = unindexable(record)
+        if reason is not None:
+            self._refuse(record.id, reason)
+            return None
+        try:
+            chunks = self.chunks(record, content)
+        except Exception as exc:  # noqa: BLE001 - RecursionError, a page extractor's error...
+            self._refuse(record.id, _describe(exc))
+            return None
+        self._count(record, content)
+        return chunks
+
+    def _count(self, record: ItemRecord, content: Any) -> None:
+        """Write the token counts of an item stored uncounted (a large result: ``store`` leaves
+        them to this thread, :data:`~agent_memory.records.prepare.EAGER_COUNT_BYTES`). A failed
+        write leaves it uncounted, counted on demand until the next indexing counts it."""
+        if record.metadata.tokens is not None or self.read_only:
+            return
+        tokens, text_tokens = count_tokens(
+            MemoryItem(id=record.id, type=record.type, metadata=record.metadata, content=content), self.tokens)
+        try:
+            self.items.set_counts(record.id, record.metadata.content_sha256, tokens, text_tokens)
+        except StoreError as exc:
+            self.notify(IndexFailed(agent_id=self.agent_id, item_ids=(record.id,), pending=True,
+                                    error=f"counting its tokens: {_describe(exc)}"))
+
+    def _wait_pending(self, item_ids: set[str] | None, *, timeout_s: float | None) -> bool:
+        """Wait until none of ``item_ids`` (``None``: no item at all) is pending, at most
+        ``timeout_s`` seconds (``None``: no bound). Whether they all left."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                waiting = self._pending.keys() if item_ids is None else self._pending.keys() & item_ids
+                if not waiting:
+                    return True
+                if self._worker is None or not self._worker.is_alive():
+                    if not self._stopping and self._untaken():  # a store raced the thread's end
+                        self._start_worker()
+                        continue
+                    return False  # nothing will index them: a query or flush catches up
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._changed.wait(left)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the indexing thread has done what it was handed (indexing nothing in this
+        thread, retrying nothing: :meth:`flush` does both), at most ``timeout_s`` seconds
+        (``None``: no bound). Whether nothing is pending now."""
+        return self._wait_pending(None, timeout_s=timeout_s)
+
+    def for_query(self, wait_s: float) -> None:
+        """Make a query read its own writes: every stored item in the keyword index now (the items
+        of other processes and of a crash too: their keyword stage runs here, in the caller's
+        thread, and never waits for an embedding), and the vectors of every item stored before
+        this call, waited for at most ``wait_s`` seconds (``MemoryConfig.query_wait_s``): an item
+        not embedded by then is found by its keywords only. Items no indexing thread holds
+        (another process's, a crash's) are handed to this memory's.
+
+        Raises:
+            KeywordIndexError, VectorIndexError, LockTimeoutError: if an index fails as a whole.
+        """
+        if self.read_only:
+            self.flush()  # reports what cannot be indexed
+            return
+        version = self.items.version()
+        with self._mutex:
+            if version == self._settled and not self._pending:
+                return
+            if version == self._scanned:  # nothing stored since the last scan: only this thread's items wait
+                waiting = set(self._pending)
+        if version == self._scanned:
+            if self._wait_pending(waiting, timeout_s=wait_s):
+                with self._mutex:
+                    if not self._pending:
+                        self._settled = version
+            return
+        records = self.items.records()
+        with self._mutex:
+            keyword_missing = [r for r in records if r.id not in self._keyworded and r.id not in self._refused]
+        if keyword_missing and self.lexical is not None:
+            self._catch_up_keywords(keyword_missing)
+        with self._mutex:
+            vector_missing = [r for r in records if r.id not in self._indexed and r.id not in self._refused]
+            unknown = [r for r in vector_missing if r.id not in self._pending]
+        if unknown:
+            present = self.index.item_ids()
+            with self._mutex:
+                self._indexed |= present & {r.id for r in unknown}
+            lost = [r for r in unknown if r.id not in present]
+            if lost:
+                self._enqueue([(r, self.items.load_content(r)) for r in lost if self._loadable(r)], retry=True)
+        with self._mutex:
+            self._scanned = version
+        if vector_missing and not self._wait_pending({r.id for r in vector_missing}, timeout_s=wait_s):
+            return
+        with self._mutex:
+            if not self._pending:
+                self._settled = version
+
+    def _loadable(self, record: ItemRecord) -> bool:
+        """Whether an item's content can be read (a missing blob is refused and reported)."""
+        try:
+            self.items.load_content(record)
+            return True
+        except StoreError as exc:
+            if outage_behind(exc) is not None:
+                raise
+            with self._mutex:
+                self._refused.add(record.id)
+            self.notify(ContentMissing(agent_id=self.agent_id, item_id=record.id, error=_describe(exc)))
+            return False
+
+    def _catch_up_keywords(self, missing: list[ItemRecord]) -> None:
+        """The keyword stage, here, of the items the keyword index lacks: pending ones whose batch
+        has not started (their chunks are kept for it) and items no thread of this process holds
+        (checked against the index first); pending items a batch works on are waited for (the
+        batch writes keywords before it embeds)."""
+        with self._mutex:
+            mine = {r.id: self._pending[r.id] for r in missing if r.id in self._pending and r.id not in self._taken}
+            busy = {r.id for r in missing if r.id in self._taken}
+            others = [r for r in missing if r.id not in self._pending]
+        if others:
+            assert self.lexical is not None
+            present = self.lexical.item_ids()
+            with self._mutex:
+                self._keyworded |= present & {r.id for r in others}
+            others = [r for r in others if r.id not in present]
+        work: list[tuple[ItemRecord, Any, list[IndexChunk]]] = []
+        for entry in mine.values():
+            entry.chunks = entry.chunks if entry.chunks is not None else self._chunks_of(entry.record, entry.content)
+            if entry.chunks is not None:
+                work.append((entry.record, entry.content, entry.chunks))
+        work += self._prepare(others)
+        if work:
+            try:
+                self._write_keyword([chunk for _, _, chunks in work for chunk in chunks], [(r, c) for r, c, _ in work])
+            except LockTimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - an item the keyword index refuses: contained here
+                self._raise_if_down(exc)
+                self._contain(work, exc)
+        if busy:
+            deadline = time.monotonic() + self.lock_timeout_s
+            with self._changed:
+                while busy - self._keyworded and busy & self._pending.keys() and time.monotonic() < deadline:
+                    self._changed.wait(BACK_PRESSURE_POLL_S)
+
     def label_chunk(self, record: ItemRecord) -> IndexChunk:
         """The one chunk that stands for an item whose text the index cannot take: its type,
         source, title and tags as text (no content), carrying the item's filter facts."""
@@ -436,7 +826,7 @@ class IndexUpkeep:
 
     def _write_label(self, record: ItemRecord, content: Any) -> None:
         """Index ``record`` by its label only, after taking out what a failed write left of it."""
-        with self._locked():
+        with self._both_locked():
             self.index.delete_items([record.id])
             if self.lexical is not None:
                 self.lexical.delete_items([record.id])
@@ -448,8 +838,9 @@ class IndexUpkeep:
         probe = IndexChunk(item_id=PROBE_ITEM_ID, chunk_index=0, text="index probe\n", header_chars=0, start_char=0,
                            type="custom", source="agent", timestamp_s=0.0, tags=())
         try:
-            with self._locked():
-                self.index.add([probe])
+            _, vector = self.embedder.embed_chunks([probe])
+            with self._both_locked():
+                self.index.add([probe], vector)
                 if self.lexical is not None:
                     self.lexical.add([probe])
                 self.index.delete_items([PROBE_ITEM_ID])
@@ -474,8 +865,10 @@ class IndexUpkeep:
             raise exc from exc.__cause__
 
     def _refuse(self, item_id: str, error: str) -> None:
-        """Skip an item until :meth:`rebuild` and report it (``IndexFailed``, not pending)."""
+        """Skip an item until :meth:`rebuild` and report it (``IndexFailed``, not pending), once."""
         with self._mutex:
+            if item_id in self._refused:
+                return
             self._refused.add(item_id)
         self.notify(IndexFailed(agent_id=self.agent_id, item_ids=(item_id,), error=error, pending=False))
 
@@ -484,6 +877,22 @@ class IndexUpkeep:
         """Ids this process skips until :meth:`rebuild` (unindexable items, missing content)."""
         with self._mutex:
             return frozenset(self._refused)
+
+    @contextmanager
+    def replacing(self, item_ids: list[str]) -> Iterator[None]:
+        """Take items out of both indexes and keep every index write out until the body (which
+        replaces them in the store: a rewrite) is done, so that no batch can write their old
+        content after it, nor take the new content's vectors for written already; then hand the
+        items' new content to :meth:`add_stored`.
+
+        Raises:
+            VectorIndexError, KeywordIndexError, LockTimeoutError: if an index fails (nothing
+                replaced then).
+        """
+        self._unqueue(item_ids)
+        with self._both_locked():
+            self._remove(item_ids)
+            yield
 
     def delete(self, item_ids: list[str]) -> None:
         """Remove the items' chunks from both indexes (items already gone from the store).
@@ -494,26 +903,35 @@ class IndexUpkeep:
         """
         if not item_ids:
             return
-        with self._locked():
-            self.index.delete_items(item_ids)
-            if self.lexical is not None:
-                self.lexical.delete_items(item_ids)
+        self._unqueue(item_ids)
+        with self._both_locked():
+            self._remove(item_ids)
+
+    def _remove(self, item_ids: list[str]) -> None:
+        """The items' chunks out of both indexes and out of what this memory knows was indexed
+        or refused (under both locks)."""
+        self.index.delete_items(item_ids)
+        if self.lexical is not None:
+            self.lexical.delete_items(item_ids)
         with self._mutex:
             self._indexed.difference_update(item_ids)
-            self._settled = None
+            self._keyworded.difference_update(item_ids)
             self._refused.difference_update(item_ids)
+            self._settled = self._scanned = None
 
     # -- reset and rebuild -----------------------------------------------------------------------
     def reset(self) -> None:
         """Empty both indexes (a damaged keyword index file is deleted and created again) and
         forget what was indexed or refused."""
-        with self._locked():
+        self._unqueue(None)
+        with self._both_locked():
             self.index.reset()
             self._reset_lexical()
         with self._mutex:
             self._indexed.clear()
+            self._keyworded.clear()
             self._refused.clear()
-            self._settled = None
+            self._settled = self._scanned = None
 
     def _keyword_index(self, *, read_only: bool = False, recreate: bool = False) -> KeywordIndex | None:
         """The backend's keyword index (``keyword_index`` is optional in the contract: a backend
@@ -543,7 +961,14 @@ class IndexUpkeep:
         return self.flush()
 
     def close(self) -> None:
-        """Close the keyword index's connections and the vector index this object opened."""
+        """Let the indexing thread finish what was stored (it indexes every pending item first),
+        then close the keyword index's connections and the vector index this object opened."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+            worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
         with self._mutex:
             lexical, self._lexical = self._lexical, None
             index = self._index if self._owns_index else None
@@ -572,3 +997,29 @@ def unindexable(record: ItemRecord) -> str | None:
 
 def _describe(exc: BaseException) -> str:
     return shorten(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS)
+
+
+_LIVE: weakref.WeakSet[IndexUpkeep] = weakref.WeakSet()
+"""Every upkeep that started an indexing thread in this process."""
+
+
+def _finish_indexing() -> None:
+    """At interpreter exit, before Python stops letting threads start thread pools (chromadb's
+    writes start one) and before it kills daemon threads (one killed inside torch aborts the
+    process): let every indexing thread index what was stored, so a script that stores and ends
+    without ``close`` leaves a complete index."""
+    for upkeep in list(_LIVE):
+        upkeep.wait()
+
+
+# Both modules register a callback of their own when first imported, which Python refuses once the
+# main thread has ended; the embedding model's imports (joblib) import them: imported here, so the
+# indexing thread can load the model while the interpreter waits for it at exit.
+import concurrent.futures.process  # noqa: E402,F401
+import concurrent.futures.thread  # noqa: E402,F401
+
+# ``threading._register_atexit`` runs its callbacks when the main thread ends, in reverse order,
+# before ``concurrent.futures`` refuses new pools (its own callback, registered at its import,
+# earlier than this one); ``atexit`` would run too late for that. Fall back to ``atexit`` where it
+# is missing (it is private to CPython).
+getattr(threading, "_register_atexit", atexit.register)(_finish_indexing)

@@ -419,6 +419,33 @@ class ItemStore:
         self._change(plan)
         return replaced[0]
 
+    def set_counts(self, item_id: str, content_sha256: str, tokens: int, text_tokens: int | None) -> bool:
+        """Write the token counts of an item stored uncounted (``metadata.tokens`` ``None``: a large
+        result, counted by the indexing thread after ``store`` returned), as a new version of its
+        record (its blob is not written again). Nothing is written when the item is gone, holds
+        other content now (``content_sha256`` differs: rewritten), or is counted already.
+
+        Returns:
+            Whether the counts were written.
+
+        Raises:
+            StoreError: if the write fails (the record stays uncounted; the next indexing counts it).
+        """
+        written: list[bool] = []
+
+        def plan() -> LogChange | None:
+            old = self._records.get(item_id)
+            written[:] = [False]
+            if not isinstance(old, ItemRecord) or old.metadata.content_sha256 != content_sha256 \
+                    or old.metadata.tokens is not None:
+                return None
+            meta = old.metadata.model_copy(update={"tokens": tokens, "text_tokens": text_tokens})
+            written[:] = [True]
+            return LogChange(put=[LogEntry(item_id, encode_record(old.model_copy(update={"metadata": meta})), None)])
+
+        self._change(plan)
+        return bool(written and written[0])
+
     def replace_all(self, items: Iterable[tuple[ItemRecord, bytes]]) -> None:
         """Make the store hold exactly ``items`` besides the records this version cannot read,
         which are kept (after ``items``, byte for byte, with every blob they name): one atomic

@@ -1,10 +1,10 @@
 """What agent-memory keeps, as the few shapes a storage backend implements.
 
-A backend is four classes and twenty methods: a :class:`Backend` that hands out, per agent
+A backend is four classes and nineteen methods: a :class:`Backend` that hands out, per agent
 id, **keyed logs** (:class:`Log`: read since a token, write with an ``expect`` token, content
 blobs), **named locks** (:class:`Locks`) and a **vector index**
-(:class:`~agent_memory.storage.vector.VectorIndex`: search by meaning). Everything else memory keeps
-is one of these shapes again, and the library builds it on them
+(:class:`~agent_memory.storage.vector.VectorIndex`: the vectors the library embeds, searched by
+meaning). Everything else memory keeps is one of these shapes again, and the library builds it on them
 (:mod:`~agent_memory.storage.common`), the way LangGraph's ``BaseStore`` builds its API on two
 abstract operations (github.com/langchain-ai/langgraph, ``libs/checkpoint/langgraph/store/base``):
 
@@ -273,8 +273,9 @@ class Backend(Protocol):
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        """The agent's vector index (``config``: which embedding model and, for files, which
-        Chroma). ``read_only``: open it without writing to the backend."""
+        """The agent's vector index (``config``: the memory's settings, for files which Chroma;
+        the index is handed vectors, never asked to embed). ``read_only``: open it without
+        writing to the backend."""
         ...
 
     def locks(self, agent_id: str) -> Locks:

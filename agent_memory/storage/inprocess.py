@@ -34,11 +34,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import ConflictError, InvalidArgumentError, LockTimeoutError, StoreError
+from agent_memory.errors import ConflictError, InvalidArgumentError, LockTimeoutError, StoreError, VectorIndexError
 from agent_memory.ids import validate_agent_id
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.lexical import LexicalIndex
-from agent_memory.storage.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
+from agent_memory.storage.vector import ChunkHit, ChunkVectors, IndexChunk, ItemFilter, as_rows, has_filters
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.contracts import ChangeToken, LockHolder, LogChange, LogRead, QuarantineHook
 from agent_memory.tokens import TokenCounter
@@ -154,9 +154,9 @@ class InProcessLocks:
 
 class InProcessVectorIndex:
     """:class:`~agent_memory.storage.vector.VectorIndex` by exact (exhaustive) cosine search in
-    numpy: unit vectors in the rows of one float32 matrix, a query one matrix-vector product and a
-    partial sort (``numpy.argpartition``), embedded with the memory's model
-    (``config.embedding_model_path``). Filters by the ``passing`` test the memory gives (it
+    numpy: the vectors the library hands it in the rows of one float32 matrix, a query one
+    matrix-vector product and a partial sort (``numpy.argpartition``). Filters by the ``passing``
+    test the memory gives (it
     translates no criteria itself): an :class:`~agent_memory.storage.vector.ItemFilter`'s passing
     items mask the rows at once; a bare test is asked about the nearest chunks, more until enough
     pass. Exact search cannot miss a chunk, however many near-identical vectors it holds."""
@@ -172,25 +172,26 @@ class InProcessVectorIndex:
         """float32 array of shape (capacity, dimensions); rows past ``len(_chunks)`` are unused."""
         self._live: Any = None
         """bool array of shape (capacity,): which rows hold a chunk."""
-        self._embedder: Any = None
         self._mutex = threading.Lock()
 
-    def _model(self) -> Any:
-        if self._embedder is None:
-            from agent_memory.embeddings import SentenceTransformerEmbedder
+    def add(self, chunks: Sequence[IndexChunk], vectors: ChunkVectors) -> None:
+        """Add or replace chunks with their vectors.
 
-            path = str(self.config.embedding_model_path) if self.config.embedding_model_path else None
-            self._embedder = SentenceTransformerEmbedder(path, batch_size=self.config.embedding_batch_size,
-                                                         query_threads=self.config.query_embedding_threads)
-        return self._embedder
-
-    def add(self, chunks: Sequence[IndexChunk]) -> None:
+        Raises:
+            VectorIndexError: if ``vectors`` has not one row per chunk, or rows of another length
+                than the vectors already held (nothing is written then).
+        """
         if not chunks:
             return
         with HEAVY_IMPORTS:
             import numpy as np
-        vectors = np.asarray(self._model().embed([chunk.text for chunk in chunks]), dtype=np.float32)
+        vectors = as_rows(vectors)
+        if len(vectors) != len(chunks):
+            raise VectorIndexError(f"{len(chunks)} chunks came with {len(vectors)} vectors")
         with self._mutex:
+            if self._matrix is not None and vectors.shape[1] != self._matrix.shape[1]:
+                raise VectorIndexError(f"vectors of {vectors.shape[1]} dimensions; the index holds "
+                                       f"{self._matrix.shape[1]}")
             for chunk, vector in zip(chunks, vectors, strict=True):
                 chunk_id = f"{chunk.item_id}:{chunk.chunk_index}"
                 row = self._rows.get(chunk_id)
@@ -210,18 +211,14 @@ class InProcessVectorIndex:
                 self._live[row] = True
                 self._chunks[row] = chunk
 
-    def embed_query(self, text: str) -> list[float]:
-        vector: list[float] = self._model().embed_query(text)
-        return vector
-
-    def search(self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+    def search(self, vector: Sequence[float], criteria: MemoryCriteria, *, n_chunks: int,
                passing: Callable[[Sequence[str]], set[str]] | None = None) -> list[ChunkHit]:
         if passing is None and has_filters(criteria):
             raise InvalidArgumentError("the in-process index filters by a passing test: give passing=")
         with HEAVY_IMPORTS:
             import numpy as np
 
-        query = np.asarray(list(vector) if vector is not None else self.embed_query(text), dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
         with self._mutex:
             chunks = list(self._chunks)
             rows = np.flatnonzero(self._live[: len(chunks)]) if chunks else np.zeros(0, dtype=np.int64)

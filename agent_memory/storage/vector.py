@@ -1,4 +1,12 @@
-"""The vector index contract: chunks in, best chunks out, filtered by the memory's filter authority.
+"""The vector index contract: chunks and their vectors in, best chunks out, filtered by the memory's
+filter authority.
+
+The library embeds; a backend stores vectors. The library chooses which chunks of an item get a
+vector (:func:`~agent_memory.index.chunking.chunks_to_embed`), embeds them with its one embedder
+(:mod:`agent_memory.index.embedding`: batched across items, a near-duplicate vector of an item
+dropped), and hands the index the chunks with their vectors; a query is embedded by the library
+too and searched as a vector. So every backend holds the same vectors for the same items, and a
+backend never loads a model.
 
 A query's filters (type, source, tags, time range: :class:`MemoryCriteria`) are translated once
 per backend, by the *filter authority*: the keyword index (SQLite on files, SQL on Postgres), or,
@@ -16,11 +24,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.models.items import MemoryCriteria, MemoryType
 
-__all__ = ["ChunkHit", "IndexChunk", "ItemFilter", "VectorIndex", "has_filters"]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["ChunkHit", "ChunkVectors", "IndexChunk", "ItemFilter", "VectorIndex", "as_rows", "has_filters"]
+
+ChunkVectors: TypeAlias = "npt.NDArray[np.float32]"
+"""The vectors of chunks handed to :meth:`VectorIndex.add`: a float32 numpy array of shape
+``(number of chunks, dimensions)``, row ``n`` the vector of chunk ``n``, each row of unit length
+(L2 norm 1, so a dot product is the cosine similarity); ``dimensions`` is the embedding model's
+(384 for all-MiniLM-L6-v2) and the same for every add to one index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +51,7 @@ class IndexChunk:
     chunk_index: int
     """0-based position of the chunk in the item; chunk 0 stands for the item in listings."""
     text: str
-    """Text that is embedded (header + body)."""
+    """Text that is embedded (header + body); the index keeps it to answer with the body."""
     header_chars: int
     """Length of the header at the start of ``text`` (body = ``text[header_chars:]``)."""
     start_char: int
@@ -85,33 +104,39 @@ class ItemFilter:
 
 @runtime_checkable
 class VectorIndex(Protocol):
-    """Chunks of memory items, searchable by meaning and filterable by item facts."""
+    """Chunks of memory items with their vectors, searchable by a query vector and filterable by
+    item facts. The library embeds (chunks and queries alike); the index stores and compares."""
 
-    def add(self, chunks: Sequence[IndexChunk]) -> None:
-        """Add or replace chunks (the same ``item_id`` + ``chunk_index`` replaces). Idempotent."""
+    def add(self, chunks: Sequence[IndexChunk], vectors: ChunkVectors) -> None:
+        """Add or replace chunks with their vectors (the same ``item_id`` + ``chunk_index``
+        replaces). Idempotent. ``vectors``: one unit-length row per chunk, in the order of
+        ``chunks`` (:data:`ChunkVectors`: float32, shape ``(len(chunks), dimensions)``).
+
+        Raises:
+            VectorIndexError: if the index cannot write them (nothing of a failed batch needs to
+                stay: the library writes it again, or the item by itself).
+        """
         ...
 
     def search(
-        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        self, vector: Sequence[float], criteria: MemoryCriteria, *, n_chunks: int,
         passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
-        """The ``n_chunks`` chunks closest to ``text`` among items matching ``criteria``'s
-        filters (type, source, tags, time range), best first. ``vector``: search with this
-        query vector instead of embedding ``text``. ``passing``: the filter authority's test of
-        those filters by chunk id (``<item_id>:<chunk_index>`` in, the ids that pass out; an
-        :class:`ItemFilter` from ``AgentMemory.query``, which gives one whenever ``criteria``
-        filters anything): the index may filter by it instead of translating ``criteria``;
-        ``None``: nothing is filtered, or the index tests the filters itself (an index that
-        only filters by ``passing``, as the built-in Chroma index, raises
+        """The ``n_chunks`` chunks closest to ``vector`` (the query's unit-length vector, as many
+        floats as the chunks' vectors; closeness is cosine similarity, :attr:`ChunkHit.score`)
+        among items matching ``criteria``'s filters (type, source, tags, time range; its text is
+        not read), best first. ``passing``: the filter authority's test of those filters by
+        chunk id (``<item_id>:<chunk_index>`` in, the ids that pass out; an :class:`ItemFilter`
+        from ``AgentMemory.query``, which gives one whenever ``criteria`` filters anything): the
+        index may filter by it instead of translating ``criteria``; ``None``: nothing is
+        filtered, or the index tests the filters itself (an index that only filters by
+        ``passing``, as the built-in Chroma index, raises
         :class:`~agent_memory.errors.InvalidArgumentError` then)."""
         ...
 
-    def embed_query(self, text: str) -> list[float]:
-        """The vector ``search`` compares chunks with for ``text`` (unit length)."""
-        ...
-
     def chunk_vector(self, item_id: str, chunk_index: int) -> list[float] | None:
-        """The stored vector of one chunk; ``None`` when the index does not hold it."""
+        """The stored vector of one chunk (as :meth:`add` was given it, float32 precision);
+        ``None`` when the index does not hold it."""
         ...
 
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
@@ -132,3 +157,14 @@ class VectorIndex(Protocol):
     def reset(self) -> None:
         """Remove everything."""
         ...
+
+
+def as_rows(vectors: Any) -> ChunkVectors:
+    """``vectors`` (a :data:`ChunkVectors` array, or one sequence of floats per chunk) as a
+    C-contiguous float32 array of shape ``(number of chunks, dimensions)``: what an index
+    stores. An empty input gives shape ``(0, 0)``."""
+    with HEAVY_IMPORTS:
+        import numpy as np
+
+    rows = np.ascontiguousarray(vectors, dtype=np.float32)
+    return rows.reshape(0, 0) if rows.size == 0 else rows

@@ -28,10 +28,11 @@ model (all-MiniLM-L6-v2 from its local package) and need nothing else.
 
 What is checked, by group: the item log (incremental reads, tokens, optimistic concurrency,
 blobs), documents, locks (exclusion, timeouts, holders, death with the holder), the event journal,
-traces, and AgentMemory on the backend (round trips, search, filters, listing, paging, forget,
-rewrite, clear, snapshot and restore, forks without re-embedding, agent scopes, claims), then
-concurrency (threads, processes) and crashes (``kill -9`` mid-write loses nothing acknowledged
-and leaves no lock held).
+traces, the vector index (it keeps the vectors the library gives it and ranks chunks by their
+cosine to a query vector: a backend never embeds), and AgentMemory on the backend (round trips,
+search, filters, listing, paging, forget, rewrite, clear, snapshot and restore, forks without
+re-embedding, agent scopes, claims), then concurrency (threads, processes) and crashes (``kill -9``
+mid-write loses nothing acknowledged and leaves no lock held).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ TEXTS = {
     "bread": "Sourdough bread rises through wild yeast and lactic acid bacteria fed every day.",
     "violin": "Antonio Stradivari built violins in Cremona; about 650 of his instruments survive.",
 }
+
+VECTOR_DIMENSIONS = 384
+"""Length of the vectors the suite hands a vector index: the default model's (all-MiniLM-L6-v2)."""
 
 PROCESS_TIMEOUT_S = 120.0
 """Longest a subprocess of the suite may run, in seconds."""
@@ -396,6 +400,54 @@ class BackendConformance:
         traces.set_pinned(facts[0].id, True)
         assert [f.pinned for f in common.traces(backend, "agent").list_semantic()] == [True]  # another object reads it
         assert common.traces(backend, "other").list_raw() == []
+
+    # -- the vector index: vectors in, the nearest chunks by cosine out ------------------------------
+    def test_the_vector_index_keeps_the_vectors_it_is_given(self, backend: Backend) -> None:
+        """The library embeds and hands the index vectors: the index must keep exactly those
+        (float32) and rank chunks by their cosine to the query vector it is given. The vectors
+        here are made up (no text embeds to them), so an index that embedded the text itself
+        would fail."""
+        import numpy as np
+
+        from agent_memory.storage.vector import IndexChunk, ItemFilter
+        from agent_memory.tokens import default_token_counter
+
+        def chunk(item: str, n: int, tags: tuple[str, ...] = ()) -> IndexChunk:
+            text = f"header\nbody {item} {n}"
+            return IndexChunk(item_id=item, chunk_index=n, text=text, header_chars=7, start_char=10 * n,
+                              type="custom", source="conformance", timestamp_s=1_000.0 + n, tags=tags)
+
+        def unit(*weights: tuple[int, float]) -> list[float]:
+            vector = np.zeros(VECTOR_DIMENSIONS, dtype=np.float32)
+            for axis, weight in weights:
+                vector[axis] = weight
+            return (vector / np.linalg.norm(vector)).tolist()
+
+        index = backend.vector_index("vectors", MemoryConfig(), default_token_counter())
+        try:
+            chunks = [chunk("mem_a", 0), chunk("mem_a", 1), chunk("mem_b", 0, ("blue",))]
+            vectors = np.asarray([unit((0, 1.0)), unit((1, 1.0)), unit((0, 0.6), (2, 0.8))], dtype=np.float32)
+            index.add(chunks, vectors)
+            stored = index.chunk_vector("mem_b", 0)
+            assert stored is not None and np.allclose(stored, vectors[2], atol=1e-6)
+            assert index.chunk_vector("mem_b", 1) is None
+            hits = index.search(unit((0, 1.0)), MemoryCriteria(), n_chunks=3)
+            assert [(h.item_id, h.chunk_index) for h in hits] == [("mem_a", 0), ("mem_b", 0), ("mem_a", 1)]
+            assert [h.score for h in hits] == pytest.approx([1.0, 0.6, 0.0], abs=1e-5)
+            assert hits[0].body == "body mem_a 0" and hits[1].start_char == 0
+            index.add([chunk("mem_a", 1)], np.asarray([unit((0, 0.8), (1, 0.6))], dtype=np.float32))  # replaces
+            hits = index.search(unit((0, 1.0)), MemoryCriteria(), n_chunks=2)
+            assert [(h.item_id, h.chunk_index) for h in hits] == [("mem_a", 0), ("mem_a", 1)]
+            passing = ItemFilter(chunks=lambda ids: {i for i in ids if i.startswith("mem_b:")}, items=lambda: {"mem_b"})
+            tagged = index.search(unit((0, 1.0)), MemoryCriteria(tags=("blue",)), n_chunks=3, passing=passing)
+            assert [(h.item_id, h.chunk_index) for h in tagged] == [("mem_b", 0)]
+            assert index.item_ids() == {"mem_a", "mem_b"}
+            index.delete_items(["mem_a"])
+            assert [h.item_id for h in index.search(unit((1, 1.0)), MemoryCriteria(), n_chunks=3)] == ["mem_b"]
+        finally:
+            close = getattr(index, "close", None)
+            if callable(close):
+                close()
 
     # -- AgentMemory on the backend -------------------------------------------------------------------
     @pytest.mark.parametrize("content", [

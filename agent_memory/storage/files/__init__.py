@@ -99,7 +99,7 @@ class FileBackend:
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        with HEAVY_IMPORTS:  # chromadb and torch: heavy, loaded on first use
+        with HEAVY_IMPORTS:  # chromadb: heavy, loaded on first use
             from agent_memory.storage.files.chroma import ChromaVectorIndex
 
         agent_dir = self.agent_dir(agent_id)

