@@ -18,11 +18,18 @@ a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.S
 **Exactly once.** An event is marked ``applying`` (committed) before its effect is written and
 ``applied`` after. A process killed in between leaves it ``applying``; the next processor checks
 whether its effect exists before it applies it: the raw traces of an ingest carry the event id as
-``correlation_id``, a tool result and a store get a memory id derived from the event id
-(``derived_memory_id("event:<id>")``), and pins, forgets, compaction requests and usage reports are
-idempotent. So after any crash every journaled event is applied once: none lost, none twice. The
-restarted manager rebuilds its in-process state (pending tool calls, the working context) from
-the raw traces when it is constructed.
+``correlation_id``, a store and a tool result journaled with its content get a memory id derived
+from the event id (:func:`event_memory_id`), and pins, forgets, compaction requests and usage
+reports are idempotent. So after any crash every journaled event is applied once: none lost, none
+twice. The restarted manager rebuilds its in-process state (pending tool calls, the working
+context) from the raw traces when it is constructed.
+
+**One write per result.** In auto mode a tool result is stored first (durable), under
+:func:`result_memory_id` (the conversation, the call, the sha256 of its bytes), and its event is
+journaled with that memory id and a bounded preview, never a second copy of the bytes (issue #38).
+A crash between the two leaves a stored item that no event names: the call stays unanswered, and
+the same result dispatched again finds the item under the same id; otherwise it stays an ordinary
+item (retrievable, found by queries, removed by ``forget``), named by no trace.
 
 **Several processes.** The step lock keeps two processes from applying events of one memory at
 once, and it dies with its holder: a killed holder's lock is free at once (team9's stays locked). A
@@ -84,7 +91,8 @@ __all__ = [
 
 DEFAULT_KEEP_APPLIED_EVENTS = 1_000
 """Applied (and failed) events kept in the queue for inspection; older ones are deleted (open
-events never are). A tool result's payload can be megabytes, so the journal must not grow for ever."""
+events never are). A tool result journaled whole (stepping mode) can be megabytes, so the journal must not
+grow for ever."""
 
 PRUNE_EVERY_EVENTS = 64
 """The queue is pruned after every this many applied events."""
@@ -582,11 +590,11 @@ class EventProcessor:
             manager.ingest_tool_intent(calls, turn_id=payload.get("turn_id"), correlation_id=event.id, **source)
             return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id} if calls else None
         if kind is EventKind.TOOL_RESULT and "memory_id" in payload:  # stored before it was journaled
-            item_id = manager.ingest_stored_tool_result(
+            stored = manager.ingest_stored_tool_result(
                 payload["tool_call_id"], payload["memory_id"], preview=payload.get("preview"), name=payload.get("name"),
                 correlation_id=event.id, **source,
             )
-            return {"memory_id": item_id}
+            return {"memory_id": stored}
         if kind is EventKind.TOOL_RESULT:
             item_id = manager.ingest_tool_result(
                 payload["tool_call_id"], payload["result"], is_error=bool(payload.get("is_error")),
