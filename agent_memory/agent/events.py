@@ -73,8 +73,7 @@ from agent_memory.kernel.budget import BudgetCheck
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.items import content_to_bytes
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.models.traces import tool_result_preview
-from agent_memory.models.traces import RawTraceItem
+from agent_memory.models.traces import RawTraceItem, tool_result_preview
 from agent_memory.observers import EventApplied, MemoryObserver, logger
 from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent, checked_kind
 from agent_memory.storage import common
