@@ -524,12 +524,13 @@ def agent_steps(data: Path, count: int) -> dict[str, Any]:
 
 
 # -- the whole measurement -----------------------------------------------------------------------
-def measure(data: Path, backends: list[str]) -> dict[str, Any]:
-    """Every figure of the library on ``sys.path`` for ``backends``."""
+def measure(data: Path, backends: list[str], max_items: int | None = None) -> dict[str, Any]:
+    """Every figure of the library on ``sys.path`` for ``backends`` (the first ``max_items`` items:
+    a quick look; ``None``: all)."""
     import agent_memory
 
     ENCODES.install()
-    items = load_items(data)
+    items = load_items(data)[:max_items]
     print(f"{len(items)} items, {sum(i.size_bytes for i in items) / 1e6:.1f} MB; library {Path(agent_memory.__file__).parent}",
           file=sys.stderr)
     results: dict[str, Any] = {"library": str(Path(agent_memory.__file__).parent),
@@ -603,6 +604,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated: files, postgres, memory")
     parser.add_argument("--previous", metavar="REV", help="also measure the library of this git revision")
+    parser.add_argument("--max-items", type=int, metavar="N", help="store only the first N items (a quick look)")
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     backends = [name.strip() for name in args.backends.split(",") if name.strip()]
@@ -610,7 +612,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from {', '.join(BACKENDS)}")
     if args.measure_only:
-        figures = measure(args.data, backends)
+        figures = measure(args.data, backends, args.max_items)
         args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
         return
     report: dict[str, Any] = {"revision": head_revision(), "load_average_1min": round(os.getloadavg()[0], 2),
@@ -623,9 +625,10 @@ def main() -> None:
         server = PostgresServer().start()
         env[POSTGRES_URL_ENV] = os.environ[POSTGRES_URL_ENV] = str(server.url)
     try:
-        report["current"] = measure(args.data, backends)
+        report["current"] = measure(args.data, backends, args.max_items)
         if args.previous:
             argv = ["--data", str(args.data), "--backends", ",".join(backends)]
+            argv += ["--max-items", str(args.max_items)] if args.max_items else []
             report["previous"] = {"revision": args.previous, **at_revision(__file__, args.previous, argv, env=env)}
             report["ratios_current_over_previous"] = ratios(report["current"], report["previous"])
     finally:
