@@ -25,6 +25,7 @@ from agent_memory import (
     ConfigurationError,
     EventProcessor,
     InvalidArgumentError,
+    ItemNotFoundError,
     MemoryConfig,
     MemoryManager,
     Message,
@@ -167,6 +168,13 @@ def test_a_stored_result_is_journaled_by_its_memory_id_never_as_a_second_copy_of
         processor.dispatch("tool_result", {"tool_call_id": "c9", "result": "x", "memory_id": refs[0]})
     with pytest.raises(InvalidArgumentError, match="memory_id"):
         processor.dispatch("tool_result", {"tool_call_id": "c9", "memory_id": "page-1"})
+    processor.assistant_response(Message(role="assistant", content="", tool_calls=(ToolCall(id="c10", name="fetch"),)))
+    with pytest.raises(ItemNotFoundError):  # a reference to nothing stored: refused, recorded nowhere
+        processor.dispatch("tool_result", {"tool_call_id": "c10", "memory_id": "mem_000000000000"})
+    assert processor.journal.events()[-1].status == "failed" and "c10" in processor.manager.pending_call_ids
+    own = processor.manager.memory.store("a result stored by the caller", type="action_result")
+    assert processor.dispatch("tool_result", {"tool_call_id": "c10", "memory_id": own}).result == {"memory_id": own}
+    assert processor.manager.get_working_context_messages()[-1].tool_result_ref == own
 
 
 def test_a_step_applies_one_event_else_a_truncation_else_a_compaction(tmp_path: Path) -> None:
