@@ -1,0 +1,63 @@
+"""Measuring the library of another git revision in the same run, beside this one.
+
+A benchmark script that takes ``--previous REV`` runs its own measurement twice: once here, and
+once in a subprocess running the same script (this checkout's file, so both sides measure the same
+way) with the library of ``REV`` first on ``PYTHONPATH``, checked out into a temporary detached
+worktree that is removed afterwards. The subprocess is given ``--out FILE --measure-only`` and
+must write its figures as JSON to ``FILE``; :func:`at_revision` returns them.
+
+Used by ``bench_key_lookup.py`` and ``bench_store.py`` (a sibling module: ``benchmarks/`` is on
+``sys.path`` when a script there runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout these benchmarks belong to (its git repository makes the temporary worktree)."""
+
+
+def head_revision() -> str:
+    """The short hash of this checkout's ``HEAD`` (``""`` when git cannot say)."""
+    done = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def at_revision(script: str | os.PathLike[str], revision: str, argv: Sequence[str], *,
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The figures of ``script`` run with the library of git ``revision``.
+
+    Args:
+        script: the benchmark script to run (pass ``__file__``): it must accept ``--out FILE`` and
+            ``--measure-only`` and write its figures to ``FILE`` as a JSON object.
+        revision: any git revision (``main``, a hash, ``HEAD~3``).
+        argv: the script's other arguments.
+        env: variables added to this process's environment for the subprocess (``PYTHONPATH`` is
+            always the temporary worktree).
+
+    Raises:
+        subprocess.CalledProcessError: if the worktree cannot be made or the script fails (its
+            output went to this process's stdout and stderr).
+    """
+    with tempfile.TemporaryDirectory(prefix="bench-previous-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "add", "--detach", str(tree), revision],
+                       check=True, capture_output=True)
+        try:
+            out = Path(tmp) / "previous.json"
+            run_env = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
+            subprocess.run([sys.executable, str(script), *argv, "--out", str(out), "--measure-only"], check=True,
+                           env=run_env)
+            return dict(json.loads(out.read_text(encoding="utf-8")))
+        finally:
+            subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "remove", "--force", str(tree)],
+                           check=False, capture_output=True)
