@@ -26,8 +26,9 @@ each kept only if some stored item's indexed text holds it. A look-up succeeds a
 Baseline: plain BM25 (bm25s, its defaults, lower case, no stemmer) over the same items' indexed
 text cut into 1,500-character chunks, top 3 chunks: what a keyword-only tool finds.
 
-``--previous REV``: also run the same look-ups with the library of git revision ``REV`` (checked
-out into a temporary worktree, put first on ``PYTHONPATH``), in the same run, and report both.
+``--previous REV``: also run the same look-ups with the library of git revision ``REV`` (exported
+into a temporary directory put first on ``PYTHONPATH``: ``revisions.py``), in the same run, and
+report both.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 A benchmark script that takes ``--previous REV`` runs its own measurement twice: once here, and
 once in a subprocess running the same script (this checkout's file, so both sides measure the same
-way) with the library of ``REV`` first on ``PYTHONPATH``, checked out into a temporary detached
-worktree that is removed afterwards. The subprocess is given ``--out FILE --measure-only`` and
-must write its figures as JSON to ``FILE``; :func:`at_revision` returns them.
+way) with the library of ``REV`` first on ``PYTHONPATH``: the revision's files, exported with
+``git archive`` into a temporary directory that is removed afterwards (the repository is only
+read: no worktree is added to it). The subprocess is given ``--out FILE --measure-only`` and must
+write its figures as JSON to ``FILE``; :func:`at_revision` returns them.
 
 Used by ``bench_key_lookup.py`` and ``bench_store.py`` (a sibling module: ``benchmarks/`` is on
 ``sys.path`` when a script there runs).
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-"""The checkout these benchmarks belong to (its git repository makes the temporary worktree)."""
+"""The checkout these benchmarks belong to (its git repository exports the previous revision)."""
 
 
 def head_revision() -> str:
@@ -42,22 +43,20 @@ def at_revision(script: str | os.PathLike[str], revision: str, argv: Sequence[st
         revision: any git revision (``main``, a hash, ``HEAD~3``).
         argv: the script's other arguments.
         env: variables added to this process's environment for the subprocess (``PYTHONPATH`` is
-            always the temporary worktree).
+            always the exported revision).
 
     Raises:
-        subprocess.CalledProcessError: if the worktree cannot be made or the script fails (its
+        subprocess.CalledProcessError: if the revision cannot be exported or the script fails (its
             output went to this process's stdout and stderr).
     """
     with tempfile.TemporaryDirectory(prefix="bench-previous-") as tmp:
         tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "add", "--detach", str(tree), revision],
-                       check=True, capture_output=True)
-        try:
-            out = Path(tmp) / "previous.json"
-            run_env = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
-            subprocess.run([sys.executable, str(script), *argv, "--out", str(out), "--measure-only"], check=True,
-                           env=run_env)
-            return dict(json.loads(out.read_text(encoding="utf-8")))
-        finally:
-            subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "remove", "--force", str(tree)],
-                           check=False, capture_output=True)
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(PROJECT_ROOT), "archive", "--format=tar", revision],
+                                 check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, capture_output=True)
+        out = Path(tmp) / "previous.json"
+        run_env = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
+        subprocess.run([sys.executable, str(script), *argv, "--out", str(out), "--measure-only"], check=True,
+                       env=run_env)
+        return dict(json.loads(out.read_text(encoding="utf-8")))
