@@ -128,6 +128,7 @@ def test_the_vector_check_drops_near_duplicate_chunks_the_text_check_keeps(tmp_p
                   for _ in range(300))
     memory = AgentMemory("log", tmp_path / "memory")
     log_id = memory.store(log, source="git log")
+    memory.flush_index()  # store returns before the indexing thread embeds
     record = next(r for r in memory.records() if r.id == log_id)
     chunks = memory._upkeep.chunks(record, log)
     by_text = chunks_to_embed(chunks, max_start_char=memory.config.max_embedded_chars)
@@ -183,6 +184,7 @@ def test_a_memory_built_by_the_previous_version_opens_and_is_searched_without_re
         assert memory.query("how was that bill paid", limit=1)[0].item.id == ids[1]
         assert counting.texts and all(text.startswith(("where does", "how was")) for text in counting.texts)
         new = memory.store("Glaciers in the Alps have shrunk by half since 1900.")
+        memory.flush_index()  # the indexing thread embeds it
         assert counting.texts[-1].endswith("since 1900.")
         assert memory.query("ice loss in European mountains", limit=1)[0].item.id == new
         assert memory.flush_index() == 0 and memory.index.item_ids() == {*ids, new}
