@@ -65,11 +65,13 @@ the event journal holds for the steps' tool results (``events.sqlite3``'s payloa
 
 ``--previous REV``: the same measurement, in the same run, by this script in a subprocess with the
 library of git revision ``REV`` (exported with ``git archive`` into a temporary directory first on
-``PYTHONPATH``, ``benchmarks/revisions.py``); Postgres is the same server, a new database. Ratios
-are current / previous; ``targets`` checks issue #38's: ``store`` p95 at most 100 ms for every
+``PYTHONPATH``, ``benchmarks/revisions.py``), interleaved: each backend is measured by this code,
+then by ``REV``, then the next backend (the load other jobs put on the machine drifts over a run;
+each backend's load average at its start and end is recorded). Postgres is the same server, a new
+database each time. Ratios are current / previous; ``targets`` checks issue #38's: ``store`` p95 at most 100 ms for every
 result up to 2.5 MB on each backend, a page of 1 MB or more found by meaning within 10 s of its
 ``store``, and embedding throughput at least 3x the previous main's. Timings are wall-clock on this
-machine (2 cores, shared); the load average is recorded at the start and the end.
+machine (2 cores, shared).
 """
 
 from __future__ import annotations
@@ -306,7 +308,11 @@ class EmbedCounter:
         self._local = threading.local()
 
     def install(self) -> None:
+        """Wrap the classes (once per process)."""
         import agent_memory.embeddings as embeddings
+
+        if self.classes:
+            return
 
         for name in EMBEDDER_CLASSES:
             cls = getattr(embeddings, name, None)
@@ -590,11 +596,13 @@ def back_to_back(backend: str, items: list[Item], tmp: Path, postgres: Any) -> d
 
 
 def measure_backend(backend: str, items: list[Item], postgres: Any) -> dict[str, Any]:
+    load = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         figures = one_at_a_time(backend, items, Path(tmp), postgres)
         if background_indexing():
             figures["back_to_back"] = back_to_back(backend, items, Path(tmp), postgres)
-        return figures
+    figures["load_average_1min"] = {"start": load, "end": round(os.getloadavg()[0], 2)}
+    return figures
 
 
 # -- one agent step with a large result --------------------------------------------------------
@@ -820,6 +828,14 @@ def print_table(report: dict[str, Any]) -> None:
         print(f"target   {backend:8} {met}")
 
 
+def _merge(report: dict[str, Any], label: str, figures: dict[str, Any]) -> None:
+    """Add the figures of one part of the run (a backend, or the agent step) to ``report[label]``."""
+    into = report.setdefault(label, {"backends": {}})
+    backends = figures.pop("backends")
+    into["backends"].update(backends)
+    into.update(figures)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -850,11 +866,19 @@ def main() -> None:
         server = PostgresServer().start()
         env[POSTGRES_URL_ENV] = os.environ[POSTGRES_URL_ENV] = str(server.url)
     try:
-        report["current"] = measure(args.data, backends, args.max_items, args.agent_steps)
+        # each backend measured by this code, then by the previous revision, then the next backend:
+        # the machine's load (other jobs) drifts over the run, and would otherwise favour one side
+        for part in [[backend] for backend in backends] + [[]]:
+            steps = 0 if part else args.agent_steps
+            if not part and not steps:
+                continue
+            _merge(report, "current", measure(args.data, part, args.max_items, steps))
+            if args.previous:
+                argv = ["--data", str(args.data), f"--backends={','.join(part)}", "--agent-steps", str(steps)]
+                argv += ["--max-items", str(args.max_items)] if args.max_items else []
+                _merge(report, "previous", {"revision": args.previous,
+                                            **at_revision(__file__, args.previous, argv, env=env)})
         if args.previous:
-            argv = ["--data", str(args.data), "--backends", ",".join(backends), "--agent-steps", str(args.agent_steps)]
-            argv += ["--max-items", str(args.max_items)] if args.max_items else []
-            report["previous"] = {"revision": args.previous, **at_revision(__file__, args.previous, argv, env=env)}
             report["ratios_current_over_previous"] = ratios(report["current"], report["previous"])
     finally:
         if server is not None:
