@@ -105,6 +105,7 @@ bench: venv
 	$(OFFLINE) $(PY) benchmarks/bench_locomo.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_scale.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_large_item.py --data $(DATA)
+	$(OFFLINE) $(PY) benchmarks/bench_store.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_forget.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_replay.py --data $(DATA)
 	$(OFFLINE) $(PY) benchmarks/bench_hostile.py

@@ -26,8 +26,9 @@ each kept only if some stored item's indexed text holds it. A look-up succeeds a
 Baseline: plain BM25 (bm25s, its defaults, lower case, no stemmer) over the same items' indexed
 text cut into 1,500-character chunks, top 3 chunks: what a keyword-only tool finds.
 
-``--previous REV``: also run the same look-ups with the library of git revision ``REV`` (checked
-out into a temporary worktree, put first on ``PYTHONPATH``), in the same run, and report both.
+``--previous REV``: also run the same look-ups with the library of git revision ``REV`` (exported
+into a temporary directory put first on ``PYTHONPATH``: ``revisions.py``), in the same run, and
+report both.
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import sqlite3  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
+
+from revisions import at_revision, head_revision  # noqa: E402 - a sibling module (benchmarks/ is on sys.path)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path(os.environ.get("AGENT_MEMORY_DATA", PROJECT_ROOT.parent / "shared" / "data"))
@@ -233,23 +235,6 @@ def measure(data: Path, backends: list[str]) -> dict[str, Any]:
     return results
 
 
-def at_revision(revision: str, argv: list[str]) -> dict[str, Any]:
-    """Run this script's measurement with the library of git ``revision`` (a temporary worktree
-    first on ``PYTHONPATH``); its figures."""
-    with tempfile.TemporaryDirectory(prefix="bench-previous-") as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "add", "--detach", str(tree), revision],
-                       check=True, capture_output=True)
-        try:
-            out = Path(tmp) / "previous.json"
-            env = {**os.environ, "PYTHONPATH": str(tree)}
-            subprocess.run([sys.executable, __file__, *argv, "--out", str(out), "--measure-only"], check=True, env=env)
-            return dict(json.loads(out.read_text(encoding="utf-8")))
-        finally:
-            subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "remove", "--force", str(tree)],
-                           check=False, capture_output=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -265,13 +250,11 @@ def main() -> None:
         return
     import agent_memory
 
-    revision = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-    report: dict[str, Any] = {"library": str(Path(agent_memory.__file__).parent), "revision": revision,
+    report: dict[str, Any] = {"library": str(Path(agent_memory.__file__).parent), "revision": head_revision(),
                               "load_average_1min": round(os.getloadavg()[0], 2), "current": current}
     if args.previous:
         report["previous"] = {"revision": args.previous,
-                              **at_revision(args.previous, ["--data", str(args.data), "--backends", args.backends])}
+                              **at_revision(__file__, args.previous, ["--data", str(args.data), "--backends", args.backends])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     for label, figures in [("current", current), ("previous", report.get("previous"))]:

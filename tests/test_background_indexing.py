@@ -5,7 +5,9 @@ real processes killed with SIGKILL), and never with a clock:
 
 - ``store`` returns while the vector index is busy (its lock held by another thread), the item is
   readable and citable at once, and a query finds it by its keywords at once; by meaning once its
-  vectors are written.
+  vectors are written. A query that finds an item in the indexing thread's hands waits for that
+  batch's keyword stage only, and is woken when it ends; a query that does an item's keyword stage
+  itself leaves counting its tokens to the indexing thread.
 - a query waits for the vectors of items stored before it (``query_wait_s``), and not longer;
 - back pressure: ``store`` waits when the items still to index weigh more than ``max_unindexed_chars``;
 - forget and rewrite take a pending item out (a forgotten item never reaches the index);
@@ -26,7 +28,9 @@ from typing import Any
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
+from agent_memory.index import upkeep
 from agent_memory.observers import Indexed, NoticeRecorder
+from agent_memory.records.prepare import EAGER_COUNT_BYTES
 from agent_memory.storage import open_backend
 from kills import kill_after
 
@@ -65,6 +69,63 @@ def test_store_returns_while_the_index_is_busy_and_a_query_finds_the_item_by_key
     assert memory.flush_index() >= 0
     hits = memory.query("where does the wading bird build its home", limit=1)
     assert hits[0].item.id == stored[0] and hits[0].similarity is not None
+    memory.close()
+
+
+def test_a_query_waiting_for_the_keyword_stage_of_the_threads_batch_is_woken_when_it_ends(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The item is in the indexing thread's batch, which waits for the ``keyword`` lock; a query
+    waits for that batch's keyword stage (never for its vectors, held back by the ``index`` lock
+    until the end) and is woken by it: no poll could wake it here."""
+    monkeypatch.setattr(upkeep, "BACK_PRESSURE_POLL_S", 3_600.0)
+    memory, locks = _warm(request, "woken", MemoryConfig(query_wait_s=0.0))
+    state = memory._upkeep
+    answers: list[list[Any]] = []
+    querier = threading.Thread(target=lambda: answers.append(memory.query("heron nests", limit=1)))
+    waiting = threading.Event()
+    wait = state._changed.wait
+
+    def seen_waiting(timeout: float | None = None) -> bool:
+        if threading.current_thread() is querier:
+            waiting.set()
+        return wait(timeout)
+
+    monkeypatch.setattr(state._changed, "wait", seen_waiting)
+    with locks.hold("index"):
+        with locks.hold("keyword"):
+            item_id = memory.store(FACTS[0], source="notes")
+            while True:  # the batch has taken the item (and waits for the keyword lock)
+                with state._mutex:
+                    if item_id in state._taken:
+                        break
+                waiting.wait(0.01)
+            querier.start()
+            assert waiting.wait(60)  # the query waits for the batch's keyword stage
+        querier.join(timeout=60)
+        assert not querier.is_alive() and answers[0][0].item.id == item_id
+        assert memory.index.chunk_vector(item_id, 0) is None  # found by its keywords, no vector yet
+    memory.close()
+
+
+def test_a_querys_keyword_stage_leaves_counting_a_large_items_tokens_to_the_indexing_thread(
+        request: pytest.FixtureRequest) -> None:
+    """A large result is stored uncounted (``EAGER_COUNT_BYTES``); a query that puts it into the
+    keyword index itself (the thread is busy with an earlier batch) does not count it: the query's
+    caller never pays for that; the indexing thread does, later."""
+    memory, locks = _warm(request, "counting", MemoryConfig(query_wait_s=0.0, max_embedded_chars=1_000))
+    first_text, second_text = (" ".join(paragraphs(36, seed=seed)) for seed in (5, 6))
+    second_text = f"{FACTS[0]} {second_text}"
+    assert min(len(first_text), len(second_text)) > EAGER_COUNT_BYTES
+    with locks.hold("index"):  # the batch of the first item (a whole batch's weight) cannot end
+        first = memory.store(first_text, source="notes")
+        second = memory.store(second_text, source="notes")  # pending behind it, in no batch
+        hits = memory.query("heron nests", limit=1)  # the keyword stage of the second item runs here
+        assert hits[0].item.id == second and hits[0].similarity is None
+        counts = {record.id: record.metadata.tokens for record in memory.records()}
+        assert counts[second] is None
+    memory.flush_index()
+    counts = {record.id: record.metadata.tokens for record in memory.records()}
+    assert counts[first] and counts[second]  # counted by the indexing thread
     memory.close()
 
 

@@ -306,3 +306,57 @@ def test_importing_the_package_loads_no_sdk() -> None:
     code = "import sys, agent_memory; print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+HALF_IMPORTED_HTTPX = r"""
+import importlib.abc, importlib.machinery, sys, threading
+from agent_memory import Message, OpenAIChatModel
+from agent_memory.testing import FakeLLMServer, ScriptedReply
+
+started, release = threading.Event(), threading.Event()
+
+
+class HeldImport(importlib.abc.MetaPathFinder):
+    # httpx's import, begun by another thread and held half done: in sys.modules, not yet executed
+    def find_spec(self, name, path, target=None):
+        if name != "httpx":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            started.set()
+            release.wait(60)
+            run(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+with FakeLLMServer() as server:
+    server.enqueue(ScriptedReply(content="fine"))
+    model = OpenAIChatModel("test-model", base_url=server.base_url, api_key="x", max_retries=0, timeout_s=30.0)
+    sys.meta_path.insert(0, HeldImport())
+    importer = threading.Thread(target=lambda: __import__("httpx"))  # as the indexing thread's chromadb does
+    importer.start()
+    while importer.is_alive() and not started.is_set():
+        started.wait(0.01)
+    try:
+        print(model.generate([Message(role="user", content="hi")]).message.content)
+    finally:
+        release.set()
+        importer.join()
+"""
+
+
+def test_a_call_while_another_thread_imports_httpx_does_not_meet_it_half_imported() -> None:
+    """The openai SDK looks up ``sys.modules["httpx"]`` on every request (openai/_httpx2.py), and
+    chromadb imports httpx, in a memory's indexing thread when the memory first opens its index on
+    files: a call made meanwhile met a half-initialised module (``AttributeError: partially
+    initialized module 'httpx' has no attribute 'Timeout'``). The model imports httpx when it is
+    built, so no later import of it can be half done."""
+    done = subprocess.run([sys.executable, "-c", HALF_IMPORTED_HTTPX], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "fine"

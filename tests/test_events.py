@@ -6,6 +6,8 @@ subprocesses."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import signal
@@ -23,12 +25,13 @@ from agent_memory import (
     ConfigurationError,
     EventProcessor,
     InvalidArgumentError,
+    ItemNotFoundError,
     MemoryConfig,
     MemoryManager,
     Message,
     ToolCall,
 )
-from agent_memory.agent.events import event_memory_id
+from agent_memory.agent.events import event_memory_id, result_memory_id
 from agent_memory.agent.step_lock import StepLock
 from agent_memory.errors import LockTimeoutError
 from agent_memory.kernel.budget import ModelLimits
@@ -92,6 +95,11 @@ def test_auto_applies_at_once_and_stepping_only_queues_until_a_step(tmp_path: Pa
     assert processor.journal.count() == 2  # a malformed event is refused before it is journaled
 
 
+def journal_bytes(agent_dir: Path) -> bytes:
+    """Every byte of the file journal as it lies on disk (the database, its write-ahead log)."""
+    return b"".join(path.read_bytes() for path in sorted(agent_dir.glob(EVENTS_FILE + "*")))
+
+
 def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_back(tmp_path: Path) -> None:
     processor = EventProcessor(open_manager(tmp_path))
     journal = processor.journal
@@ -108,7 +116,6 @@ def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_
     for name in ("next_open", "get", "events", "pending"):
         delattr(journal, name)
     stored = {event.kind: event for event in journal.events()}
-    assert stored[EventKind.TOOL_RESULT].payload["result"] == page  # journaled whole, for a restart
     assert stored[EventKind.ASSISTANT_RESPONSE].payload["message"]["tool_calls"][0]["id"] == "c1"  # models as JSON data
     assert {event.status for event in stored.values()} == {"applied"}
 
@@ -118,6 +125,56 @@ def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_
     processor.user_message("then this one")
     assert [m.content for m in processor.manager.get_working_context_messages()][-2:] == ["queued earlier",
                                                                                           "then this one"]
+
+
+def test_a_stored_result_is_journaled_by_its_memory_id_never_as_a_second_copy_of_its_bytes(tmp_path: Path) -> None:
+    """Issue #38 item 4: the result is stored (durable) first, and the journal names it."""
+    processor = EventProcessor(open_manager(tmp_path))
+    agent_dir = processor.manager.memory.agent_dir
+    tail = "the last paragraph says the launch code is 7-4-1-9. "  # beyond any preview
+    page = "<html><body>" + "<p>a long page of text.</p> " * 40_000 + f"<p>{tail}</p></body></html>"  # 1.1 MB
+    data = {"rows": [{"id": n, "name": f"row number {n}", "note": "x" * 40} for n in range(5_000)], "end": tail}
+    binary = bytes(range(256)) * 2_000 + tail.encode()
+    processor.user_message("fetch them")
+    calls = tuple(ToolCall(id=f"c{n}", name="fetch", arguments=json.dumps({"n": n})) for n in range(3))
+    processor.assistant_response(Message(role="assistant", content="", tool_calls=calls))
+    refs = [processor.tool_result(call.id, result, name="fetch") for call, result in zip(calls, (page, data, binary))]
+
+    events = [event for event in processor.journal.events() if event.kind is EventKind.TOOL_RESULT]
+    assert [event.status for event in events] == ["applied"] * 3
+    blobs = (page.encode(), json.dumps(data, separators=(",", ":")).encode(), binary)
+    for event, ref, result, blob in zip(events, refs, (page, data, binary), blobs):
+        assert "result" not in event.payload and event.payload["memory_id"] == ref == event.result["memory_id"]
+        assert processor.manager.memory.get(ref).content == result  # stored whole, once
+        assert ref == result_memory_id("events", event.payload["tool_call_id"], hashlib.sha256(blob).hexdigest())
+    assert processor.manager.memory.get(refs[0]).metadata.title == 'fetch({"n": 0})'  # the call's arguments title it
+    on_disk = journal_bytes(agent_dir)
+    assert tail.encode() not in on_disk and base64.b64encode(binary[-300:])[:200] not in on_disk
+    db = sqlite3.connect(agent_dir / EVENTS_FILE)
+    sizes = [size for (size,) in db.execute("SELECT length(CAST(payload AS BLOB)) FROM events WHERE kind = 'tool_result'")]
+    db.close()
+    assert len(sizes) == 3 and max(sizes) < 2_500  # 2.2 MB of results; each event its id and a preview
+    (trace,) = traces_of(tmp_path, events[0].id)
+    assert trace.tool_result_ref == refs[0] and trace.tool_result.startswith("<html><body><p>a long page")
+    assert len(processor.manager.memory) == 3
+
+    stepping = EventProcessor(processor.manager, mode="stepping")  # stepping only journals: the result is held
+    processor.assistant_response(Message(role="assistant", content="", tool_calls=(ToolCall(id="c9", name="fetch"),)))
+    stepping.tool_result("c9", "a small page")
+    (queued,) = stepping.pending_events()
+    assert queued.payload["result"] == "a small page" and len(processor.manager.memory) == 3
+    assert stepping.step().event.result == {"memory_id": event_memory_id(queued.id)}
+    with pytest.raises(InvalidArgumentError, match="one of them"):
+        processor.dispatch("tool_result", {"tool_call_id": "c9", "result": "x", "memory_id": refs[0]})
+    with pytest.raises(InvalidArgumentError, match="memory_id"):
+        processor.dispatch("tool_result", {"tool_call_id": "c9", "memory_id": "page-1"})
+    processor.assistant_response(Message(role="assistant", content="", tool_calls=(ToolCall(id="c10", name="fetch"),)))
+    with pytest.raises(ItemNotFoundError):  # a reference to nothing stored: refused, recorded nowhere
+        processor.dispatch("tool_result", {"tool_call_id": "c10", "memory_id": "mem_000000000000"})
+    assert processor.journal.events()[-1].status == "failed" and "c10" in processor.manager.pending_call_ids
+    own = processor.manager.memory.store("a result stored by the caller", type="action_result")
+    assert processor.dispatch("tool_result", {"tool_call_id": "c10", "memory_id": own}).result == {"memory_id": own}
+    assert processor.manager.get_working_context_messages()[-1].tool_result_ref == own
 
 
 def test_a_step_applies_one_event_else_a_truncation_else_a_compaction(tmp_path: Path) -> None:
@@ -259,23 +316,28 @@ memory = AgentMemory("events", root, config=MemoryConfig(index_on_store=False))
 processor = EventProcessor(MemoryManager(memory, system_prompt="S"))
 recovered = []
 processor.manager.on(lambda e: recovered.append(e.event_id) if getattr(e, "recovered", False) else None)
-if point == "resume":
+PAGE = "page a " * 2_000 + "END-OF-PAGE-A"  # the end lies beyond any preview
+if point in ("resume", "retry"):
     processor.drain()
     print("recovered", *recovered, flush=True)
+    if point == "retry":  # the loop that was killed runs the same call again
+        print("stored", processor.tool_result("a", PAGE), flush=True)
     sys.exit(0)
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 set_status = FileJournal.set_status
-def die_when_marked_applied(self, event_id, status, **kwargs):  # the effect is written, the mark is not
-    if status == "applied":
-        die()
-    return set_status(self, event_id, status, **kwargs)
+def die_when_marked(status):
+    def patched(self, event_id, new_status, **kwargs):
+        if new_status == status:
+            die()
+        return set_status(self, event_id, new_status, **kwargs)
+    return patched
 
 processor.user_message("fetch two pages")
-if point == "assistant-written":
-    FileJournal.set_status = die_when_marked_applied
+if point == "assistant-written":  # the effect is written, the mark is not
+    FileJournal.set_status = die_when_marked("applied")
 if point == "assistant-appended":  # right after the first append of the answer's traces
     from agent_memory.storage.files.traces import FileTraceStore
     append = FileTraceStore._append
@@ -285,41 +347,81 @@ if point == "assistant-appended":  # right after the first append of the answer'
     FileTraceStore._append = append_then_die
 processor.assistant_response(Message(role="assistant", content="fetching",
                                      tool_calls=(ToolCall(id="a", name="fetch"), ToolCall(id="b", name="fetch"))))
-if point == "result-stored":
+if point == "result-stored":  # between the store of the result and the journal write of its event
     original = AgentMemory.store
     def store_then_die(self, *args, **kwargs):
         original(self, *args, **kwargs)
         die()
     AgentMemory.store = store_then_die
+if point == "result-journaled":  # the event is journaled (naming the stored result), not applied
+    FileJournal.set_status = die_when_marked("applying")
 if point == "result-written":
-    FileJournal.set_status = die_when_marked_applied
-processor.tool_result("a", "page a " * 200)
+    FileJournal.set_status = die_when_marked("applied")
+processor.tool_result("a", PAGE)
 """
 
 
-@pytest.mark.parametrize("point", ["assistant-appended", "assistant-written", "result-stored", "result-written"])
+@pytest.mark.parametrize("point", ["assistant-appended", "assistant-written", "result-journaled", "result-written"])
 def test_a_process_killed_while_applying_an_event_applies_it_once_on_restart(tmp_path: Path, point: str) -> None:
     crashed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), point], env=ENV, capture_output=True,
                              text=True, timeout=120, check=False)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     queue = FileJournal(tmp_path / "agents" / "events")
     (inflight,) = queue.pending()
-    assert inflight.status == "applying"
+    assert inflight.status == ("queued" if point == "result-journaled" else "applying")
     resumed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "resume"], env=ENV,
                              capture_output=True, text=True, timeout=120, check=False)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     recovered = resumed.stdout.split()[1:]
-    assert recovered == ([] if point == "result-stored" else [inflight.id])  # stored only: the trace was missing
+    assert recovered == ([] if point == "result-journaled" else [inflight.id])  # queued: nothing was written yet
     events = queue.events()
     assert [e.status for e in events] == ["applied"] * len(events) and queue.pending() == []
     expected = {"user_message": 1, "assistant_response": 3, "tool_result": 1}
     for event in events:
         assert len(traces_of(tmp_path, event.id)) == expected[event.kind.value], event
     with AgentMemory("events", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
-        stored = [event_memory_id(events[-1].id)] if events[-1].kind is EventKind.TOOL_RESULT else []
+        stored = [events[-1].payload["memory_id"]] if events[-1].kind is EventKind.TOOL_RESULT else []
         assert [record.id for record in memory.records()] == stored
+        if stored:
+            assert traces_of(tmp_path, events[-1].id)[0].tool_result_ref == stored[0] == events[-1].result["memory_id"]
+            assert memory.get(stored[0]).content.endswith("END-OF-PAGE-A")
     manager = open_manager(tmp_path)
     assert sorted(manager.pending_tool_calls) == (["b"] if stored else ["a", "b"])
+
+
+def test_a_crash_between_storing_a_result_and_journaling_it_loses_nothing(tmp_path: Path) -> None:
+    """Issue #38 item 4, kill -9: the result is durable before its event is journaled. Killed in
+    between, the item is stored and nothing names it (the call is still unanswered); the loop that
+    runs the call again finds it under the same id and records it: one item, one event naming it,
+    and no copy of its bytes in the journal."""
+    crashed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "result-stored"], env=ENV,
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    agent_dir = tmp_path / "agents" / "events"
+    queue = FileJournal(agent_dir)
+    assert [(e.kind.value, e.status) for e in queue.events()] == [("user_message", "applied"),
+                                                                  ("assistant_response", "applied")]
+    page = "page a " * 2_000 + "END-OF-PAGE-A"
+    expected_id = result_memory_id("events", "a", hashlib.sha256(page.encode()).hexdigest())
+    with AgentMemory("events", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
+        assert [record.id for record in memory.records()] == [expected_id]  # durable before the kill
+        assert memory.get(expected_id).content == page
+    assert not any(item.tool_result_ref for item in FileTraceStore(agent_dir).list_raw())  # named by nothing yet
+    assert sorted(open_manager(tmp_path).pending_tool_calls) == ["a", "b"]
+
+    retried = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "retry"], env=ENV,
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert retried.returncode == 0, retried.stderr[-2000:]
+    assert retried.stdout.split()[-2:] == ["stored", expected_id]  # the stored item, found again
+    events = queue.events()
+    assert [(e.kind.value, e.status) for e in events][-1] == ("tool_result", "applied")
+    assert events[-1].payload["memory_id"] == expected_id and "result" not in events[-1].payload
+    (trace,) = traces_of(tmp_path, events[-1].id)
+    assert trace.tool_result_ref == expected_id
+    with AgentMemory("events", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
+        assert [record.id for record in memory.records()] == [expected_id]  # stored once
+    assert b"END-OF-PAGE-A" not in journal_bytes(agent_dir)
+    assert sorted(open_manager(tmp_path).pending_tool_calls) == ["b"]
 
 
 HOLDER_CHILD = r"""

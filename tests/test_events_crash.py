@@ -10,6 +10,13 @@ journal stops. The test kills it with SIGKILL once it has journaled a seeded num
 (wherever it is then) and checks the files after every kill: an applied event has its whole
 effect, a queued one none, the one interrupted event all or nothing (its traces are one write). At the end, after a last child has applied
 everything, each event's effect is there exactly once.
+
+In auto mode a tool result is stored before its event is journaled, and the event names it
+(``memory_id``) instead of holding it (issue #38 item 4); a queued event of that form has its item
+stored already. A child killed between the two leaves an item no event names: the next child runs
+the same script step again and, in auto mode, finds that item under the same id
+(:func:`result_memory_id`); in stepping mode it journals the result whole, and the item of the
+killed try stays, an exact copy of a result the journal holds, named by nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +32,10 @@ from pathlib import Path
 from kills import kill_after
 
 from agent_memory import AgentMemory, MemoryConfig, MemoryManager, Message
-from agent_memory.agent.events import event_memory_id
+import hashlib
+
+from agent_memory.agent.events import event_memory_id, result_memory_id
+from agent_memory.models.items import content_to_bytes
 from agent_memory.storage.files.journal import FileJournal
 from agent_memory.models.traces import turn_number
 from agent_memory.storage.files.traces import FileTraceStore
@@ -111,6 +121,10 @@ def check(agent_dir: Path, *, final: bool) -> dict[str, int]:
         assert event.kind.value == kind, index
         if kind == "assistant_response":  # journaled as the validated message
             assert Message.model_validate(event.payload["message"]) == Message.model_validate(payload["message"])
+        elif kind == "tool_result" and "memory_id" in event.payload:  # stored first, journaled by its id
+            digest = hashlib.sha256(content_to_bytes(payload["result"])[0]).hexdigest()
+            assert event.payload["memory_id"] == result_memory_id("crash", payload["tool_call_id"], digest), index
+            assert set(event.payload) == {"tool_call_id", "memory_id", "preview"}, index
         else:
             assert event.payload == payload, index
     store = FileTraceStore(agent_dir)
@@ -122,21 +136,30 @@ def check(agent_dir: Path, *, final: bool) -> dict[str, int]:
     statuses = [event.status for event in events]
     assert "failed" not in statuses
     assert statuses.count("applying") <= 1, "two events in flight at once"
+    results = [payload["result"] for kind, payload in map(script_event, range(len(events) + 5)) if kind == "tool_result"]
     with AgentMemory("crash", agent_dir.parent.parent, config=MemoryConfig(index_on_store=False)) as memory:
         item_ids = [record.id for record in memory.records()]
         assert len(item_ids) == len(set(item_ids)), "an item stored twice"
+        named = {record.id for record in memory.records() if record.type not in ("action_result", "file")}  # not results
+
         for event in events:
             want = expected_traces(event.kind.value, event.payload)
             got = len(by_event.pop(event.id, []))
-            stored = event_memory_id(event.id) in memory
+            item_id = event.payload.get("memory_id") or event_memory_id(event.id)
+            stored = item_id in memory
+            if event.kind.value in ("tool_result", "memory_store"):
+                named.add(item_id)
             if event.status == "applied":
                 assert got == want, (event.kind, event.seq, got, want)
                 if event.kind.value in ("tool_result", "memory_store"):
-                    assert stored and event.result == {"memory_id": event_memory_id(event.id)}
-            elif event.status == "queued":
-                assert got == 0 and not stored, (event.kind, event.seq)
+                    assert stored and event.result == {"memory_id": item_id}
+            elif event.status == "queued":  # its effect not written; a result named by id is stored already
+                assert got == 0 and stored == ("memory_id" in event.payload), (event.kind, event.seq)
             else:  # interrupted: all of its traces or none
                 assert got in (0, want), (event.kind, event.seq, got, want)
+        for item_id in set(item_ids) - named:  # stored by a try killed before its event was journaled
+            assert memory.get(item_id).content in results, item_id
+        print(f"  {len(set(item_ids) - named)} results stored by a try killed before its event was journaled")
     assert not by_event, "traces of an event that is not in the journal"
     turns = sorted({item.turn_id for item in lines.values()}, key=turn_number)
     users = [item for item in lines.values() if item.trace_type == "user"]
@@ -191,5 +214,9 @@ def test_kill_9_while_applying_events_loses_none_and_applies_none_twice(tmp_path
     held_ids = {m.id for m in held} | {call.id for m in held for call in m.tool_calls}
     for item in manager.traces.list_raw():  # the restarted working context holds every active trace once
         assert (item.tool_call_id if item.trace_type == "tool_call" else item.id) in held_ids, item
+    results = [event for event in FileJournal(agent_dir).events() if event.kind.value == "tool_result"]
+    by_id = sum("memory_id" in event.payload for event in results)
+    assert 0 < by_id < len(results), "both ways of journaling a result (auto: by id; stepping: whole) were run"
     print(f"\n{KILLS} kills, {journaled} events, {interrupted} left in flight, {len(recovered)} recovered "
-          f"without re-applying, {time.monotonic() - started:.1f} s")
+          f"without re-applying, {by_id} of {len(results)} results journaled by memory id, "
+          f"{time.monotonic() - started:.1f} s")

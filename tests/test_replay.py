@@ -438,6 +438,18 @@ def test_report_files(traces: Path, registry: PluginRegistry, tmp_path: Path) ->
     for label, strategy in total["strategies"].items():  # every miss is retrieved (agent-memory) or lost
         assert strategy["kept"] + strategy["lost"] + strategy["retrieves"] >= strategy["needed"], label
     assert paths["savings_png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the memory's own wall time per agent step (issue #38): timed for every step of an agent-memory
+    # strategy, beside its cost; the baselines have no memory (timings: shape only, never values)
+    for result, run in zip(results, runs):
+        assert len(result.curves["full_once"].memory_ms) == len(run.calls)
+        assert all(ms >= 0 for ms in result.curves["full_once"].memory_ms)
+        assert result.curves[NAIVE].memory_ms == []
+    assert isinstance(full_once["memory_ms_p50"], float) and full_once["memory_ms_p95"] >= full_once["memory_ms_p50"]
+    assert naive["memory_ms_p50"] is None and naive["memory_ms_p95"] is None
+    headline = paths["md"].read_text(encoding="utf-8").splitlines()
+    assert any(line.startswith("| source |") and "memory ms/step p50 / p95" in line for line in headline)
+    row = next(line for line in headline if line.startswith("| total"))
+    assert f"| {full_once['memory_ms_p50']:.1f} / " in row or f"| {full_once['memory_ms_p50']:,.0f} / " in row
     assert total["roundtrip_ok"] == total["results"]
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| source |" in paths["md"].read_text(encoding="utf-8")
@@ -499,7 +511,7 @@ def test_report_leads_with_one_short_table_of_tokens_and_cost(tmp_path: Path) ->
     tables = _tables(text)
     headline = tables[0]
     assert headline == ["source", "naive tokens", "full_once tokens", "tokens saved", "used values kept (retrieves)",
-                        "cost claude-sonnet-4-6", "cost gpt-4o", "cost gpt-5"]
+                        "memory ms/step p50 / p95", "cost claude-sonnet-4-6", "cost gpt-4o", "cost gpt-5"]
     assert text.index("| source | naive tokens") < text.index("## Details")
     assert max(len(t) for t in tables) <= 9  # no 14-column table any more
     row = next(line for line in text.splitlines() if line.startswith("| src |"))
@@ -552,6 +564,9 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
         assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["change"] == 0.0
         assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["total_usd"] > 0
     assert "cost gpt-4o" in result.output
+    assert "memory ms/step" in result.output and data["workers"] == 4  # the terminal table carries it too
+    for source in data["sources"]:
+        assert source["strategies"]["full_once"]["memory_ms_p95"] >= source["strategies"]["full_once"]["memory_ms_p50"]
 
 
 def test_cli_replay_usage_errors(tmp_path: Path) -> None:

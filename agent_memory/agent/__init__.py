@@ -3,7 +3,7 @@
 durable processing of memory events (:mod:`agent_memory.agent.events`)."""
 
 from agent_memory.agent.config import AgentConfig, MemoryMode
-from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult, event_memory_id
+from agent_memory.agent.events import EventProcessor, ExecutionMode, StepResult, event_memory_id, result_memory_id
 from agent_memory.agent.loop import AgentRun, AgentStep, MemoryAgent
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.agent.step_lock import StepLock, StepLockHolder
@@ -31,4 +31,5 @@ __all__ = [
     "StepLockHolder",
     "StepResult",
     "event_memory_id",
+    "result_memory_id",
 ]

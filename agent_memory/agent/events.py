@@ -18,11 +18,18 @@ a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.S
 **Exactly once.** An event is marked ``applying`` (committed) before its effect is written and
 ``applied`` after. A process killed in between leaves it ``applying``; the next processor checks
 whether its effect exists before it applies it: the raw traces of an ingest carry the event id as
-``correlation_id``, a tool result and a store get a memory id derived from the event id
-(``derived_memory_id("event:<id>")``), and pins, forgets, compaction requests and usage reports are
-idempotent. So after any crash every journaled event is applied once: none lost, none twice. The
-restarted manager rebuilds its in-process state (pending tool calls, the working context) from
-the raw traces when it is constructed.
+``correlation_id``, a store and a tool result journaled with its content get a memory id derived
+from the event id (:func:`event_memory_id`), and pins, forgets, compaction requests and usage
+reports are idempotent. So after any crash every journaled event is applied once: none lost, none
+twice. The restarted manager rebuilds its in-process state (pending tool calls, the working
+context) from the raw traces when it is constructed.
+
+**One write per result.** In auto mode a tool result is stored first (durable), under
+:func:`result_memory_id` (the conversation, the call, the sha256 of its bytes), and its event is
+journaled with that memory id and a bounded preview, never a second copy of the bytes (issue #38).
+A crash between the two leaves a stored item that no event names: the call stays unanswered, and
+the same result dispatched again finds the item under the same id; otherwise it stays an ordinary
+item (retrievable, found by queries, removed by ``forget``), named by no trace.
 
 **Several processes.** The step lock keeps two processes from applying events of one memory at
 once, and it dies with its holder: a killed holder's lock is free at once (team9's stays locked). A
@@ -64,11 +71,13 @@ from agent_memory.errors import (
 from agent_memory.ids import derived_memory_id
 from agent_memory.kernel.budget import BudgetCheck
 from agent_memory.kernel.manager import MemoryManager
+from agent_memory.models.items import content_to_bytes
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.models.traces import RawTraceItem
+from agent_memory.models.traces import RawTraceItem, tool_result_preview
 from agent_memory.observers import EventApplied, MemoryObserver, logger
 from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent, checked_kind
 from agent_memory.storage import common
+from agent_memory.storage.contracts import sha256_hex
 
 __all__ = [
     "DEFAULT_KEEP_APPLIED_EVENTS",
@@ -76,11 +85,13 @@ __all__ = [
     "ExecutionMode",
     "StepResult",
     "event_memory_id",
+    "result_memory_id",
 ]
 
 DEFAULT_KEEP_APPLIED_EVENTS = 1_000
 """Applied (and failed) events kept in the queue for inspection; older ones are deleted (open
-events never are). A tool result's payload can be megabytes, so the journal must not grow for ever."""
+events never are). A tool result journaled whole (stepping mode) can be megabytes, so the journal must not
+grow for ever."""
 
 PRUNE_EVERY_EVENTS = 64
 """The queue is pruned after every this many applied events."""
@@ -109,9 +120,19 @@ def _manager_token(manager: MemoryManager) -> str:
 
 
 def event_memory_id(event_id: str) -> str:
-    """The memory id under which a queued tool result or store event stores its content (unless
-    the store names its own ``item_id``): derived from the event id, so a retried event finds it."""
+    """The memory id under which a queued store event, or a tool result event journaled with its
+    content, stores that content when it is applied (unless the store names its own ``item_id``):
+    derived from the event id, so a retried event finds it."""
     return derived_memory_id(f"event:{event_id}")
+
+
+def result_memory_id(agent_id: str, tool_call_id: str, content_sha256: str) -> str:
+    """The memory id under which a tool result is stored before its event is journaled (see
+    :meth:`EventProcessor.dispatch`): derived from the conversation, the call and the sha256 of the
+    result's bytes (:func:`~agent_memory.models.items.content_to_bytes`), so the same result of
+    the same call dispatched again (a retry after a crash between the store and the journal)
+    finds the item stored by the first try instead of storing a second one."""
+    return derived_memory_id(f"result:{agent_id}/{tool_call_id}/{content_sha256}")
 
 
 class ExecutionMode(StrEnum):
@@ -254,6 +275,13 @@ class EventProcessor:
         """Journal an event; in auto mode also apply the queue (this event and every one before
         it), then any pending truncation and compaction.
 
+        A tool result to store (``tool_result`` with a ``result``, not ``is_error``, not
+        ``inline``) dispatched in auto mode, answering a call the manager has recorded, is stored
+        in the memory first (:meth:`MemoryManager.store_tool_result`, durable when it returns, under
+        :func:`result_memory_id`), and the event journaled holds its memory id and preview, not its
+        bytes: one write of the result. Otherwise (stepping mode, a call not recorded yet) the
+        event holds the result and applying it stores it.
+
         Args:
             kind: which event (:class:`EventKind`).
             payload: its arguments (the manager method's, see the convenience methods); ``bytes``
@@ -266,9 +294,9 @@ class EventProcessor:
             the running dispatch applies it after the current event, or a later step does.
 
         Raises:
-            InvalidArgumentError: for an unknown kind or a malformed payload (nothing journaled);
-                in auto mode, the manager's own error when it refuses the event (the event is
-                then ``failed``).
+            InvalidArgumentError: for an unknown kind or a malformed payload, or a tool result
+                the memory refuses to store (nothing journaled); in auto mode, the manager's own
+                error when it refuses the event (the event is then ``failed``).
             EventFailedError: in auto mode, if another process applied and refused the event.
             LockTimeoutError: in auto mode, if the step lock stayed held; the event is journaled
                 and the next step or dispatch applies it: do not dispatch it again.
@@ -280,6 +308,8 @@ class EventProcessor:
         kind = checked_kind(kind, {} if payload is None else payload)
         with map_exceptions("EventProcessor.dispatch"):
             checked = checked_payload(kind, dict(payload or {}))
+        if kind is EventKind.TOOL_RESULT:
+            checked = self._stored_first(checked)
         event = self.journal.push(kind, checked)  # the one write of the payload; it is not read back
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
             return event
@@ -346,6 +376,26 @@ class EventProcessor:
                 count += 1
         return count
 
+    def _stored_first(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A checked ``tool_result`` payload as it is journaled: when its result is to be stored,
+        this processor applies at once (auto mode) and the manager knows the call, the result is
+        stored now and the payload names it (``memory_id``, ``preview``) instead of holding it;
+        else the payload as it is (see :meth:`dispatch`)."""
+        arguments = dict(payload.get("store_arguments") or {})
+        if ("result" not in payload or payload.get("is_error") or arguments.get("inline")
+                or self._mode is ExecutionMode.STEPPING or self.manager.call_turn(payload["tool_call_id"]) is None):
+            return payload
+        arguments.pop("inline", None)
+        result, call_id = payload["result"], payload["tool_call_id"]
+        with map_exceptions("EventProcessor.dispatch"):
+            digest = sha256_hex(content_to_bytes(result)[0])
+        memory_id = self.manager.store_tool_result(
+            call_id, result, name=payload.get("name"), item_id=result_memory_id(self.manager.agent_id, call_id, digest),
+            **arguments,
+        )
+        reference = {key: value for key, value in payload.items() if key not in ("result", "store_arguments", "is_error")}
+        return {**reference, "memory_id": memory_id, "preview": tool_result_preview(result)}
+
     # -- the manager's operations, journaled ------------------------------------------------------
     def _result(self, event: QueuedEvent, key: str) -> Any:
         if event.status != "applied" or not isinstance(event.result, dict):
@@ -379,9 +429,11 @@ class EventProcessor:
 
     def tool_result(self, tool_call_id: str, result: Any, *, is_error: bool = False, name: str | None = None,
                     source_event: str | None = None, **store_arguments: Any) -> str | None:
-        """:meth:`MemoryManager.ingest_tool_result` as an event: the result (text, JSON data or
-        ``bytes``) is journaled, then stored under :func:`event_memory_id` of the event. Returns
-        the memory id in auto mode (``None`` for an error result, and in stepping mode)."""
+        """:meth:`MemoryManager.ingest_tool_result` as an event: in auto mode the result (text,
+        JSON data or ``bytes``) is stored, then the event is journaled with its memory id (see
+        :meth:`dispatch`); in stepping mode the event is journaled with the result, which a step
+        stores under :func:`event_memory_id` of the event. Returns the memory id in auto mode
+        (``None`` for an error or inline result, and in stepping mode)."""
         payload: dict[str, Any] = {"tool_call_id": tool_call_id, "result": result, "is_error": is_error, "name": name,
                                    "store_arguments": store_arguments}
         if source_event is not None:
@@ -536,6 +588,12 @@ class EventProcessor:
             calls = [ToolCall.model_validate(call) for call in payload["calls"]]
             manager.ingest_tool_intent(calls, turn_id=payload.get("turn_id"), correlation_id=event.id, **source)
             return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id} if calls else None
+        if kind is EventKind.TOOL_RESULT and "memory_id" in payload:  # stored before it was journaled
+            stored = manager.ingest_stored_tool_result(
+                payload["tool_call_id"], payload["memory_id"], preview=payload.get("preview"), name=payload.get("name"),
+                correlation_id=event.id, **source,
+            )
+            return {"memory_id": stored}
         if kind is EventKind.TOOL_RESULT:
             item_id = manager.ingest_tool_result(
                 payload["tool_call_id"], payload["result"], is_error=bool(payload.get("is_error")),

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent_memory.errors import InvalidArgumentError
+from agent_memory.errors import InvalidArgumentError, InvalidIdError
+from agent_memory.ids import validate_memory_id
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.storage.journal import EventKind
 
@@ -16,8 +17,9 @@ _FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
     EventKind.USER_MESSAGE: (frozenset({"content"}), frozenset({"images", "source_event"})),
     EventKind.ASSISTANT_RESPONSE: (frozenset({"message"}), frozenset({"turn_id", "source_event"})),
     EventKind.TOOL_INTENT: (frozenset({"calls"}), frozenset({"turn_id", "source_event"})),
-    EventKind.TOOL_RESULT: (frozenset({"tool_call_id", "result"}),
-                            frozenset({"is_error", "name", "source_event", "store_arguments"})),
+    EventKind.TOOL_RESULT: (frozenset({"tool_call_id"}),
+                            frozenset({"result", "is_error", "name", "source_event", "store_arguments", "memory_id",
+                                       "preview"})),
     EventKind.MEMORY_STORE: (frozenset({"content"}), frozenset({"type", "source", "tags", "related_to", "title",
                                                                 "media_type", "extra", "timestamp", "item_id"})),
     EventKind.MEMORY_FORGET: (frozenset({"item_id"}), frozenset()),
@@ -25,11 +27,30 @@ _FIELDS: dict[EventKind, tuple[frozenset[str], frozenset[str]]] = {
     EventKind.COMPACTION_REQUEST: (frozenset(), frozenset()),
     EventKind.USAGE_REPORT: (frozenset(), frozenset({"prompt_tokens", "estimate"})),
 }
-"""Required and optional payload keys of each kind."""
+"""Required and optional payload keys of each kind (a ``tool_result`` holds its ``result``, or the
+``memory_id`` of the result already stored and its ``preview``: :func:`checked_payload`)."""
 
 _STORE_ARGUMENTS = frozenset({"type", "media_type", "source", "title", "inline"})
 """What a tool result's ``store_arguments`` may say (the rest of ``ingest_tool_result``'s keywords
 are the processor's)."""
+
+
+def _check_tool_result(payload: dict[str, Any]) -> None:
+    """A ``tool_result`` payload holds its ``result`` (with any ``is_error``, ``store_arguments``),
+    or names a stored result: ``memory_id`` (with its ``preview``), never both."""
+    if ("result" in payload) == ("memory_id" in payload):
+        raise InvalidArgumentError("a tool_result event holds its result or the memory_id of the stored result "
+                                   "(one of them)")
+    if "memory_id" in payload:
+        if payload.get("is_error") or payload.get("store_arguments"):
+            raise InvalidArgumentError("a tool_result event naming a stored result (memory_id) takes no is_error "
+                                       "or store_arguments: it was stored with them")
+        try:
+            validate_memory_id(payload["memory_id"])
+        except InvalidIdError as exc:
+            raise InvalidArgumentError(f"a tool_result event's memory_id: {exc}") from None
+    elif "preview" in payload:
+        raise InvalidArgumentError("a tool_result event's preview goes with a memory_id, not with its result")
 
 
 def checked_payload(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +74,8 @@ def checked_payload(kind: EventKind, payload: dict[str, Any]) -> dict[str, Any]:
         raise InvalidArgumentError("a memory_mark_critical event pins an item_id or a fact (one of them)")
     if kind is EventKind.USAGE_REPORT and payload.get("prompt_tokens") is None and payload.get("estimate") is None:
         raise InvalidArgumentError("a usage_report event needs prompt_tokens or estimate")
+    if kind is EventKind.TOOL_RESULT:
+        _check_tool_result(payload)
     extra = payload.get("store_arguments") or {}
     if not isinstance(extra, dict) or set(extra) - _STORE_ARGUMENTS:
         raise InvalidArgumentError(f"a tool_result event's store_arguments take only {sorted(_STORE_ARGUMENTS)}")

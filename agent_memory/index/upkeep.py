@@ -329,8 +329,9 @@ class IndexUpkeep:
             with self._locked("keyword"):
                 current = self._current(pairs)
                 self.lexical.add([chunk for chunk in chunks if chunk.item_id in current])
-        with self._mutex:
+        with self._changed:
             self._keyworded.update(record.id for record, _ in pairs)
+            self._changed.notify_all()  # a query waiting for this stage of a batch goes on now
 
     def _write_vectors(self, chunks: list[IndexChunk], pairs: list[tuple[ItemRecord, Any]]) -> None:
         """The vector stage, under the ``index`` lock: the chunks of the items the vector index
@@ -637,7 +638,8 @@ class IndexUpkeep:
 
     def _index_pending(self, batch: list[_Pending]) -> None:
         """Index a batch of pending items: their chunks (kept from a query's keyword stage when
-        one ran), the keyword stage for those not in the keyword index yet, the vector stage; a
+        one ran), the keyword stage for those not in the keyword index yet, the token counts of
+        those stored uncounted (:meth:`_count`), the vector stage; a
         batch that fails while the index answers is contained item by item (:meth:`_contain`).
         Items forgotten meanwhile are skipped."""
         ready: list[tuple[ItemRecord, Any, list[IndexChunk]]] = []
@@ -652,8 +654,13 @@ class IndexUpkeep:
         with self._mutex:
             fresh = [(r, c, k) for r, c, k in ready if r.id not in self._keyworded]
         try:
-            if fresh:
-                self._write_keyword([chunk for _, _, chunks in fresh for chunk in chunks], [(r, c) for r, c, _ in fresh])
+            try:
+                if fresh:
+                    self._write_keyword([chunk for _, _, chunks in fresh for chunk in chunks],
+                                        [(r, c) for r, c, _ in fresh])
+            finally:  # after the keyword stage, which a query may be waiting for
+                for record, content, _ in ready:
+                    self._count(record, content)
             self._write_vectors([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
         except LockTimeoutError:
             raise
@@ -664,18 +671,19 @@ class IndexUpkeep:
             self._contain(ready, exc)
 
     def _chunks_of(self, record: ItemRecord, content: Any) -> list[IndexChunk] | None:
-        """An item's chunks; ``None`` (and the item refused, reported) when it cannot be chunked."""
+        """An item's chunks; ``None`` (and the item refused, reported) when it cannot be chunked.
+        Its token counts are not written here: the indexing thread's batch writes them after its
+        keyword stage (:meth:`_index_pending`), so neither a query's keyword stage (which calls
+        this in the caller's thread) nor a query waiting for the batch's pays for them."""
         reason = unindexable(record)
         if reason is not None:
             self._refuse(record.id, reason)
             return None
         try:
-            chunks = self.chunks(record, content)
+            return self.chunks(record, content)
         except Exception as exc:  # noqa: BLE001 - RecursionError, a page extractor's error...
             self._refuse(record.id, _describe(exc))
             return None
-        self._count(record, content)
-        return chunks
 
     def _count(self, record: ItemRecord, content: Any) -> None:
         """Write the token counts of an item stored uncounted (a large result: ``store`` leaves

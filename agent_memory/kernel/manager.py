@@ -327,8 +327,9 @@ class MemoryManager(MemoryMarks):
                            inline: bool = False, **store_arguments: Any) -> str | None:
         """Record a tool's result, in its call's turn. The full content goes to the AgentMemory
         (its type sniffed unless ``store_arguments`` say: ``type``, ``media_type``, ``source``,
-        ``title``); its trace keeps the memory id and a bounded preview. An error result
-        (``is_error``) is kept as text, not stored.
+        ``title``); its trace keeps the memory id and a bounded preview (:meth:`store_tool_result`,
+        then :meth:`ingest_stored_tool_result`). An error result (``is_error``) is kept as text, not
+        stored.
 
         Args:
             correlation_id: kept on the trace (see :meth:`ingest_user_message`).
@@ -368,18 +369,96 @@ class MemoryManager(MemoryMarks):
                 self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, content=text,
                                             id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
                 return None
-            arguments = result_store_arguments(result, tool=tool, call_arguments=call.arguments if call else None,
-                                               **store_arguments)
-            if item_id is not None and validate_memory_id(item_id) in self.memory:
-                item_id = validate_memory_id(item_id)  # stored by an interrupted earlier try
-            else:
-                item_id = self.memory.store(arguments.pop("content"), item_id=item_id, **arguments)
-            item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
-                                tool_result=tool_result_preview(result), tool_result_ref=item_id,
-                                correlation_id=correlation_id)
-            self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=item_id,
-                                        id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
-            return item_id
+            item_id = self._store_result(result, tool=tool, call=call, item_id=item_id,
+                                         store_arguments=store_arguments)
+            return self._record_result(turn, tool_call_id, item_id, preview=tool_result_preview(result), tool=tool,
+                                       source_event=source_event, correlation_id=correlation_id)
+
+    def store_tool_result(self, tool_call_id: str, result: Any, *, name: str | None = None, item_id: str | None = None,
+                          **store_arguments: Any) -> str:
+        """Store a tool's result in the AgentMemory (durable when this returns: on files fsynced,
+        in Postgres committed) without recording it in the conversation; record it afterwards with
+        :meth:`ingest_stored_tool_result`. This is the first half of :meth:`ingest_tool_result`,
+        for a caller that must have the result safe before it journals the event that records it
+        (the :class:`~agent_memory.agent.events.EventProcessor`: the journal then holds the memory
+        id, not a second copy of the result's bytes).
+
+        Args:
+            tool_call_id: the call the result answers (it must have been ingested).
+            result: the full result (text, JSON data or ``bytes``).
+            name: the tool's name; ``None``: the call's.
+            item_id: the memory id to store it under; ``None``: a new random id. An item already
+                stored under it is taken as this result (stored by an earlier try) and not stored
+                again.
+            store_arguments: ``type``, ``media_type``, ``source``, ``title`` (else sniffed and
+                derived from the call, as :meth:`ingest_tool_result` does).
+
+        Returns:
+            The memory id.
+
+        Raises:
+            InvalidArgumentError: if no tool call has this id, or the result cannot be stored.
+            InvalidIdError: if ``item_id`` is malformed.
+        """
+        with self._lock:
+            if tool_call_id not in self._call_turns:
+                raise InvalidArgumentError(f"no tool call {tool_call_id!r} was ingested: ingest the call first")
+            call = self._pending.get(tool_call_id)
+        tool = name or (call.name if call is not None else None)
+        return self._store_result(result, tool=tool, call=call, item_id=item_id,
+                                  store_arguments=store_arguments)
+
+    def _store_result(self, result: Any, *, tool: str | None, call: ToolCall | None,
+                      item_id: str | None, store_arguments: dict[str, Any]) -> str:
+        arguments = result_store_arguments(result, tool=tool, call_arguments=call.arguments if call else None,
+                                           **store_arguments)
+        if item_id is not None and validate_memory_id(item_id) in self.memory:
+            return validate_memory_id(item_id)  # stored by an interrupted earlier try
+        return self.memory.store(arguments.pop("content"), item_id=item_id, **arguments)
+
+    def ingest_stored_tool_result(self, tool_call_id: str, item_id: str, *, preview: Any = None,
+                                  name: str | None = None, source_event: str = TOOL_RESULT_EVENT,
+                                  correlation_id: str | None = None) -> str:
+        """Record a tool's result that is already stored in the AgentMemory (by
+        :meth:`store_tool_result`, or by the caller), in its call's turn: the second half of
+        :meth:`ingest_tool_result`. Its trace keeps ``item_id`` and ``preview``; nothing is read
+        from or written to the item store.
+
+        Args:
+            preview: what the trace shows of the result
+                (:func:`~agent_memory.models.traces.tool_result_preview` of it; cut to that bound
+                here too); ``None``: no preview.
+            correlation_id: kept on the trace (see :meth:`ingest_user_message`).
+
+        Returns:
+            ``item_id``.
+
+        Raises:
+            InvalidArgumentError: if no tool call has this id.
+            InvalidIdError: if ``item_id`` is malformed.
+            ItemNotFoundError: if no item ``item_id`` is stored (nothing is recorded).
+        """
+        item_id = validate_memory_id(item_id)
+        with self._lock:
+            turn = self._call_turns.get(tool_call_id)
+            if turn is None:
+                raise InvalidArgumentError(f"no tool call {tool_call_id!r} was ingested: ingest the call first")
+            if item_id not in self.memory:
+                raise ItemNotFoundError(f"no item {item_id} is stored: a stored result is recorded by its memory id",
+                                        item_id=item_id)
+            call = self._pending.pop(tool_call_id, None)
+            tool = name or (call.name if call is not None else None)
+            return self._record_result(turn, tool_call_id, item_id, preview=tool_result_preview(preview), tool=tool,
+                                       source_event=source_event, correlation_id=correlation_id)
+
+    def _record_result(self, turn: str, tool_call_id: str, item_id: str, *, preview: Any, tool: str | None,
+                       source_event: str, correlation_id: str | None) -> str:
+        """Write a stored result's trace and append its message to the working context."""
+        item = self._record(turn, "tool_result", source_event, tool_name=tool, tool_call_id=tool_call_id,
+                            tool_result=preview, tool_result_ref=item_id, correlation_id=correlation_id)
+        self.context.append(Message(role="tool", tool_call_id=tool_call_id, name=tool, tool_result_ref=item_id,
+                                    id=item.id, ts=item.ts, turn_id=turn, seq=item.seq))
+        return item_id
 
     def _current_turn(self) -> str:
         turn = self.tracker.current_turn_id
@@ -441,6 +520,12 @@ class MemoryManager(MemoryMarks):
     def pending_call_ids(self) -> frozenset[str]:
         """Ids of the tool calls made and not answered yet."""
         return frozenset(self._pending)
+
+    def call_turn(self, tool_call_id: str) -> str | None:
+        """The turn in which the tool call ``tool_call_id`` was recorded (answered or not);
+        ``None``: this manager has recorded no such call (a result for it would be refused)."""
+        with self._lock:
+            return self._call_turns.get(tool_call_id)
 
     def count_tokens(self, messages: Sequence[Message], tool_definitions: Sequence[dict[str, Any]] = ()) -> int:
         """Our own count of a prompt (messages and tool definitions, o200k), plus what the provider

@@ -50,7 +50,7 @@ from agent_memory.extras import require_extra
 from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
 from agent_memory.limits import replace_surrogates
-from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, map_sdk_errors
+from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, import_openai, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.pricing import BilledTokens
@@ -412,10 +412,7 @@ class _SDKChatModel(ABC):
 def _openai_client(
     cls: type, client: Any, base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int
 ) -> tuple[ModuleType, Any]:
-    try:
-        import openai
-    except ImportError as exc:  # pragma: no cover - openai is a dependency
-        raise ConfigurationError(f"{cls.__name__} needs the openai package (pip install openai)") from exc
+    openai = import_openai(cls.__name__)
     if client is not None:
         return openai, client
     try:

@@ -27,8 +27,9 @@ from agent_memory.errors import (
     LLMStatusError,
     LLMTimeoutError,
 )
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 
-__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "OpenAIChatClient", "map_sdk_errors"]
+__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "OpenAIChatClient", "import_openai", "map_sdk_errors"]
 
 DEFAULT_LLM_TIMEOUT_S = 30.0
 """Longest wait for one completion, in seconds, when neither the client nor the call sets one."""
@@ -83,6 +84,35 @@ class LLMClient(Protocol):
         ...
 
 
+def import_openai(owner: str) -> ModuleType:
+    """The ``openai`` module, imported with ``httpx`` complete beside it (when installed).
+
+    The SDK looks up ``sys.modules["httpx"]`` on every request (``_loaded_legacy_httpx`` in
+    openai/_httpx2.py) without waiting for an import of it to finish, and chromadb imports httpx
+    when a memory first opens its index on files, in the memory's indexing thread: a request made
+    meanwhile met a half-initialised module (``AttributeError: partially initialized module 'httpx'
+    has no attribute 'Timeout'``). Imported here, in the thread that builds the client and under
+    :data:`~agent_memory.lazy_imports.HEAVY_IMPORTS` (which the library's lazy imports hold), httpx
+    is whole before any request, and no later import of it can be half done.
+
+    Args:
+        owner: the class that needs the SDK (named in the error).
+
+    Raises:
+        ConfigurationError: if the ``openai`` package is not installed.
+    """
+    with HEAVY_IMPORTS:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a dependency
+            raise ConfigurationError(f"{owner} needs the openai package (pip install openai)") from exc
+        try:
+            import httpx  # noqa: F401 - imported whole now (see above)
+        except ImportError:  # pragma: no cover - chromadb's dependency, not ours
+            pass
+    return openai
+
+
 class OpenAIChatClient:
     """:class:`LLMClient` on the ``openai`` SDK's chat completions, for any OpenAI-compatible server.
 
@@ -107,10 +137,9 @@ class OpenAIChatClient:
         timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
         max_retries: int = 0,
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:  # pragma: no cover - openai is a dependency
-            raise ConfigurationError("OpenAIChatClient needs the openai package (pip install openai)") from exc
+        import_openai("OpenAIChatClient")  # httpx whole before any request (see there)
+        import openai
+
         self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s

@@ -169,6 +169,7 @@ def replay(
         summary = report.summarize(results, react=checks, seconds=time.monotonic() - started,
                                    memory_tools=engine.memory_tool_sizes(), price_models=priced)
         summary.notes += not_replayed
+        summary.workers = workers
         if budget is not None:
             from agent_memory.replay.kernel_replay import replay_kernel
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -147,6 +148,12 @@ class StrategyCurve:
     lost: int = 0
     """Needed values the prompt missed and nothing brought back (masking and the peers: the
     content is gone)."""
+    memory_ms: list[float] = field(default_factory=list)
+    """Agent-memory strategies: the memory's own wall time for each step of the run (one entry per
+    LLM call of the run, oldest first), in milliseconds: storing the results the step made (shared
+    by every strategy of the run), building the prompt (presentation, citations, the offer) and
+    committing it, and the simulated retrieves before the call; not the counting of tokens, nor
+    the model. Empty for the baselines and peers, which have no memory."""
 
     @property
     def total(self) -> int:
@@ -303,8 +310,11 @@ def replay_run(
     own_tools = list(run.tool_definitions)
     own_tokens = tool_tokens(own_tools, count)
 
-    # 1. Store every tool result at once (nothing embedded), keep references in the history.
-    tool_positions = [i for i, m in enumerate(messages) if m.role == "tool"]
+    # 1. Each tool result gets its memory id (derived from the run and position: citations, which
+    #    quote the id, and every decision that counts their tokens come out the same on every
+    #    replay); the history keeps references. A result is stored (nothing embedded) in the step
+    #    that made it: before the first call that sees it, timed as that step's memory work.
+    positions: list[int] = []
     args_by_call: dict[str, str] = {}
     entries = []
     for i, message in enumerate(messages):
@@ -313,28 +323,29 @@ def replay_run(
         if message.role == "tool":
             call_args = args_by_call.get(message.tool_call_id or "")
             entry = _result_entry(message, run.hints.get(i), call_args)
-            # ids derived from the run and position: citations (which quote the id) and every
-            # decision that counts their tokens come out the same on every replay
             entry["item_id"] = derived_memory_id(f"replay:{run.source}/{run.run_id}/{i}")
+            positions.append(i)
             entries.append(entry)
-    ids = memory.store_many(entries) if entries else []
-    item_id_of = dict(zip(tool_positions, ids))
+    item_id_of = {i: entry["item_id"] for i, entry in zip(positions, entries)}
     history = [
         m.model_copy(update={"content": None, "tool_result_ref": item_id_of[i]}) if i in item_id_of else m
         for i, m in enumerate(messages)
     ]
+    stored = 0
 
-    # 2. Round trip: every result comes back identical by id.
-    roundtrip_ok = 0
-    for entry, item_id in zip(entries, ids):
-        try:
-            back = memory.get(item_id).content
-        except AgentMemoryError:
-            continue
-        if type(back) is type(entry["content"]) and back == entry["content"]:
-            roundtrip_ok += 1
+    def store_upto(end: int) -> float:
+        """Store the results at positions before ``end`` not stored yet; the seconds it took."""
+        nonlocal stored
+        started = time.perf_counter()
+        batch = []
+        while stored < len(entries) and positions[stored] < end:
+            batch.append(entries[stored])
+            stored += 1
+        if batch:
+            memory.store_many(batch)
+        return time.perf_counter() - started
 
-    # 3. Every LLM call: build and count the prompt of each strategy, with its tools; a needed
+    # 2. Every LLM call: build and count the prompt of each strategy, with its tools; a needed
     #    value the prompt misses is retrieved first (agent-memory) or lost (masking, peers).
     chosen = [as_strategy(s) for s in strategies]
     models = list(headline_price_models() if price_models is None else price_models)
@@ -373,15 +384,28 @@ def replay_run(
     curves = {label: curves[label] for label in labels}
     for n, call in enumerate(run.calls):
         want = needed.get(call, [])
+        storing = store_upto(call)  # the step's results, stored once for every strategy
         for clear in clearing:
             clear.call(messages, call, want, own_tools, outputs[n], count)
         for track in tracks:
             track.call(history, call, want, item_id_of, own_tools, outputs[n], count)
+            track.curve.memory_ms[-1] += storing * 1_000
+    store_upto(len(messages))  # results after the last call
     for track in tracks:
         track.curve.citing_since = track.builder.stats.citing_since
 
+    # 3. Round trip: every result comes back identical by id.
+    roundtrip_ok = 0
+    for entry in entries:
+        try:
+            back = memory.get(entry["item_id"]).content
+        except AgentMemoryError:
+            continue
+        if type(back) is type(entry["content"]) and back == entry["content"]:
+            roundtrip_ok += 1
+
     first = next(iter(builders.values()), None)
-    citation_tokens = [first[0].view(item_id).cited_tokens for item_id in ids] if first is not None else []
+    citation_tokens = [first[0].view(e["item_id"]).cited_tokens for e in entries] if first is not None else []
 
     answer_observations: list[str] = []
     if run.answer and _checkable_answer(run.answer):
@@ -394,7 +418,7 @@ def replay_run(
         source=run.source,
         run_id=run.run_id,
         calls=len(run.calls),
-        results=len(ids),
+        results=len(entries),
         result_tokens=[count(e["content"]) for e in entries],
         curves=curves,
         citation_tokens=citation_tokens,
@@ -543,20 +567,27 @@ class _AgentTrack:
         that produced ``run_history[call]``."""
         self.history.extend(run_history[self.upto:call])
         self.upto = call
+        started = time.perf_counter()
         built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+        spent = time.perf_counter() - started
         missed = missing(built, want)
         self.curve.note(len(want), len(missed))
         if missed:
+            started = time.perf_counter()
             asked, answers = self._retrieve(missed, item_id_of)
+            spent += time.perf_counter() - started
             self.previous = self.curve.record(built, sent, self.previous, count)
             self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
             self.curve.retrieves += 1
             self.curve.retrieve_tokens += sum(message_tokens(answer, count) for answer in answers)
             self.history += [asked, *answers]
+            started = time.perf_counter()
             built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+            spent += time.perf_counter() - started
             self.curve.lost += len(missing(built, missed))
         self.previous = self.curve.record(built, sent, self.previous, count)
         self.curve.output_tokens.append(output)
+        self.curve.memory_ms.append(spent * 1_000)
 
     def _retrieve(self, missed: Sequence[NeededValue], item_id_of: dict[int, str]) -> tuple[Message, list[Message]]:
         """The model's retrieve calls for ``missed`` (one assistant message, one call per result and

@@ -10,6 +10,11 @@ messages only. Cache-reusable prefix: per prompt, the net tokens a provider's pr
 reuse (the tool definitions when unchanged, then the leading messages identical to the previous
 prompt's).
 
+Memory time: per agent step of an agent-memory strategy, the wall time of what the memory did
+(storing the step's results, building and committing the prompt, simulated retrieves), p50 and p95
+over a source's steps; runs are replayed several at a time (``--workers``, :attr:`ReplayReport.workers`),
+so the figures include waiting for the other runs' threads.
+
 Cost: each call priced with prompt caching by :class:`~agent_memory.pricing.PriceModel` (prices
 from ``genai-prices``): its net prompt tokens, the prefix equal to the previous call's prompt, and
 its output (the assistant message the trace has after the call, the same in every strategy).
@@ -25,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent_memory.pricing import CallTokens, Cost, PriceModel, headline_price_models, prices_version
-from agent_memory.replay.engine import RunResult, StrategyCurve
+from agent_memory.replay.engine import DEFAULT_WORKERS, RunResult, StrategyCurve
 from agent_memory.replay.kernel_replay import KernelRunResult
 from agent_memory.replay.react_check import ReactCheck
 from agent_memory.replay.strategies import DEFAULT_STRATEGIES, MASKING, NAIVE
@@ -118,6 +123,13 @@ class StrategySummary:
     """Tokens of what those calls brought into the history."""
     lost: int = 0
     """Needed values missed and never brought back (clearing strategies: the content is gone)."""
+    memory_ms_p50: float | None = None
+    """Agent-memory strategies: the median of the memory's own wall time per agent step, in
+    milliseconds (:attr:`~agent_memory.replay.engine.StrategyCurve.memory_ms`: storing the step's
+    results, building and committing the prompt, simulated retrieves); ``None`` for the baselines
+    and peers, which have no memory."""
+    memory_ms_p95: float | None = None
+    """The same, 95th percentile (nearest rank)."""
 
     @property
     def kept_share(self) -> float:
@@ -181,6 +193,9 @@ class ReplayReport:
     """Per source, per strategy: the cost of each call in USD under the first price model."""
     peers: dict[str, str] = field(default_factory=dict)
     """Per peer strategy (label): what it is and at what settings (:mod:`~agent_memory.replay.peers`)."""
+    workers: int = DEFAULT_WORKERS
+    """Runs replayed at once (threads): the memory's wall time per step includes waiting for the
+    others' (:attr:`StrategySummary.memory_ms_p50`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -194,11 +209,12 @@ class ReplayReport:
             "sources": [asdict(s) for s in self.sources],
             "total": asdict(self.total),
             "seconds": round(self.seconds, 1),
+            "workers": self.workers,
             "notes": self.notes,
         }
 
 
-def _percentile(values: Sequence[int], q: float) -> float:
+def _percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -268,6 +284,13 @@ def _run_change(costs: Sequence[Cost], naive: Sequence[Cost]) -> float:
     return float(mine / base - 1) if base else 0.0
 
 
+def _step_ms(curves: Sequence[StrategyCurve], q: float) -> float | None:
+    """The ``q``-th percentile of the memory's wall time per step over ``curves``, in ms, to 0.01 ms;
+    ``None`` when no curve timed a step (a strategy without memory)."""
+    steps = [ms for curve in curves for ms in curve.memory_ms]
+    return round(_percentile(steps, q), 2) if steps else None
+
+
 def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
              costs: dict[str, dict[str, StrategyCost]] | None = None) -> SourceSummary:
     peers = {label for r in results for label in r.peers}
@@ -296,6 +319,8 @@ def _summary(name: str, results: Sequence[RunResult], strategies: Sequence[str],
             retrieves=sum(c.retrieves for c in curves),
             retrieve_tokens=sum(c.retrieve_tokens for c in curves),
             lost=sum(c.lost for c in curves),
+            memory_ms_p50=_step_ms(curves, 50),
+            memory_ms_p95=_step_ms(curves, 95),
             reduction_by_price_model={
                 model: _ratio(sum(r.priced_curves[label][model].total for r in results), naive_net)
                 for model in dict.fromkeys(m for r in results for m in r.priced_curves.get(label, {}))

@@ -37,6 +37,13 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
 
 
+def _step_ms(p50: float | None, p95: float | None) -> str:
+    """The memory's wall time per step, ``p50 / p95`` in ms (``–`` when not timed)."""
+    if p50 is None or p95 is None:
+        return "–"
+    return f"{p50:.1f} / {p95:.1f}" if p95 < 100 else f"{p50:,.0f} / {p95:,.0f}"
+
+
 def _name(summary: SourceSummary, report: ReplayReport) -> str:
     if summary.source == TOTAL:
         return "total (real traces only)" if any(not s.scripted for s in report.sources) else TOTAL
@@ -55,14 +62,16 @@ def _model_names(report: ReplayReport) -> list[tuple[str, str]]:
 def _headline_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     """The short table: per source, the default against naive, tokens then cost per model."""
     default = report.default
-    headers = ["source", "naive tokens", f"{default} tokens", "tokens saved", "used values kept (retrieves)"]
+    headers = ["source", "naive tokens", f"{default} tokens", "tokens saved", "used values kept (retrieves)",
+               "memory ms/step p50 / p95"]
     headers += [f"cost {label}" for label, _ in _model_names(report)]
     rows = []
     for summary in [*report.sources, report.total]:
         naive, chosen = summary.strategies[NAIVE], summary.strategies[default]
         row = [_name(summary, report), _k(naive.prompt_tokens), _k(chosen.prompt_tokens),
                _pct(-chosen.reduction).removeprefix("+"),
-               f"{chosen.kept:,}/{chosen.needed:,} ({chosen.retrieves:,})"]
+               f"{chosen.kept:,}/{chosen.needed:,} ({chosen.retrieves:,})", _step_ms(chosen.memory_ms_p50,
+                                                                                    chosen.memory_ms_p95)]
         for label, _ in _model_names(report):
             before, after = naive.cost[label], chosen.cost[label]
             row.append(f"{_usd(before.total_usd)} → {_usd(after.total_usd)} ({_pct(after.change)})")
@@ -329,7 +338,10 @@ def markdown(report: ReplayReport) -> str:
             f"The default strategy (`{default}`) against naive (the full history), per source: Σ net prompt tokens",
             "over every LLM call, and what those calls cost with prompt caching, output included, under each",
             f"headline price model (cells: naive → `{default}` (change); how cost is modelled: below). A negative",
-            "change is cheaper than naive.",
+            f"change is cheaper than naive. Memory ms/step: the wall time of what the memory itself did per agent step",
+            f"under `{default}` (storing the step's results, building and committing the prompt with its citations,",
+            f"simulated retrieves; not the model, not the counting), p50 / p95 over the source's steps, with",
+            f"{report.workers} run{'s' if report.workers != 1 else ''} replayed at a time (threads sharing the cores).",
             "",
             *_table(headers, rows),
             "",
