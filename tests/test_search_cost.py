@@ -193,3 +193,47 @@ def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path)
     dense_only.flush_index()
     found = [h for h in dense_only.index.search(query, MemoryCriteria(), n_chunks=500) if h.item_id == whole_id]
     assert len(found) == len(every)
+
+
+# -- what a query does not pay for, and what a flush of a large memory does not pay for -------------
+
+
+class ListingCountingIndex:
+    """A third party's vector index: the seven methods of the contract (no ``held_items``), over an
+    in-process index, counting the listings of every item it is asked for."""
+
+    def __init__(self) -> None:
+        from agent_memory.storage.inprocess import InProcessVectorIndex
+
+        self.inner = InProcessVectorIndex(MemoryConfig())
+        self.listings = 0
+        self.add, self.search, self.chunk_vector = self.inner.add, self.inner.search, self.inner.chunk_vector
+        self.list_items, self.delete_items, self.reset = self.inner.list_items, self.inner.delete_items, self.inner.reset
+
+    def item_ids(self) -> set[str]:
+        self.listings += 1
+        return self.inner.item_ids()
+
+
+def test_a_flush_of_many_batches_lists_the_index_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch of a flush asks which of its items the index holds (another process may have
+    indexed them): one lookup per item, or one ``held_items`` call, never a listing of the whole
+    index per batch, which made building a 100k-item memory quadratic."""
+    from agent_memory.index.upkeep import INDEX_BATCH_ITEMS
+
+    texts = [f"Harbour log {n}: ship {n * 7919 % 997} berthed at quay {n % 13}." for n in range(INDEX_BATCH_ITEMS + 40)]
+    third_party = ListingCountingIndex()
+    with AgentMemory("batches", "memory://flush-batches", index=third_party,  # type: ignore[arg-type]
+                     config=MemoryConfig(index_on_store=False)) as memory:
+        ids = memory.store_many([{"content": text} for text in texts])
+        assert memory.flush_index() == len(ids)
+        assert third_party.listings <= 1  # the flush's own look at what is there: not one per batch
+        assert third_party.inner.held_items(ids) == set(ids)
+    with AgentMemory("built-in", "memory://flush-batches-2", config=MemoryConfig(index_on_store=False)) as memory:
+        ids = memory.store_many([{"content": text} for text in texts])
+        listings: list[int] = []
+        real_item_ids = memory.index.item_ids
+        monkeypatch.setattr(memory.index, "item_ids", lambda: listings.append(1) or real_item_ids())
+        assert memory.flush_index() == len(ids)
+        assert len(listings) <= 1
+        assert memory.index.held_items(ids[:3] + ["mem_000000000000"]) == set(ids[:3])  # type: ignore[attr-defined]

@@ -567,7 +567,31 @@ class ChromaVectorIndex:
         return [(str(m["item_id"]), float(m["timestamp_s"])) for m in heads]
 
     def item_ids(self) -> set[str]:
-        return {str(m["item_id"]) for m in self._metadatas({"chunk_index": 0})}
+        """Ids of every item in the index, read from the ids of their chunks 0 (``<item_id>:0``):
+        chromadb 1.5 reads ~170 us of metadata per row, ids alone ~6 us (10k items: 1.7 s against
+        64 ms), so the first query or flush of a process on a large memory does not wait seconds."""
+        found: set[str] = set()
+        offset = 0
+        with self._using() as collection:
+            while True:
+                page = self._call("get", collection.get, where={"chunk_index": 0}, include=[], limit=GET_PAGE,
+                                  offset=offset)["ids"]
+                found.update(chunk_id.rpartition(":")[0] for chunk_id in page)
+                if len(page) < GET_PAGE:
+                    return found
+                offset += GET_PAGE
+
+    def held_items(self, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` have their chunk 0 here (:class:`~agent_memory.storage.vector.HeldItems`):
+        looked up by chunk id, in pages of :data:`GET_PAGE` (the same cost at any size of the
+        collection)."""
+        asked = [f"{item_id}:0" for item_id in dict.fromkeys(item_ids)]
+        found: set[str] = set()
+        with self._using() as collection:
+            for start in range(0, len(asked), GET_PAGE):
+                page = self._call("get", collection.get, ids=asked[start : start + GET_PAGE], include=[])["ids"]
+                found.update(chunk_id.rpartition(":")[0] for chunk_id in page)
+        return found
 
     def _metadatas(self, where: dict[str, Any]) -> list[dict[str, Any]]:
         """Metadata of every chunk passing ``where``, fetched in pages of :data:`GET_PAGE`: one
