@@ -70,6 +70,15 @@ def test_a_budget_leaves_the_common_words_out_of_the_match(lexical: LexicalIndex
     assert lexical.search("absent words only", criteria, n_chunks=20, max_postings=5) == []
 
 
+def test_equal_keyword_scores_keep_the_order_chunks_were_written(lexical: LexicalIndex) -> None:
+    criteria = MemoryCriteria(text="x", limit=5)
+    hits = lexical.search("runners", criteria, n_chunks=20)
+    assert len({hit.score for hit in hits}) == 1  # twelve chunks of one length, one match each
+    assert [hit.item_id for hit in hits] == [f"item{n}" for n in range(12)]
+    assert [hit.item_id for hit in lexical.search("runners", criteria, n_chunks=3)] == ["item0", "item1", "item2"]
+    assert lexical.search("lighthouse keeper", criteria, n_chunks=1)[0].body == "A quiet lighthouse keeper."
+
+
 def test_the_memory_applies_its_configured_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with AgentMemory("budget", tmp_path) as memory:
         for n in range(30):
@@ -196,6 +205,59 @@ def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path)
 
 
 # -- what a query does not pay for, and what a flush of a large memory does not pay for -------------
+
+
+def test_a_follow_up_no_chunk_holds_compiles_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-hop follow-up is the question plus ~60 words of a chunk: no hit holds all of them,
+    so no pattern is compiled for it (one took ~4 ms); a text a hit holds still leads."""
+    import regex
+
+    from agent_memory.index import fusion
+    from agent_memory.storage.vector import ChunkHit
+
+    compiled: list[str] = []
+    real_compile = regex.compile
+
+    def counting_compile(pattern: str, *args: object, **kwargs: object) -> object:
+        compiled.append(pattern)
+        return real_compile(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(fusion.regex, "compile", counting_compile)
+    hits = [ChunkHit(item_id=f"item{n}", chunk_index=0, body=f"Day {n}: the heron nests in reeds beside the Straße.",
+                     start_char=0, score=1.0) for n in range(40)]
+    follow_up = "where does the heron nest " + " ".join(f"word{n}" for n in range(60))
+    assert fusion.verbatim_matches(follow_up, hits) == {}
+    assert compiled == []
+    assert list(fusion.verbatim_matches("HERON nests in reeds", hits)) == [f"item{n}" for n in range(40)]
+    assert set(fusion.verbatim_matches("beside the STRASSE", hits[:1])) == {"item0"}  # case-folded both sides
+    assert fusion.verbatim_matches("nests in reed", hits) == {}  # whole words only
+    assert len(compiled) == 3  # once per call that has a candidate, not once per hit
+
+
+def test_a_query_of_a_memory_in_step_embeds_beside_the_keyword_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to wait for, the query's text is embedded inside the search (beside the keyword
+    search, which runs in another thread); when the indexes may lag it is embedded first, so the
+    wait for pending vectors counts from a ready model."""
+    import agent_memory.memory as memory_module
+
+    given: list[object] = []
+    real_search = memory_module.search
+
+    def recording_search(*args: object, **kwargs: object) -> object:
+        given.append(kwargs["vector"])
+        return real_search(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_module, "search", recording_search)
+    with AgentMemory("step", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
+        memory.store("The heron nests in tall reeds beside the river.")
+        memory.query("where do herons nest")  # stored since the indexes were last in step
+        memory.query("where do herons breed")  # in step now
+        bees = memory.store("Honeybees communicate food locations by dancing.")
+        hits = memory.query("which insects dance")
+    assert [vector is None for vector in given] == [False, True, False]
+    assert hits[0].item.id == bees
 
 
 class ListingCountingIndex:

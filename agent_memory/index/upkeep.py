@@ -720,6 +720,15 @@ class IndexUpkeep:
         (``None``: no bound). Whether nothing is pending now."""
         return self._wait_pending(None, timeout_s=timeout_s)
 
+    def in_step(self) -> bool:
+        """Whether the indexes hold every stored item, as far as this process knows: nothing is
+        pending and the store has not changed (by any process) since they were last found in
+        step, so :meth:`for_query` has nothing to do or wait for. Costs a read of the store's
+        change token (:meth:`~agent_memory.records.items.ItemStore.version`)."""
+        version = self.items.version()
+        with self._mutex:
+            return version == self._settled and not self._pending
+
     def for_query(self, wait_s: float) -> None:
         """Make a query read its own writes: every stored item in the keyword index now (the items
         of other processes and of a crash too: their keyword stage runs here, in the caller's
