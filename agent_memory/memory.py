@@ -662,9 +662,12 @@ class AgentMemory:
             wanted = MemoryCriteria(**{**dict(criteria), **filters}) if filters else criteria
 
         def find() -> list[QueryHit]:
-            # The text's vector first (the model loads then if it must), so that the wait for the
-            # vectors of what was stored before counts from a ready model.
-            vector = self._upkeep.embedder.embed_query(wanted.text) if wanted.text is not None else None
+            # When the indexes may lag, the text's vector first (the model loads then if it must),
+            # so that the wait for the vectors of what was stored before counts from a ready model;
+            # when they are in step, the search embeds it while the keyword search runs beside it.
+            vector = None
+            if wanted.text is not None and not self._upkeep.in_step():
+                vector = self._upkeep.embedder.embed_query(wanted.text)
             self._upkeep.for_query(self.config.query_wait_s)
             if wanted.text is None:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,

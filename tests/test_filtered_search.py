@@ -131,10 +131,31 @@ def test_too_few_passing_fetches_as_many_as_their_share_asks(
     monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 1)  # the first fetch: just the chunks wanted
     fetched: list[int] = []
     wheres = spy_filtered_queries(monkeypatch, fetched)
-    criteria = MemoryCriteria(text="rainy morning in Lima", tags=["g1"])  # a third of the items
+    # a third of the items, by a filter no other test here used (the index remembers a filter's share)
+    criteria = MemoryCriteria(text="rainy morning in Lima", tags=["weather", "g1"])
     hits = search(memory, criteria, n_chunks=6)
     assert wheres == [] and fetched[0] == 6 and len(fetched) >= 2 and fetched[-1] < 48
     assert search(memory, criteria, n_chunks=6, by_id=False) == hits and len(hits) == 6
+
+
+def test_the_share_a_filter_passed_sizes_the_next_fetch_at_once(
+    memory: AgentMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The follow-up of a multi-hop query, or the next query, with the same filter fetches as many
+    nearest chunks as that filter's share asks for in one search, not first the usual over-fetch."""
+    monkeypatch.setattr(chroma, "POST_FILTER_FETCH", 1)
+    fetched: list[int] = []
+    wheres = spy_filtered_queries(monkeypatch, fetched)
+    criteria = MemoryCriteria(text="rainy morning in Oslo", tags=["g2", "weather"], source="station-0")  # 8 of 48
+    first = search(memory, criteria, n_chunks=4)
+    assert fetched[0] == 4 and len(fetched) >= 2  # nothing remembered: the usual start, then more
+    fetched.clear()
+    again = search(memory, MemoryCriteria(text="a dry afternoon in Riga", tags=["weather", "g2"], source="station-0"),
+                   n_chunks=4)
+    assert wheres == [] and len(fetched) == 1 and fetched[0] > 4  # at once as many as the share asks
+    assert first == search(memory, criteria, n_chunks=4, by_id=False) and len(first) == 4
+    assert again == search(memory, MemoryCriteria(text="a dry afternoon in Riga", tags=["g2", "weather"],
+                                                  source="station-0"), n_chunks=4, by_id=False)
 
 
 def test_an_index_smaller_than_the_over_fetch_needs_no_second_search(

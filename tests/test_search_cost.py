@@ -70,6 +70,15 @@ def test_a_budget_leaves_the_common_words_out_of_the_match(lexical: LexicalIndex
     assert lexical.search("absent words only", criteria, n_chunks=20, max_postings=5) == []
 
 
+def test_equal_keyword_scores_keep_the_order_chunks_were_written(lexical: LexicalIndex) -> None:
+    criteria = MemoryCriteria(text="x", limit=5)
+    hits = lexical.search("runners", criteria, n_chunks=20)
+    assert len({hit.score for hit in hits}) == 1  # twelve chunks of one length, one match each
+    assert [hit.item_id for hit in hits] == [f"item{n}" for n in range(12)]
+    assert [hit.item_id for hit in lexical.search("runners", criteria, n_chunks=3)] == ["item0", "item1", "item2"]
+    assert lexical.search("lighthouse keeper", criteria, n_chunks=1)[0].body == "A quiet lighthouse keeper."
+
+
 def test_the_memory_applies_its_configured_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with AgentMemory("budget", tmp_path) as memory:
         for n in range(30):
@@ -193,3 +202,100 @@ def test_text_past_the_embedding_budget_is_found_by_keyword_only(tmp_path: Path)
     dense_only.flush_index()
     found = [h for h in dense_only.index.search(query, MemoryCriteria(), n_chunks=500) if h.item_id == whole_id]
     assert len(found) == len(every)
+
+
+# -- what a query does not pay for, and what a flush of a large memory does not pay for -------------
+
+
+def test_a_follow_up_no_chunk_holds_compiles_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-hop follow-up is the question plus ~60 words of a chunk: no hit holds all of them,
+    so no pattern is compiled for it (one took ~4 ms); a text a hit holds still leads."""
+    import regex
+
+    from agent_memory.index import fusion
+    from agent_memory.storage.vector import ChunkHit
+
+    compiled: list[str] = []
+    real_compile = regex.compile
+
+    def counting_compile(pattern: str, *args: object, **kwargs: object) -> object:
+        compiled.append(pattern)
+        return real_compile(pattern, *args, **kwargs)
+
+    monkeypatch.setattr(fusion.regex, "compile", counting_compile)
+    hits = [ChunkHit(item_id=f"item{n}", chunk_index=0, body=f"Day {n}: the heron nests in reeds beside the Straße.",
+                     start_char=0, score=1.0) for n in range(40)]
+    follow_up = "where does the heron nest " + " ".join(f"word{n}" for n in range(60))
+    assert fusion.verbatim_matches(follow_up, hits) == {}
+    assert compiled == []
+    assert list(fusion.verbatim_matches("HERON nests in reeds", hits)) == [f"item{n}" for n in range(40)]
+    assert set(fusion.verbatim_matches("beside the STRASSE", hits[:1])) == {"item0"}  # case-folded both sides
+    assert fusion.verbatim_matches("nests in reed", hits) == {}  # whole words only
+    assert len(compiled) == 3  # once per call that has a candidate, not once per hit
+
+
+def test_a_query_of_a_memory_in_step_embeds_beside_the_keyword_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to wait for, the query's text is embedded inside the search (beside the keyword
+    search, which runs in another thread); when the indexes may lag it is embedded first, so the
+    wait for pending vectors counts from a ready model."""
+    import agent_memory.memory as memory_module
+
+    given: list[object] = []
+    real_search = memory_module.search
+
+    def recording_search(*args: object, **kwargs: object) -> object:
+        given.append(kwargs["vector"])
+        return real_search(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_module, "search", recording_search)
+    with AgentMemory("step", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
+        memory.store("The heron nests in tall reeds beside the river.")
+        memory.query("where do herons nest")  # stored since the indexes were last in step
+        memory.query("where do herons breed")  # in step now
+        bees = memory.store("Honeybees communicate food locations by dancing.")
+        hits = memory.query("which insects dance")
+    assert [vector is None for vector in given] == [False, True, False]
+    assert hits[0].item.id == bees
+
+
+class ListingCountingIndex:
+    """A third party's vector index: the seven methods of the contract (no ``held_items``), over an
+    in-process index, counting the listings of every item it is asked for."""
+
+    def __init__(self) -> None:
+        from agent_memory.storage.inprocess import InProcessVectorIndex
+
+        self.inner = InProcessVectorIndex(MemoryConfig())
+        self.listings = 0
+        self.add, self.search, self.chunk_vector = self.inner.add, self.inner.search, self.inner.chunk_vector
+        self.list_items, self.delete_items, self.reset = self.inner.list_items, self.inner.delete_items, self.inner.reset
+
+    def item_ids(self) -> set[str]:
+        self.listings += 1
+        return self.inner.item_ids()
+
+
+def test_a_flush_of_many_batches_lists_the_index_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch of a flush asks which of its items the index holds (another process may have
+    indexed them): one lookup per item, or one ``held_items`` call, never a listing of the whole
+    index per batch, which made building a 100k-item memory quadratic."""
+    from agent_memory.index.upkeep import INDEX_BATCH_ITEMS
+
+    texts = [f"Harbour log {n}: ship {n * 7919 % 997} berthed at quay {n % 13}." for n in range(INDEX_BATCH_ITEMS + 40)]
+    third_party = ListingCountingIndex()
+    with AgentMemory("batches", "memory://flush-batches", index=third_party,  # type: ignore[arg-type]
+                     config=MemoryConfig(index_on_store=False)) as memory:
+        ids = memory.store_many([{"content": text} for text in texts])
+        assert memory.flush_index() == len(ids)
+        assert third_party.listings <= 1  # the flush's own look at what is there: not one per batch
+        assert third_party.inner.held_items(ids) == set(ids)
+    with AgentMemory("built-in", "memory://flush-batches-2", config=MemoryConfig(index_on_store=False)) as memory:
+        ids = memory.store_many([{"content": text} for text in texts])
+        listings: list[int] = []
+        real_item_ids = memory.index.item_ids
+        monkeypatch.setattr(memory.index, "item_ids", lambda: listings.append(1) or real_item_ids())
+        assert memory.flush_index() == len(ids)
+        assert len(listings) <= 1
+        assert memory.index.held_items(ids[:3] + ["mem_000000000000"]) == set(ids[:3])  # type: ignore[attr-defined]

@@ -364,16 +364,27 @@ def verbatim_matches(text: str, hits: Sequence[ChunkHit]) -> dict[str, ChunkHit]
     query is noise, and reciprocal rank fusion puts a keyword-only first hit (weight 0.5 at
     rank 1: 0.5/61) below the 61st dense hit. So items that hold the query verbatim lead the
     ranking, as a phrase match leads a search engine's; a question never appears verbatim in
-    what it asks about, so questions are ranked by fusion alone."""
-    words = [word.casefold() for word in _WORDS.findall(text)]
+    what it asks about, so questions are ranked by fusion alone.
+
+    Both sides are compared case-folded (``str.casefold``): the words of the folded text in the
+    folded chunk. The pattern is compiled only when a chunk holds every word (a necessary
+    condition, checked first): compiling one for a multi-hop follow-up of seventy words took
+    ~4 ms a query (benchmarks/bench_scale.py's profile), and a question's words are almost never
+    all in one chunk."""
+    words = _WORDS.findall(text.casefold())
     if not words or not hits:
         return {}
-    pattern = regex.compile(
-        r"(?<!\w)" + r"\W+".join(regex.escape(word) for word in words) + r"(?!\w)", regex.IGNORECASE | regex.V1
-    )
+    pattern: regex.Pattern[str] | None = None
     found: dict[str, ChunkHit] = {}
     for hit in hits:
-        if hit.item_id not in found and pattern.search(hit.body) is not None:
+        if hit.item_id in found:
+            continue
+        folded = hit.body.casefold()
+        if not all(word in folded for word in words):
+            continue
+        if pattern is None:
+            pattern = regex.compile(r"(?<!\w)" + r"\W+".join(regex.escape(word) for word in words) + r"(?!\w)", regex.V1)
+        if pattern.search(folded) is not None:
             found[hit.item_id] = hit
     return found
 

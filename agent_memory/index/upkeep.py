@@ -77,9 +77,6 @@ __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexU
 INDEX_BATCH_ITEMS = 256
 """Items embedded per index write in bulk operations (``store_many``, ``flush_index``)."""
 
-HELD_LOOKUPS = 32
-"""Up to this many items, whether the vector index holds them is asked item by item; more, by one
-listing of its items."""
 
 BACK_PRESSURE_POLL_S = 1.0
 """How often a waiting ``store`` (back pressure) or query looks again, in seconds, besides being
@@ -371,10 +368,17 @@ class IndexUpkeep:
         return current
 
     def _held(self, item_ids: set[str]) -> set[str]:
-        """Which of ``item_ids`` the vector index holds already (its chunk 0 is there): one lookup
-        each for a few, one listing for many."""
-        if len(item_ids) > HELD_LOOKUPS:
-            return item_ids & self.index.item_ids()
+        """Which of ``item_ids`` the vector index holds already (its chunk 0 is there): one call of
+        the index's optional :meth:`~agent_memory.storage.vector.HeldItems.held_items` when it
+        has one (every built-in index does), else one ``chunk_vector`` lookup each. Either costs
+        O(len(item_ids)), never a listing of the whole index: a batch of a flush asks this under
+        the ``index`` lock, and a listing per batch made building a memory quadratic (a 100k-item
+        memory took hours, benchmarks/bench_scale.py)."""
+        if not item_ids:
+            return set()
+        held_items = getattr(self.index, "held_items", None)
+        if callable(held_items):
+            return item_ids & set(held_items(sorted(item_ids)))
         return {item_id for item_id in item_ids if self.index.chunk_vector(item_id, 0) is not None}
 
     def add_stored(self, pairs: list[tuple[ItemRecord, Any]], *, background: bool = True) -> None:
@@ -723,6 +727,15 @@ class IndexUpkeep:
         thread, retrying nothing: :meth:`flush` does both), at most ``timeout_s`` seconds
         (``None``: no bound). Whether nothing is pending now."""
         return self._wait_pending(None, timeout_s=timeout_s)
+
+    def in_step(self) -> bool:
+        """Whether the indexes hold every stored item, as far as this process knows: nothing is
+        pending and the store has not changed (by any process) since they were last found in
+        step, so :meth:`for_query` has nothing to do or wait for. Costs a read of the store's
+        change token (:meth:`~agent_memory.records.items.ItemStore.version`)."""
+        version = self.items.version()
+        with self._mutex:
+            return version == self._settled and not self._pending
 
     def for_query(self, wait_s: float) -> None:
         """Make a query read its own writes: every stored item in the keyword index now (the items

@@ -242,6 +242,10 @@ class InProcessVectorIndex:
             row = self._rows.get(f"{item_id}:{chunk_index}")
             return None if row is None else [float(x) for x in self._matrix[row]]
 
+    def held_items(self, item_ids: Sequence[str]) -> set[str]:
+        with self._mutex:
+            return {item_id for item_id in item_ids if f"{item_id}:0" in self._rows}
+
     def list_items(self, criteria: MemoryCriteria) -> list[tuple[str, float]]:
         if has_filters(criteria):
             raise InvalidArgumentError("the in-process index lists every item; the item records filter a listing")

@@ -224,10 +224,19 @@ class LexicalIndex:
         if match is None:
             return []
         where, params = _filters(criteria)
+        # The best rows by score first (joined with chunk_meta only to filter), their text and
+        # facts after: reading the text of every matching row (thousands in a large memory)
+        # before the sort doubled the cost (benchmarks/bench_scale.py at 100k items: 15 -> 7 ms).
+        # Equal scores are ordered by rowid (the order chunks were written).
+        best = (
+            "SELECT chunk_text.rowid AS row, bm25(chunk_text) AS score FROM chunk_text"
+            + (" JOIN chunk_meta AS m ON m.rowid = chunk_text.rowid" if where else "")
+            + f" WHERE chunk_text MATCH ?{where} ORDER BY score, row LIMIT ?"
+        )
         sql = (
-            "SELECT m.item_id, m.chunk_index, m.start_char, m.header_chars, chunk_text.text, bm25(chunk_text)"
-            " FROM chunk_text JOIN chunk_meta AS m ON m.rowid = chunk_text.rowid"
-            f" WHERE chunk_text MATCH ?{where} ORDER BY bm25(chunk_text) LIMIT ?"
+            "SELECT m.item_id, m.chunk_index, m.start_char, m.header_chars, t.text, best.score"
+            f" FROM ({best}) AS best JOIN chunk_meta AS m ON m.rowid = best.row JOIN chunk_text AS t ON t.rowid = best.row"
+            " ORDER BY best.score, best.row"
         )
         rows = self._read(sql, (match, *params, n_chunks))
         return [

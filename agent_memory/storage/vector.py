@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["ChunkHit", "ChunkVectors", "IndexChunk", "ItemFilter", "VectorIndex", "as_rows", "has_filters"]
+__all__ = ["ChunkHit", "ChunkVectors", "HeldItems", "IndexChunk", "ItemFilter", "VectorIndex", "as_rows", "has_filters"]
 
 ChunkVectors: TypeAlias = "npt.NDArray[np.float32]"
 """The vectors of chunks handed to :meth:`VectorIndex.add`: a float32 numpy array of shape
@@ -156,6 +156,20 @@ class VectorIndex(Protocol):
 
     def reset(self) -> None:
         """Remove everything."""
+        ...
+
+
+@runtime_checkable
+class HeldItems(Protocol):
+    """What a :class:`VectorIndex` may add to be fast at scale (optional, not part of the required
+    contract): which of many items it holds, in one call. The indexing thread asks it for every
+    batch it writes, under the ``index`` lock, so that an item another process indexed meanwhile
+    is not embedded again; an index without it is asked with one :meth:`VectorIndex.chunk_vector`
+    per item."""
+
+    def held_items(self, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` the index holds (their chunk 0 is there), in O(len(item_ids)),
+        whatever the size of the index."""
         ...
 
 

@@ -442,6 +442,9 @@ class BackendConformance:
             tagged = index.search(unit((0, 1.0)), MemoryCriteria(tags=("blue",)), n_chunks=3, passing=passing)
             assert [(h.item_id, h.chunk_index) for h in tagged] == [("mem_b", 0)]
             assert index.item_ids() == {"mem_a", "mem_b"}
+            held_items = getattr(index, "held_items", None)  # optional (storage.vector.HeldItems)
+            if callable(held_items):
+                assert held_items(["mem_c", "mem_b", "mem_a"]) == {"mem_a", "mem_b"} and held_items([]) == set()
             index.delete_items(["mem_a"])
             assert [h.item_id for h in index.search(unit((1, 1.0)), MemoryCriteria(), n_chunks=3)] == ["mem_b"]
         finally:

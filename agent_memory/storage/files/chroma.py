@@ -46,6 +46,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,6 +157,13 @@ MAX_POST_FILTER_FETCH = 1_000
 chunks of the passing items. Unfiltered HNSW searches at 100k chunks took ~27 ms for 320 chunks
 and ~100 ms for 1,280, Chroma's filtered search of a tag kept by a tenth of the items ~250 ms
 (benchmarks/bench_scale.py's memory)."""
+
+REMEMBERED_FILTERS = 64
+"""Filters (type, source, tags, time range) whose share of passing chunks an index remembers, the
+most recently used kept: the next filtered search with one of them fetches at once as many
+nearest chunks as that share asks for (:meth:`ChromaVectorIndex._post_filtered`), so a filter that
+keeps a tenth of the memory costs one HNSW search instead of two (the follow-up query of a
+multi-hop search repeats its question's filter)."""
 
 RESTRICT_PAGE = 5_000
 """Item ids per Chroma query of a search restricted to the passing items (``where`` on
@@ -289,7 +297,9 @@ class ChromaVectorIndex:
         self._generation = -1
         self._write_lock: FileLock | None = None
         self._state_lock = threading.Lock()
-        """Guards ``_client``, ``_generation`` and ``_collection`` between threads."""
+        """Guards ``_client``, ``_generation``, ``_collection`` and ``_shares`` between threads."""
+        self._shares: OrderedDict[tuple[Any, ...], float] = OrderedDict()
+        """The share of the nearest chunks that passed each recent filter (:data:`REMEMBERED_FILTERS`)."""
         self._closed = False
         acquired = False
         try:
@@ -464,7 +474,7 @@ class ChromaVectorIndex:
         with self._using() as collection:
             rows: list[Any] | None = None
             if passing is not None:
-                rows = self._post_filtered(collection, query, n_chunks, passing)
+                rows = self._post_filtered(collection, query, n_chunks, passing, _filter_key(criteria))
                 if rows is None:
                     rows = self._restricted(collection, query, n_chunks, passing)
             if rows is None:
@@ -484,26 +494,48 @@ class ChromaVectorIndex:
         return hits
 
     def _post_filtered(
-        self, collection: Any, query: list[float], n_chunks: int, passing: Callable[[Sequence[str]], set[str]]
+        self, collection: Any, query: list[float], n_chunks: int, passing: Callable[[Sequence[str]], set[str]],
+        key: tuple[Any, ...] | None = None,
     ) -> list[Any] | None:
         """The ``n_chunks`` nearest chunks that ``passing`` keeps, found among the nearest chunks
         of the unfiltered index, fetched as ids only: first ``n_chunks * POST_FILTER_FETCH`` of
-        them, then, when too few passed, as many as the share that passed says are needed (1.5x,
-        at most :data:`MAX_POST_FILTER_FETCH`); Chroma reads documents and metadata for the kept
-        chunks alone (chromadb 1.5 reads ~70 us of metadata per row: 1,000 rows with metadata
-        took 74 ms, as ids 9 ms). ``None`` when that is not sure to be the answer (still too few
-        passed, and the index holds more chunks)."""
+        them, or more when the share of chunks that passed the filter ``key`` last time asks for
+        more (1.5x what that share needs), then, when too few passed, as many as the share that
+        passed says are needed (1.5x, at most :data:`MAX_POST_FILTER_FETCH`); Chroma reads
+        documents and metadata for the kept chunks alone (chromadb 1.5 reads ~70 us of metadata
+        per row: 1,000 rows with metadata took 74 ms, as ids 9 ms). ``None`` when that is not
+        sure to be the answer (still too few passed, and the index holds more chunks), at once
+        when the remembered share asks for more than :data:`MAX_POST_FILTER_FETCH`. The share
+        only sizes the fetch: the answer is the same, exact either way."""
         fetch = n_chunks * POST_FILTER_FETCH
+        with self._state_lock:
+            remembered = self._shares.get(key) if key is not None else None
+        if remembered is not None:
+            needed = math.ceil(1.5 * n_chunks / remembered)
+            if needed > MAX_POST_FILTER_FETCH:
+                return None
+            fetch = max(fetch, needed)
         while True:
             nearest = self._nearest(collection, query, fetch)
             allowed = passing([chunk_id for chunk_id, _ in nearest])
             kept = [pair for pair in nearest if pair[0] in allowed]
+            share = max(len(kept), 1) / max(len(nearest), 1)
+            if key is not None and nearest:
+                self._remember(key, share)
             if len(kept) >= n_chunks or len(nearest) < fetch:
                 return self._rows(collection, kept[:n_chunks])
             if fetch >= MAX_POST_FILTER_FETCH:
                 return None
-            share = max(len(kept), 1) / len(nearest)
             fetch = min(MAX_POST_FILTER_FETCH, max(2 * fetch, math.ceil(1.5 * n_chunks / share)))
+
+    def _remember(self, key: tuple[Any, ...], share: float) -> None:
+        """Keep the share of the nearest chunks that passed the filter ``key`` (the
+        :data:`REMEMBERED_FILTERS` most recently used filters)."""
+        with self._state_lock:
+            self._shares[key] = share
+            self._shares.move_to_end(key)
+            while len(self._shares) > REMEMBERED_FILTERS:
+                self._shares.popitem(last=False)
 
     def _restricted(
         self, collection: Any, query: list[float], n_chunks: int, passing: Callable[[Sequence[str]], set[str]]
@@ -567,7 +599,32 @@ class ChromaVectorIndex:
         return [(str(m["item_id"]), float(m["timestamp_s"])) for m in heads]
 
     def item_ids(self) -> set[str]:
-        return {str(m["item_id"]) for m in self._metadatas({"chunk_index": 0})}
+        """Ids of every item in the index, read from the ids of their chunks 0 (``<item_id>:0``),
+        not from their metadata: chromadb 1.5 took 1.7 s for the metadata of 10k chunks 0 and 64
+        ms for their ids (benchmarks/bench_scale.py's memory, the machine loaded), so the first
+        query or flush of a process on a large memory does not wait seconds."""
+        found: set[str] = set()
+        offset = 0
+        with self._using() as collection:
+            while True:
+                page = self._call("get", collection.get, where={"chunk_index": 0}, include=[], limit=GET_PAGE,
+                                  offset=offset)["ids"]
+                found.update(chunk_id.rpartition(":")[0] for chunk_id in page)
+                if len(page) < GET_PAGE:
+                    return found
+                offset += GET_PAGE
+
+    def held_items(self, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` have their chunk 0 here (:class:`~agent_memory.storage.vector.HeldItems`):
+        looked up by chunk id, in pages of :data:`GET_PAGE` (the same cost at any size of the
+        collection)."""
+        asked = [f"{item_id}:0" for item_id in dict.fromkeys(item_ids)]
+        found: set[str] = set()
+        with self._using() as collection:
+            for start in range(0, len(asked), GET_PAGE):
+                page = self._call("get", collection.get, ids=asked[start : start + GET_PAGE], include=[])["ids"]
+                found.update(chunk_id.rpartition(":")[0] for chunk_id in page)
+        return found
 
     def _metadatas(self, where: dict[str, Any]) -> list[dict[str, Any]]:
         """Metadata of every chunk passing ``where``, fetched in pages of :data:`GET_PAGE`: one
@@ -612,6 +669,11 @@ class ChromaVectorIndex:
                 self._collection = self._open()
 
         self._write("reset", recreate)
+
+
+def _filter_key(criteria: MemoryCriteria) -> tuple[Any, ...]:
+    """What of ``criteria`` decides which chunks pass: its filters, not its text or limit."""
+    return (criteria.type, criteria.source, tuple(sorted(criteria.tags)), criteria.since, criteria.until)
 
 
 def _chunk_ids(collection: Any, item_ids: Sequence[str]) -> list[str]:

@@ -210,6 +210,15 @@ class PostgresVectorIndex:
         return {str(row[0]) for row in self._read("SELECT item_id FROM am_vectors WHERE agent_id = %s AND chunk_index = 0",
                                                   [])}
 
+    def held_items(self, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` have their chunk 0 here (:class:`~agent_memory.storage.vector.HeldItems`):
+        one statement, by the primary key."""
+        if not item_ids:
+            return set()
+        return {str(row[0]) for row in self._read(
+            "SELECT item_id FROM am_vectors WHERE agent_id = %s AND chunk_index = 0 AND item_id = ANY(%s)",
+            [list(item_ids)])}
+
     def _read(self, sql: str, params: list[Any]) -> list[Any]:
         try:
             with self.database.connection() as conn:
