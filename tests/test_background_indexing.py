@@ -3,11 +3,12 @@
 What is checked, with real components (the real embedding model, embedded Chroma on real files,
 real processes killed with SIGKILL), and never with a clock:
 
-- ``store`` returns while the vector index is busy (its lock held by another thread), the item is
-  readable and citable at once, and a query finds it by its keywords at once; by meaning once its
-  vectors are written. A query that finds an item in the indexing thread's hands waits for that
-  batch's keyword stage only, and is woken when it ends; a query that does an item's keyword stage
-  itself leaves counting its tokens to the indexing thread.
+- ``store`` returns while the vector index is busy (its lock held by another thread), and while
+  the indexing thread opens it; the item is readable and citable at once, and a query finds it by
+  its keywords at once; by meaning once its vectors are written. A query that finds an item in
+  the indexing thread's hands waits for that batch's keyword stage only, and is woken when it
+  ends; a query that does an item's keyword stage itself leaves counting its tokens to the
+  indexing thread.
 - a query waits for the vectors of items stored before it (``query_wait_s``), and not longer;
 - back pressure: ``store`` waits when the items still to index weigh more than ``max_unindexed_chars``;
 - forget and rewrite take a pending item out (a forgotten item never reaches the index);
@@ -126,6 +127,39 @@ def test_a_querys_keyword_stage_leaves_counting_a_large_items_tokens_to_the_inde
     memory.flush_index()
     counts = {record.id: record.metadata.tokens for record in memory.records()}
     assert counts[first] and counts[second]  # counted by the indexing thread
+    memory.close()
+
+
+def test_store_does_not_wait_while_the_indexing_thread_opens_the_vector_index(request: pytest.FixtureRequest) -> None:
+    """The indexing thread opens the vector index on its first batch (chromadb's first import, a
+    server's connection: seconds); a store meanwhile returns at once. The backend is ``memory://``
+    whose index opening is held until released."""
+    real = open_backend(f"memory://{request.node.name}")
+    opening, release = threading.Event(), threading.Event()
+
+    class SlowToOpen:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def vector_index(self, *args: Any, **kwargs: Any) -> Any:
+            opening.set()
+            release.wait(120)
+            return real.vector_index(*args, **kwargs)
+
+    memory = AgentMemory("opening", backend=SlowToOpen(), config=MemoryConfig(query_wait_s=0.0))
+    stored: list[str] = []
+    try:
+        first = memory.store(FACTS[0], source="notes")
+        assert opening.wait(60)  # the indexing thread is opening the index
+        storer = threading.Thread(target=lambda: stored.append(memory.store(FACTS[1], source="notes")))
+        storer.start()
+        storer.join(timeout=60)
+        assert not storer.is_alive() and stored  # not held until the index is open
+        assert memory.get(stored[0]).content == FACTS[1]
+    finally:
+        release.set()
+    memory.flush_index()
+    assert memory.index.item_ids() >= {first, *stored}
     memory.close()
 
 

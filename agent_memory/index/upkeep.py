@@ -154,6 +154,8 @@ class IndexUpkeep:
         """Embeds the chunks handed to the vector index (the process's, for this config's model)."""
         self._index = index
         self._owns_index = index is None
+        self._opening = threading.Lock()
+        """Held while the vector index is opened (taken before the mutex, never after it)."""
         self._lexical: KeywordIndex | None = None
         self._indexed: set[str] = set()
         self._refused: set[str] = set()
@@ -194,12 +196,17 @@ class IndexUpkeep:
     # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
     @property
     def index(self) -> VectorIndex:
-        """The vector index (opened on first use).
+        """The vector index (opened on first use, under a lock of its own: opening takes seconds
+        the first time, chromadb's import or a server's connection, and ``store`` and queries,
+        which take the mutex, must not wait for it).
 
         Raises:
             ConfigurationError: if it cannot be opened.
         """
-        with self._mutex:
+        opened = self._index
+        if opened is not None:
+            return opened
+        with self._opening:
             if self._index is None:
                 read_only = self.read_only
                 index = self.backend.vector_index(self.agent_id, self.config, self.tokens, read_only=read_only)
@@ -990,7 +997,7 @@ class IndexUpkeep:
             worker = self._worker
         if worker is not None and worker is not threading.current_thread():
             worker.join()
-        with self._mutex:
+        with self._opening, self._mutex:  # an index being opened now is closed too
             lexical, self._lexical = self._lexical, None
             index = self._index if self._owns_index else None
             if self._owns_index:
