@@ -30,11 +30,13 @@ def test_keyword_statistics_follow_every_write(postgres_server: PostgresServer) 
     memory = AgentMemory("stats", backend=url)
     other = AgentMemory("other", backend=url)
     other.store("Violins of Cremona and their varnish.")  # another agent's words never count here
+    other.flush_index()
     ids = [memory.store(text) for text in (
         "The Danube flows through ten countries.", "Danube cruises stop in Vienna and Budapest.",
         "Sourdough bread rises through wild yeast." * 40)]  # several chunks
     memory.rewrite(ids[0], "The Rhine flows through six countries.")  # a replace
     memory.forget(ids[1])
+    memory.flush_index()  # the indexing thread writes the keywords of what was stored and rewritten
     kept, real, counted, whole = _stats(url, "stats")
     assert kept == real and counted == whole and "rhine" in kept and "danub" not in kept
     assert memory.query(text="Rhine countries", limit=1)[0].item.id == ids[0]
