@@ -47,6 +47,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -180,13 +182,18 @@ def _same(a: tuple[list[Message], list[dict[str, Any]]], b: tuple[list[Message],
 
 
 def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
+    """One run through both adapters and their references, each on a memory of its own under
+    ``workdir``, every memory closed before this returns (closing waits for its indexing thread,
+    so the directory can be deleted after)."""
+    with ExitStack() as opened:
+        return _replay(run, prices, lambda name: opened.enter_context(AgentMemory("tau", workdir / name)))
+
+
+def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMemory]) -> dict[str, Any]:
     counter = default_token_counter()
     messages = _normalised(run)
     own_tools = [dict(t) for t in run.tool_definitions]
     chat = ChatOpenAI(model="gpt-4o", api_key="not-used", base_url="http://127.0.0.1:9/v1")  # never called
-
-    def memory(name: str) -> AgentMemory:
-        return AgentMemory("tau", workdir / name)
 
     lc_ref = Reference(memory("lc-ref"), own_tools, prices, offer=ToolOffer())
     middleware = AgentMemoryMiddleware(memory("lc"), prices=prices)
@@ -316,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     models = args.model or [model for _, model in HEADLINE_MODELS]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:
-        AgentMemory("warmup", Path(tmp) / "warmup").store("Load the embedding model before anything is timed.")
+        with AgentMemory("warmup", Path(tmp) / "warmup") as warm:
+            warm.store("Load the embedding model before anything is timed.")
+            warm.flush_index()
         for model in models:
             prices = PriceModel.lookup(model)
             rows = [replay(run, prices, Path(tmp) / prices.label / f"run{n}") for n, run in enumerate(runs)]
