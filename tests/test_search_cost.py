@@ -79,6 +79,22 @@ def test_equal_keyword_scores_keep_the_order_chunks_were_written(lexical: Lexica
     assert lexical.search("lighthouse keeper", criteria, n_chunks=1)[0].body == "A quiet lighthouse keeper."
 
 
+def test_the_default_budget_leaves_out_a_word_of_six_thousand_chunks(tmp_path: Path) -> None:
+    """The default budget (5,000 postings, sized to a keyword search that ends beside an int8
+    embedding; it was 10,000) leaves a word that 6,000 chunks hold out of a search that has a
+    rarer one, so the search scores the rare word's chunks only."""
+    index = LexicalIndex(tmp_path / "big.sqlite3")
+    index.add([chunk(n, f"Cargo report {n} from the harbour.") for n in range(6_000)])
+    index.add([chunk(6_000, "The lighthouse stands beside the harbour.")])
+    criteria = MemoryCriteria(text="x", limit=5)
+    budget = MemoryConfig().keyword_max_postings
+    assert index.postings(["lighthouse", "harbour"]) == [("lighthouse", 1), ("harbour", 6_001)]
+    hits = index.search("lighthouse harbour", criteria, n_chunks=50, max_postings=budget)
+    assert [hit.item_id for hit in hits] == ["item6000"]  # harbour (6,001 postings) left out
+    assert len(index.search("lighthouse harbour", criteria, n_chunks=50, max_postings=None)) == 50
+    index.close()
+
+
 def test_the_memory_applies_its_configured_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with AgentMemory("budget", tmp_path) as memory:
         for n in range(30):
