@@ -662,19 +662,19 @@ class AgentMemory:
             wanted = MemoryCriteria(**{**dict(criteria), **filters}) if filters else criteria
 
         def find() -> list[QueryHit]:
-            # When the indexes may lag, the text's vector first (the model loads then if it must),
-            # so that the wait for the vectors of what was stored before counts from a ready model;
-            # when they are in step, the search embeds it while the keyword search runs beside it.
-            vector = None
-            if wanted.text is not None and not self._upkeep.in_step():
-                vector = self._upkeep.embedder.embed_query(wanted.text)
-            self._upkeep.for_query(self.config.query_wait_s)
+            # When the query must wait for the vectors of what was stored before it, the text's
+            # vector first (the model loads then if it must), so that the wait counts from a ready
+            # model; otherwise the search embeds it while the keyword search runs beside it.
+            vectors: list[list[float]] = []
+            text = wanted.text
+            self._upkeep.for_query(self.config.query_wait_s, before_wait=None if text is None else (
+                lambda: vectors.append(self._upkeep.embedder.embed_query(text))))
             if wanted.text is None:
                 return newest(wanted, index=self.index, lexical=self.lexical, get_record=self._items.get_record,
                               records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
                           get_record=self._items.get_record, records=self._items.records, n_items=self._items.count(),
-                          ranking=ranking, vector=vector)
+                          ranking=ranking, vector=vectors[0] if vectors else None)
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:

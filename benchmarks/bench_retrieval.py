@@ -75,6 +75,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "follow_up_40_words": {"multi_hop_words": 40},
     "follow_up_rocchio": {"multi_hop_vector": "rocchio"},
     "no_keyword_budget": {"keyword_max_postings": None},
+    "keyword_budget_10000": {"keyword_max_postings": 10_000},
     "equal_weights": {"lexical_weight": 1.0},
     "dense_only": {"hybrid_search": False},
 }

@@ -18,7 +18,9 @@ library as an agent does: ``AgentMemory.query`` embeds each query text with the 
                                      [--postgres-url URL] [--out FILE]
 
 Writes ``benchmarks/results/scale.json`` and ``scale.png`` (p95 latency against N, log scale, one
-panel per backend) and prints the tables. Timings are wall-clock on this machine (2 cores); the load average is recorded.
+panel per backend) and prints the tables. Timings are wall-clock on this machine (2 cores); the
+1-minute load average is recorded at the start and, for each size, before and after its timed
+calls (``load_average_while_timed``): on a shared machine, a p95 measured under load says so.
 """
 
 from __future__ import annotations
@@ -253,6 +255,8 @@ def print_table(results: dict[str, Any]) -> None:
             print(f"{op:<27}{cells}")
         print("recall@5" + " " * 19 + "  ".join(f"{rows[n]['quality']['hotpotqa_recall@5']:>17.3f}" for n in sizes))
         print("build s" + " " * 20 + "  ".join(f"{rows[n]['build_s']:>17.0f}" for n in sizes))
+        print("load while timed" + " " * 11 + "  ".join(
+            "{:>17}".format(" → ".join(f"{x:.1f}" for x in rows[n].get("load_average_while_timed", []))) for n in sizes))
 
 
 def run_backend(name: str, store: Callable[[], str], sizes: Sequence[int], corpus: list[tuple[str, str, str]],
@@ -263,7 +267,10 @@ def run_backend(name: str, store: Callable[[], str], sizes: Sequence[int], corpu
     for n in sizes:
         memory, build_s = build(store(), n, corpus, cached)
         copies = -(-n // len(corpus))
-        rows[str(n)] = {"build_s": round(build_s, 1), "latency_ms": measure(memory, questions, rng),
+        before = os.getloadavg()[0]
+        latency = measure(memory, questions, rng)
+        rows[str(n)] = {"build_s": round(build_s, 1), "latency_ms": latency,
+                        "load_average_while_timed": [round(before, 2), round(os.getloadavg()[0], 2)],
                         "quality": quality(memory, hotpotqa, copies), "embeddings_computed": cached.computed}
         memory.clear()
         memory.close()

@@ -58,3 +58,33 @@ def test_a_newer_schema_is_refused_and_not_written(postgres_server: PostgresServ
         AgentMemory("a", backend=url, config=MemoryConfig(index_on_store=False))
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'am_%'").fetchone() == tables
+
+
+def test_the_keyword_index_keeps_its_pending_list_small(postgres_server: PostgresServer) -> None:
+    """Every keyword search reads the GIN index's whole pending list (fastupdate), which grew to
+    4 MB after a burst of writes and made searches twice as slow: the index keeps it under 64 kB,
+    in a new database and in one of schema 2, which the migration also empties."""
+    from agent_memory.storage.postgres.database import MIGRATIONS
+
+    def options(url: str) -> tuple[list[str] | None, int]:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'am_keywords_words'").fetchone()
+            version = conn.execute("SELECT max(version) FROM am_schema").fetchone()
+        assert row is not None and version is not None
+        return row[0], int(version[0])
+
+    fresh = postgres_server.new_database()
+    Database(fresh).close()
+    assert options(fresh) == (["gin_pending_list_limit=64"], SCHEMA_VERSION)
+    old = postgres_server.new_database()
+    with psycopg.connect(old, autocommit=True) as conn:
+        conn.execute("CREATE TABLE am_schema (version integer NOT NULL)")
+        for version, migration in enumerate(MIGRATIONS[:2], start=1):
+            conn.execute(migration)
+            conn.execute("INSERT INTO am_schema (version) VALUES (%s)", (version,))
+    assert options(old)[0] is None  # the default: 4 MB
+    memory = AgentMemory("a", backend=old, config=MemoryConfig(index_on_store=False))  # migrates
+    assert options(old) == (["gin_pending_list_limit=64"], SCHEMA_VERSION)
+    item = memory.store("The Danube flows through ten countries.")
+    assert memory.query("Danube countries", limit=1)[0].item.id == item
+    memory.close()

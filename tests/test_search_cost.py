@@ -79,6 +79,22 @@ def test_equal_keyword_scores_keep_the_order_chunks_were_written(lexical: Lexica
     assert lexical.search("lighthouse keeper", criteria, n_chunks=1)[0].body == "A quiet lighthouse keeper."
 
 
+def test_the_default_budget_leaves_out_a_word_of_six_thousand_chunks(tmp_path: Path) -> None:
+    """The default budget (5,000 postings, sized to a keyword search that ends beside an int8
+    embedding; it was 10,000) leaves a word that 6,000 chunks hold out of a search that has a
+    rarer one, so the search scores the rare word's chunks only."""
+    index = LexicalIndex(tmp_path / "big.sqlite3")
+    index.add([chunk(n, f"Cargo report {n} from the harbour.") for n in range(6_000)])
+    index.add([chunk(6_000, "The lighthouse stands beside the harbour.")])
+    criteria = MemoryCriteria(text="x", limit=5)
+    budget = MemoryConfig().keyword_max_postings
+    assert index.postings(["lighthouse", "harbour"]) == [("lighthouse", 1), ("harbour", 6_001)]
+    hits = index.search("lighthouse harbour", criteria, n_chunks=50, max_postings=budget)
+    assert [hit.item_id for hit in hits] == ["item6000"]  # harbour (6,001 postings) left out
+    assert len(index.search("lighthouse harbour", criteria, n_chunks=50, max_postings=None)) == 50
+    index.close()
+
+
 def test_the_memory_applies_its_configured_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with AgentMemory("budget", tmp_path) as memory:
         for n in range(30):
@@ -299,3 +315,32 @@ def test_a_flush_of_many_batches_lists_the_index_once(monkeypatch: pytest.Monkey
         assert memory.flush_index() == len(ids)
         assert len(listings) <= 1
         assert memory.index.held_items(ids[:3] + ["mem_000000000000"]) == set(ids[:3])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("in_memory", [False, True], ids=["file", "memdb"])
+def test_document_frequencies_are_looked_up_once_per_state_of_the_index(tmp_path: Path, in_memory: bool) -> None:
+    """A term's document frequency is read from FTS5's vocabulary (a walk of its doclist) once,
+    then kept until the index changes: by a write of this index object, or a commit of any other
+    connection (another object, another process), which the next look sees."""
+    if in_memory:
+        first, keeper = LexicalIndex.in_memory(f"frequencies-{tmp_path.name}")
+        second, _ = LexicalIndex.in_memory(f"frequencies-{tmp_path.name}")
+    else:
+        first, second = LexicalIndex(tmp_path / "f.sqlite3"), LexicalIndex(tmp_path / "f.sqlite3")
+    first.add([chunk(n, f"The harbour log, day {n}.") for n in range(5)])
+    statements: list[str] = []
+    first._connect().set_trace_callback(statements.append)
+    assert first.postings(["harbour", "day"]) == [("harbour", 5), ("day", 5)]
+    assert sum("chunk_vocab" in sql for sql in statements) == 2
+    statements.clear()
+    assert first.postings(["harbour", "lighthouse"]) == [("harbour", 5), ("lighthouse", 0)]
+    assert [sql for sql in statements if "chunk_vocab" in sql] == [
+        "SELECT doc FROM temp.chunk_vocab WHERE term = 'lighthous'"]  # harbour was kept
+    second.add([chunk(n, "A harbour lighthouse.") for n in range(5, 8)])  # another connection commits
+    assert first.postings(["harbour", "lighthouse"]) == [("harbour", 8), ("lighthouse", 3)]
+    first.add([chunk(9, "The harbour at night.")])  # this object writes
+    assert first.postings(["harbour"]) == [("harbour", 9)]
+    second.delete_items(["item9"])
+    assert first.postings(["harbour"]) == [("harbour", 8)]
+    first.close()
+    second.close()

@@ -735,22 +735,18 @@ class IndexUpkeep:
         (``None``: no bound). Whether nothing is pending now."""
         return self._wait_pending(None, timeout_s=timeout_s)
 
-    def in_step(self) -> bool:
-        """Whether the indexes hold every stored item, as far as this process knows: nothing is
-        pending and the store has not changed (by any process) since they were last found in
-        step, so :meth:`for_query` has nothing to do or wait for. Costs a read of the store's
-        change token (:meth:`~agent_memory.records.items.ItemStore.version`)."""
-        version = self.items.version()
-        with self._mutex:
-            return version == self._settled and not self._pending
-
-    def for_query(self, wait_s: float) -> None:
+    def for_query(self, wait_s: float, *, before_wait: Callable[[], object] | None = None) -> None:
         """Make a query read its own writes: every stored item in the keyword index now (the items
         of other processes and of a crash too: their keyword stage runs here, in the caller's
         thread, and never waits for an embedding), and the vectors of every item stored before
         this call, waited for at most ``wait_s`` seconds (``MemoryConfig.query_wait_s``): an item
         not embedded by then is found by its keywords only. Items no indexing thread holds
         (another process's, a crash's) are handed to this memory's.
+
+        ``before_wait`` is called once, in this thread, right before the wait for pending vectors,
+        and never when none is pending (the indexes in step: one read of the store's change
+        token, then nothing): a query embeds its text there, so that the wait counts from a
+        loaded model, and otherwise embeds it beside its keyword search.
 
         Raises:
             KeywordIndexError, VectorIndexError, LockTimeoutError: if an index fails as a whole.
@@ -765,7 +761,7 @@ class IndexUpkeep:
             if version == self._scanned:  # nothing stored since the last scan: only this thread's items wait
                 waiting = set(self._pending)
         if version == self._scanned:
-            if self._wait_pending(waiting, timeout_s=wait_s):
+            if self._wait_for_query(waiting, wait_s, before_wait):
                 with self._mutex:
                     if not self._pending:
                         self._settled = version
@@ -787,11 +783,20 @@ class IndexUpkeep:
                 self._enqueue([(r, self.items.load_content(r)) for r in lost if self._loadable(r)], retry=True)
         with self._mutex:
             self._scanned = version
-        if vector_missing and not self._wait_pending({r.id for r in vector_missing}, timeout_s=wait_s):
+        if vector_missing and not self._wait_for_query({r.id for r in vector_missing}, wait_s, before_wait):
             return
         with self._mutex:
             if not self._pending:
                 self._settled = version
+
+    def _wait_for_query(self, item_ids: set[str], wait_s: float, before_wait: Callable[[], object] | None) -> bool:
+        """:meth:`_wait_pending` for a query, calling ``before_wait`` first when one of
+        ``item_ids`` is pending."""
+        with self._mutex:
+            pending = bool(self._pending.keys() & item_ids)
+        if pending and before_wait is not None:
+            before_wait()
+        return self._wait_pending(item_ids, timeout_s=wait_s)
 
     def _loadable(self, record: ItemRecord) -> bool:
         """Whether an item's content can be read (a missing blob is refused and reported)."""

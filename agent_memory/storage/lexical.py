@@ -48,7 +48,11 @@ from agent_memory.storage.keyword import is_corruption, query_words, within_budg
 from agent_memory.storage.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
-__all__ = ["LexicalIndex", "fts_query"]
+__all__ = ["MAX_CACHED_TERMS", "LexicalIndex", "fts_query"]
+
+MAX_CACHED_TERMS = 100_000
+"""Most terms whose document frequency an index keeps between changes (past it, no more are
+kept until the next change empties the cache)."""
 
 
 _TOKENIZER = "porter unicode61"
@@ -111,6 +115,16 @@ class LexicalIndex:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._frequencies: dict[str, int] = {}
+        """Document frequency of each term looked up since the index last changed (see
+        :meth:`_known_frequencies`): reading one from ``fts5vocab`` walks the term's whole doclist,
+        ~0.15 ms for a common word at 123k chunks, and the commonest words recur in every query."""
+        self._frequencies_generation = 0
+        """Bumped whenever :attr:`_frequencies` is emptied: a lookup that began before does not
+        put what it read into the emptied cache."""
+        self._data_versions: dict[int, int] = {}
+        """``PRAGMA data_version`` of each connection (by ``id``) when it last looked at the cache."""
+        self._frequencies_lock = threading.Lock()
         try:
             with self._connect() as conn:
                 conn.executescript("SELECT count(*) FROM chunk_meta" if read_only else _SCHEMA)
@@ -208,6 +222,9 @@ class LexicalIndex:
                     conn.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (cursor.lastrowid, chunk.text))
         except sqlite3.Error as exc:
             raise KeywordIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+        finally:
+            with self._frequencies_lock:
+                self._forget_frequencies()
 
     def search(
         self, text: str, criteria: MemoryCriteria, *, n_chunks: int, max_postings: int | None = None
@@ -254,6 +271,7 @@ class LexicalIndex:
         """
         conn = self._connect()
         try:
+            generation = self._known_frequencies(conn)
             with conn:
                 conn.executemany(
                     "INSERT INTO temp.query_words (rowid, word) VALUES (?, ?)",
@@ -261,12 +279,17 @@ class LexicalIndex:
                 )
                 instances = conn.execute("SELECT doc, term FROM temp.query_terms").fetchall()
                 conn.execute("DELETE FROM temp.query_words")
-            frequency: dict[str, int] = {}
+            with self._frequencies_lock:
+                frequency = {term: self._frequencies[term] for _, term in instances if term in self._frequencies}
+            looked_up: dict[str, int] = {}
             for _, term in instances:
                 if term not in frequency:
                     # one lookup per term: fts5vocab answers "term = ?" from the term's own doclist
                     row = conn.execute("SELECT doc FROM temp.chunk_vocab WHERE term = ?", (term,)).fetchone()
-                    frequency[term] = int(row[0]) if row else 0
+                    frequency[term] = looked_up[term] = int(row[0]) if row else 0
+            with self._frequencies_lock:
+                if generation == self._frequencies_generation and len(self._frequencies) < MAX_CACHED_TERMS:
+                    self._frequencies.update(looked_up)
         except sqlite3.Error as exc:
             raise KeywordIndexError(f"keyword index read failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
         terms: dict[int, list[int]] = {}
@@ -275,6 +298,23 @@ class LexicalIndex:
         return [
             (word, sum(counts) if (counts := terms.get(n)) and all(counts) else 0) for n, word in enumerate(words)
         ]
+
+    def _known_frequencies(self, conn: sqlite3.Connection) -> int:
+        """Empty the cache of document frequencies if the index changed since ``conn`` last looked
+        (a commit by any other connection, of this process or another, changes its ``PRAGMA
+        data_version``; this object's own writes empty it themselves), and return the cache's
+        generation."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        with self._frequencies_lock:
+            if self._data_versions.get(id(conn)) != version:
+                self._data_versions[id(conn)] = version
+                self._forget_frequencies()
+            return self._frequencies_generation
+
+    def _forget_frequencies(self) -> None:
+        """Empty the cache of document frequencies (under ``_frequencies_lock``)."""
+        self._frequencies.clear()
+        self._frequencies_generation += 1
 
     def passing(self, chunk_ids: Sequence[str], criteria: MemoryCriteria) -> set[str]:
         """Which of ``chunk_ids`` (``<item_id>:<chunk_index>``) belong to items matching
@@ -336,6 +376,9 @@ class LexicalIndex:
                 fn(conn)
         except sqlite3.Error as exc:
             raise KeywordIndexError(f"keyword index write failed: {exc}{_HINT if is_corruption(exc) else ''}") from exc
+        finally:
+            with self._frequencies_lock:
+                self._forget_frequencies()
 
     def close(self) -> None:
         """Close every thread's connection (idempotent); the index reopens on next use."""
@@ -347,6 +390,9 @@ class LexicalIndex:
             except sqlite3.Error:  # pragma: no cover - closing a broken connection
                 pass
         self._local = threading.local()
+        with self._frequencies_lock:
+            self._data_versions.clear()
+            self._forget_frequencies()
 
     def destroy(self) -> None:
         """Close every connection and delete the file (with its ``-wal`` and ``-shm`` files), so
