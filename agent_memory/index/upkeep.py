@@ -729,6 +729,14 @@ class IndexUpkeep:
                     return False
                 self._changed.wait(left)
 
+    def unembedded(self) -> frozenset[str]:
+        """Items handed to the indexing thread whose vectors are not written yet (a query's
+        keyword stage has put them into the keyword index: :meth:`for_query`). A query ranks each
+        by its keyword rank in both rankings (:func:`~agent_memory.index.fusion.fuse`); one whose
+        vectors a batch writes meanwhile and the dense search finds is ranked by its vectors."""
+        with self._mutex:
+            return frozenset(item_id for item_id in self._pending if item_id not in self._indexed)
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait until the indexing thread has done what it was handed (indexing nothing in this
         thread, retrying nothing: :meth:`flush` does both), at most ``timeout_s`` seconds
