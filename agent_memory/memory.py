@@ -674,7 +674,8 @@ class AgentMemory:
                               records=self._items.records)
             return search(wanted, index=self.index, lexical=self.lexical, config=self.config,
                           get_record=self._items.get_record, records=self._items.records, n_items=self._items.count(),
-                          ranking=ranking, vector=vectors[0] if vectors else None)
+                          ranking=ranking, vector=vectors[0] if vectors else None,
+                          unembedded=self._upkeep.unembedded())
 
         hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:

@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -82,6 +82,7 @@ def fuse(
     *,
     rrf_k: int,
     lexical_weight: float,
+    unembedded: AbstractSet[str] = frozenset(),
 ) -> list[tuple[str, float]]:
     """``(item_id, score)`` best first.
 
@@ -89,6 +90,15 @@ def fuse(
     reciprocal rank fusion of Cormack et al. (2009): ``1 / (k + dense_rank) + lexical_weight /
     (k + lexical_rank)``, summed in that order, with near-tie-aware dense ranks
     (:func:`dense_ranks`). Equal scores keep the dense order, then the keyword order.
+
+    ``unembedded``: items that have no vectors yet (stored, in the keyword index, waiting for the
+    indexing thread: :meth:`~agent_memory.index.upkeep.IndexUpkeep.unembedded`). Such an item
+    cannot be in the dense ranking, and fusion would give it the keyword half of a score only,
+    ranking it below items that have both (at ``lexical_weight`` 0.5 a first keyword hit weighs
+    0.5/61, less than the 61st dense hit). So it is fused over the ranking it can have: its
+    keyword rank stands for its dense rank too, ``(1 + lexical_weight) / (k + lexical_rank)``.
+    Every other item's score is the sum above, term for term, so the order of the items that
+    have vectors is the same whatever is pending; with nothing pending the result is unchanged.
     """
     if lexical_best is None:
         return [(item_id, hit.score) for item_id, hit in dense_best.items()]
@@ -96,6 +106,9 @@ def fuse(
     for item_id, rank in dense_ranks(dense_best).items():
         fused[item_id] = 1.0 / (rrf_k + rank)
     for rank, item_id in enumerate(lexical_best, start=1):
+        if item_id in unembedded and item_id not in dense_best:  # no vectors yet: its keyword rank for both
+            fused[item_id] = 1.0 / (rrf_k + rank) + lexical_weight / (rrf_k + rank)
+            continue
         fused[item_id] = fused.get(item_id, 0.0) + lexical_weight / (rrf_k + rank)
     order = {item_id: n for n, item_id in enumerate(fused)}
     return sorted(fused.items(), key=lambda pair: (-pair[1], order[pair[0]]))
@@ -202,6 +215,7 @@ def search(
     n_items: int | None = None,
     ranking: QueryRanking = "default",
     vector: Sequence[float] | None = None,
+    unembedded: AbstractSet[str] = frozenset(),
 ) -> list[QueryHit]:
     """The items best matching ``criteria.text`` (which must be set), best first.
 
@@ -219,6 +233,8 @@ def search(
     without a keyword index (:func:`item_filter`). ``n_items``: how many items the memory holds
     at most (a search that found that many distinct items stops widening); ``None``: unknown.
     ``vector``: ``criteria.text``'s vector, embedded already (``None``: embedded here).
+    ``unembedded``: items whose vectors are not written yet, ranked by their keyword rank in
+    both rankings (:func:`fuse`).
 
     ``ranking="similarity"``: the dense ranking alone (no keyword ranking, no follow-up query, no
     verbatim lead), ``score`` = ``similarity`` = the cosine of each item's best chunk to
@@ -228,7 +244,7 @@ def search(
     passing = item_filter(criteria, lexical=lexical, records=records)
     dense_only = ranking == "similarity"
     first = rank(criteria.text, criteria, index=index, lexical=None if dense_only else lexical, config=config,
-                 passing=passing, n_items=n_items, vector=vector)
+                 passing=passing, n_items=n_items, vector=vector, unembedded=unembedded)
     merged = first.order
     found_by = {item_id: first for item_id, _ in first.order}
     if first.exact:  # a look-up of what the text names: no second hop; scores follow the order
@@ -248,7 +264,7 @@ def search(
             vector = rocchio(query, stored) if stored is not None else None
         second = rank(
             follow_up, criteria, index=index, lexical=lexical, config=config, keyword_text=keywords, vector=vector,
-            passing=passing, n_items=n_items,
+            passing=passing, n_items=n_items, unembedded=unembedded,
         )
         ids = round_robin([i for i, _ in first.order], [i for i, _ in second.order])
         merged = [(item_id, 1.0 / (config.rrf_k + position)) for position, item_id in enumerate(ids, start=1)]
@@ -305,6 +321,7 @@ def rank(
     vector: Sequence[float] | None = None,
     passing: ItemFilter | None = None,
     n_items: int | None = None,
+    unembedded: AbstractSet[str] = frozenset(),
 ) -> Ranking:
     """Items matching ``criteria``'s filters ranked for ``text``: dense and keyword rankings of
     items (each by its best chunk) fused by :func:`fuse`; the keyword ranking searches
@@ -316,7 +333,8 @@ def rank(
     vector index; ``None``: none (``criteria`` must then filter nothing, or the vector index
     translate its filters itself). The query is embedded once, by the library
     (:func:`~agent_memory.index.embedding.index_embedder` of ``config``), however often the search
-    widens; it stops widening once ``n_items`` (the most items the memory holds) are found."""
+    widens; it stops widening once ``n_items`` (the most items the memory holds) are found.
+    ``unembedded``: items whose vectors are not written yet (:func:`fuse`)."""
     n_chunks = criteria.limit * SEARCH_CHUNKS_PER_ITEM
     wanted = criteria.limit if n_items is None else max(1, min(criteria.limit, n_items))
     while True:
@@ -345,7 +363,8 @@ def rank(
             break
         n_chunks *= 2
     order = fuse(
-        dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight
+        dense_best, lexical_best if lexical else None, rrf_k=config.rrf_k, lexical_weight=config.lexical_weight,
+        unembedded=unembedded,
     )
     exact = verbatim_matches(keyword_text or text, keyword)
     if exact:

@@ -58,7 +58,7 @@ from agent_memory.errors import (
     VectorIndexError,
     outage_behind,
 )
-from agent_memory.index.chunking import chunks_to_embed, item_chunks
+from agent_memory.index.chunking import chunks_to_embed, is_table, item_chunks
 from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
@@ -318,7 +318,9 @@ class IndexUpkeep:
         """Every chunk into the keyword index (unless ``keyword`` is ``False``: already there), then
         into the vector index the ones :func:`~agent_memory.index.chunking.chunks_to_embed` keeps:
         those that start within ``config.max_embedded_chars`` (any start without a keyword
-        index, which is then the only way to find the rest) and are not near-duplicates of an
+        index, which is then the only way to find the rest), of a table
+        (:func:`~agent_memory.index.chunking.is_table`) a spread sample only (every chunk without
+        a keyword index), and not near-duplicates of an
         earlier chunk of their item, then those whose vector is no near-duplicate either
         (:meth:`~agent_memory.index.embedding.IndexEmbedder.embed_chunks`, all items in one model
         call). An item's first chunk is always kept, so every item is in both."""
@@ -343,13 +345,15 @@ class IndexUpkeep:
         held across processes, so an item another process (or this one's flush) indexed meanwhile
         is never embedded twice (a query never takes this lock: it waits for no embedding)."""
         bound = self.config.max_embedded_chars if self.lexical is not None else None
+        tables = (frozenset(record.id for record, content in pairs if is_table(record, content))
+                  if bound is not None else frozenset())
         with self._locked():
             started = time.perf_counter()
             current = self._current(pairs)
             held = self._held(current) | ({record.id for record, _ in pairs} - current)
             if held:
                 chunks = [chunk for chunk in chunks if chunk.item_id not in held]
-            embedded, vectors = self.embedder.embed_chunks(chunks_to_embed(chunks, max_start_char=bound))
+            embedded, vectors = self.embedder.embed_chunks(chunks_to_embed(chunks, max_start_char=bound, tables=tables))
             if embedded:
                 self.index.add(embedded, vectors)
             seconds = time.perf_counter() - started
@@ -728,6 +732,14 @@ class IndexUpkeep:
                 if left is not None and left <= 0:
                     return False
                 self._changed.wait(left)
+
+    def unembedded(self) -> frozenset[str]:
+        """Items handed to the indexing thread whose vectors are not written yet (a query's
+        keyword stage has put them into the keyword index: :meth:`for_query`). A query ranks each
+        by its keyword rank in both rankings (:func:`~agent_memory.index.fusion.fuse`); one whose
+        vectors a batch writes meanwhile and the dense search finds is ranked by its vectors."""
+        with self._mutex:
+            return frozenset(item_id for item_id in self._pending if item_id not in self._indexed)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait until the indexing thread has done what it was handed (indexing nothing in this
