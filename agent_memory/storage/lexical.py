@@ -45,6 +45,7 @@ from urllib.parse import quote
 
 from agent_memory.errors import KeywordIndexError
 from agent_memory.storage.keyword import is_corruption, query_words, within_budget
+from agent_memory.storage.sqlite_wal import use_wal
 from agent_memory.storage.vector import ChunkHit, IndexChunk
 from agent_memory.models.items import MemoryCriteria
 
@@ -73,6 +74,9 @@ CREATE INDEX IF NOT EXISTS chunk_meta_item ON chunk_meta(item_id);
 CREATE INDEX IF NOT EXISTS chunk_meta_listing ON chunk_meta(chunk_index, timestamp_s);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_text USING fts5(text, tokenize='{_TOKENIZER}');
 """
+_BUSY_TIMEOUT_S = 60.0
+"""How long a connection waits for another's lock (SQLite's busy timeout), in seconds."""
+
 _SESSION_SCHEMA = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_vocab USING fts5vocab(main, chunk_text, 'row');
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words USING fts5(word, tokenize='{_TOKENIZER}');
@@ -161,11 +165,11 @@ class LexicalIndex:
                 # check_same_thread=False only so that close() may close every thread's connection;
                 # each connection is still used by the one thread that opened it.
                 if self._memdb is not None:
-                    conn = sqlite3.connect(self._memdb, uri=True, timeout=60, check_same_thread=False)
+                    conn = sqlite3.connect(self._memdb, uri=True, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
                 elif self.read_only:
                     conn = self._connect_read_only()
                 else:
-                    conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+                    conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
             except sqlite3.Error as exc:
                 raise KeywordIndexError(f"cannot open the keyword index at {self.path}: {exc}") from exc
             with self._all_lock:
@@ -173,7 +177,7 @@ class LexicalIndex:
             self._local.conn = conn
             try:
                 if not self.read_only and self._memdb is None:
-                    conn.execute("PRAGMA journal_mode=WAL")
+                    use_wal(conn, _BUSY_TIMEOUT_S)
                 conn.executescript(_SESSION_SCHEMA)
             except sqlite3.Error as exc:
                 raise KeywordIndexError(
@@ -186,13 +190,13 @@ class LexicalIndex:
         writer left), else ``immutable=1`` (SQLite cannot open a WAL database ``mode=ro`` when it
         cannot create the ``-shm`` file beside it, as in a read-only directory)."""
         uri = self.path.resolve().as_uri()
-        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, check_same_thread=False)
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
         except sqlite3.OperationalError:
             conn.close()
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=60, check_same_thread=False)
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:

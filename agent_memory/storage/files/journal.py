@@ -28,6 +28,7 @@ from agent_memory.storage.journal import (
     encode_payload,
     statuses,
 )
+from agent_memory.storage.sqlite_wal import use_wal
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "EVENTS_FILE", "FileJournal"]
 
@@ -133,7 +134,7 @@ class FileJournal(EventJournal):
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, self._busy_timeout_s)
             conn.execute("PRAGMA synchronous=FULL")
             conn.executescript(_SCHEMA)  # each statement is idempotent: safe when processes race
             conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
