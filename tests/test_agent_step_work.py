@@ -19,7 +19,7 @@ import tiktoken.core
 import trafilatura
 
 from agent_memory import AgentMemory, MemoryAgent, MemoryConfig, ModelLimits, OpenAIChatModel, tool
-from agent_memory.html import extract_page
+from agent_memory.html import forget_extractions
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.context import ContextBuilder
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
@@ -98,7 +98,7 @@ def run_agent_on(page: str, memory_dir: Path, config: MemoryConfig, *,
 
 def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
         large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    getattr(extract_page, "cache_clear")()
+    forget_extractions()
     encodes = Encodes(monkeypatch)
     longest: list[int] = []
     messages = run_agent_on(large_page, tmp_path, MemoryConfig(),
@@ -112,7 +112,7 @@ def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
 
 def test_the_agent_and_the_indexing_thread_extract_a_page_once(
         large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    getattr(extract_page, "cache_clear")()
+    forget_extractions()
     extractions = Extractions(monkeypatch)
     run_agent_on(large_page, tmp_path, MemoryConfig())
     assert extractions.sizes.count(len(large_page)) == 1, extractions.sizes
