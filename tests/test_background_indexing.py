@@ -347,3 +347,66 @@ def test_two_processes_on_one_memory_embed_each_item_once(tmp_path: Path) -> Non
     memory = AgentMemory("shared", tmp_path, config=MemoryConfig(index_on_store=False))
     assert memory.index.item_ids() == set(stored)
     memory.close()
+
+
+def _until(condition: Any, what: str) -> None:
+    """Wait until ``condition()`` holds (a state the code reaches; the minute is only a guard)."""
+    done = threading.Event()
+    for _ in range(6_000):
+        if condition():
+            return
+        done.wait(0.01)
+    raise AssertionError(f"never: {what}")
+
+
+def test_the_indexing_thread_steps_back_while_a_foreground_stretch_runs(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store, a query or an agent's step is a foreground stretch: the indexing thread pauses at
+    its next checkpoint instead of sharing the interpreter with it, and goes on once it ends."""
+    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    memory, _ = _warm(request, "yields", MemoryConfig())
+    state = memory._upkeep
+    with memory.foreground():
+        item_id = memory.store(FACTS[0], source="notes")
+        _until(lambda: state.stepping_back, "the indexing thread steps back")
+        assert item_id in state._pending and item_id not in state._taken  # no batch works on it
+        assert memory.index.chunk_vector(item_id, 0) is None
+    assert state.wait(60) and not state.stepping_back
+    assert memory.index.chunk_vector(item_id, 0) is not None
+    memory.close()
+
+
+def test_a_query_in_a_foreground_stretch_lets_the_thread_embed_what_it_waits_for(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads its own writes: waiting for the vectors of what was stored before it, it
+    steps aside, so the thread embeds them (else the wait would end at its bound, the item found
+    by its keywords only: never by the dense ranking alone)."""
+    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    memory, _ = _warm(request, "aside", MemoryConfig(query_wait_s=20.0))
+    with memory.foreground():
+        item_id = memory.store(FACTS[0], source="notes")
+        hits = memory.query("where does the wading bird build its home", limit=1, ranking="similarity")
+    assert hits and hits[0].item.id == item_id and hits[0].similarity is not None
+    memory.close()
+
+
+def test_back_pressure_in_a_foreground_stretch_lets_the_thread_catch_up(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores far ahead of the embedding model wait for it (back pressure) even inside one
+    foreground stretch: the wait steps aside, and every store returns."""
+    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    memory, _ = _warm(request, "pressure", MemoryConfig(max_unindexed_chars=1_000))
+    stored: list[str] = []
+    results = [" ".join([fact] * 30) for fact in FACTS]  # each over the bound alone
+
+    def store_all() -> None:
+        with memory.foreground():
+            stored.extend(memory.store(result, source="notes") for result in results)
+
+    storer = threading.Thread(target=store_all, daemon=True)
+    storer.start()
+    storer.join(timeout=40)
+    assert not storer.is_alive() and len(stored) == len(FACTS)
+    memory.flush_index()
+    assert all(memory.index.chunk_vector(item_id, 0) is not None for item_id in stored)
+    memory.close()

@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -267,40 +268,47 @@ class MemoryAgent:
         turn = turn_id or self.manager.tracker.current_turn_id or self.manager.start_turn()
         limit = max_steps if max_steps is not None else self.config.max_steps
         steps: list[AgentStep] = []
-        for index in range(1, limit + 1):
-            package = self.assembler.prepare_request()
-            result = self.model.generate(package.messages, tool_definitions=package.tool_definitions or None,
-                                         max_output_tokens=self.config.max_output_tokens,
-                                         timeout_s=self.config.llm_timeout_s)
-            # What the model was shown is committed only now that it answered; the answer and the
-            # usage go through the event queue (journaled, then applied). A call whose arguments no
-            # tool can take is kept cut (ToolCall.kept); its tool still reads what was sent, to say why.
-            self.manager.commit(package.built)
-            self.events.assistant_response(_kept(result.message))
-            self.events.observe_usage(result.usage.prompt_tokens, estimate=package.estimate_tokens)
-            calls = result.message.tool_calls
-            compacted, self._compacted = tuple(self._compacted), []
-            usage = result.usage
-            cost, unpriced = self._price(usage)
-            steps.append(AgentStep(
-                index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
-                completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
-                tools_offered=tuple(t["function"]["name"] for t in package.tool_definitions),
-                tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
-                cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
-            ))
-            self.manager.observers.notify(LLMCalled(
-                agent_id=self.agent_id, turn_id=turn, step=index, model=result.model,
-                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                cache_read_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
-                cost_usd=None if cost is None else cost.total_usd,
-                price_model=None if self.price_model is None else self.price_model.label, unpriced_reason=unpriced,
-            ))
-            if not calls:
-                return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=result.message.content or "",
-                                stopped="answer", steps=tuple(steps))
-            for call in calls:
-                self._run_tool(call)
+        with ExitStack() as step:
+            # step: the memory's work from a tool's result to the next LLM request, a stretch of
+            # AgentMemory.foreground (the indexing thread steps back for it; it works during the call)
+            for index in range(1, limit + 1):
+                try:
+                    package = self.assembler.prepare_request()
+                finally:
+                    step.close()  # the indexing thread works while the model answers
+                result = self.model.generate(package.messages, tool_definitions=package.tool_definitions or None,
+                                             max_output_tokens=self.config.max_output_tokens,
+                                             timeout_s=self.config.llm_timeout_s)
+                step.enter_context(self.memory.foreground())  # the answer's memory work, up to the next tool
+                # What the model was shown is committed only now that it answered; the answer and the
+                # usage go through the event queue (journaled, then applied). A call whose arguments no
+                # tool can take is kept cut (ToolCall.kept); its tool still reads what was sent, to say why.
+                self.manager.commit(package.built)
+                self.events.assistant_response(_kept(result.message))
+                self.events.observe_usage(result.usage.prompt_tokens, estimate=package.estimate_tokens)
+                calls = result.message.tool_calls
+                compacted, self._compacted = tuple(self._compacted), []
+                usage = result.usage
+                cost, unpriced = self._price(usage)
+                steps.append(AgentStep(
+                    index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
+                    completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+                    tools_offered=tuple(t["function"]["name"] for t in package.tool_definitions),
+                    tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
+                    cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
+                ))
+                self.manager.observers.notify(LLMCalled(
+                    agent_id=self.agent_id, turn_id=turn, step=index, model=result.model,
+                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                    cache_read_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
+                    cost_usd=None if cost is None else cost.total_usd,
+                    price_model=None if self.price_model is None else self.price_model.label, unpriced_reason=unpriced,
+                ))
+                if not calls:
+                    return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=result.message.content or "",
+                                    stopped="answer", steps=tuple(steps))
+                for call in calls:
+                    self._run_tool(call, step)
         return AgentRun(agent_id=self.agent_id, turn_id=turn, answer=None, stopped="max_steps", steps=tuple(steps))
 
     def _price(self, usage: Usage) -> tuple[Cost | None, str | None]:
@@ -326,11 +334,16 @@ class MemoryAgent:
         self.events.tool_result(call.id, shorten(text, MAX_INLINE_RESULT_CHARS), is_error=is_error, name=call.name,
                                 inline=True)
 
-    def _run_tool(self, call: ToolCall) -> None:
+    def _run_tool(self, call: ToolCall, step: ExitStack | None = None) -> None:
         """Run one tool call of the model and record its result; never raises for the model's
-        mistakes or a tool's failure."""
+        mistakes or a tool's failure. ``step``: once the tool has answered, the memory's work on
+        the result is a foreground stretch held in it (until the caller closes it)."""
         arguments: Any = call.input if call.input is not None else call.arguments
+        if step is not None:
+            step.close()  # a tool (or a sub-agent) may run long: the indexing thread works meanwhile
         if self.toolkit is not None and call.name in getattr(self.toolkit, "names", ()):
+            if step is not None:
+                step.enter_context(self.memory.foreground())
             answer = self.toolkit.dispatch(call.name, arguments)
             self._answer(call, answer.content, is_error=not answer.ok)
             return
@@ -349,6 +362,9 @@ class MemoryAgent:
         except ToolFailure as exc:
             self._answer(call, str(exc), is_error=True)
             return
+        finally:
+            if step is not None:
+                step.enter_context(self.memory.foreground())
         if tool.store_result and self.config.enable_memory:
             extra: dict[str, Any] = {"type": tool.result_type} if tool.result_type else {}
             self.events.tool_result(call.id, value, name=tool.name, source=tool.name, **extra)

@@ -97,7 +97,83 @@ PROBE_ITEM_ID = "mem_index_probe"
 memory id (those are ``mem_`` and 12 hex digits), so it cannot touch an item; a query skips it (no
 item has it), and ``rebuild_index`` drops one a crash left behind."""
 
+MAX_STEP_BACK_S = 5.0
+"""Longest the indexing thread steps back for foreground calls at one checkpoint, in seconds: calls
+that never stop (one thread storing or querying without a pause) slow indexing down to a unit of
+work per this many seconds, never stop it."""
+
 T = TypeVar("T")
+
+
+class _Foreground:
+    """The foreground calls in progress on one memory (a ``store``, a ``query``, an agent's step),
+    which its indexing thread steps back for.
+
+    The indexing thread shares the interpreter lock with them: each time a call releases it (a
+    write, an fsync, a hash), the thread takes it and keeps it for up to the switch interval (5 ms),
+    and a call running Python beside it gets about half of the interpreter; a 666 KB JSON table
+    took 121-132 ms to store beside it instead of ~45 ms. So the thread pauses at its checkpoints
+    (between items and between the stages of a batch, never holding a lock) while a call runs.
+    A call that waits for the thread (a query for its own writes, back pressure, ``flush_index``)
+    steps :meth:`aside` for the wait."""
+
+    def __init__(self) -> None:
+        self._calls = 0
+        self._changed = threading.Condition(threading.Lock())
+        self._depth = threading.local()
+        self.paused = False
+        """Whether the indexing thread is stepping back now (read by tests and reports)."""
+
+    def _add(self, calls: int) -> None:
+        with self._changed:
+            self._calls += calls
+            if self._calls == 0:
+                self._changed.notify_all()
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """A foreground call of this thread (nested calls count once)."""
+        depth = getattr(self._depth, "value", 0)
+        self._depth.value = depth + 1
+        if depth == 0:
+            self._add(1)
+        try:
+            yield
+        finally:
+            self._depth.value = depth
+            if depth == 0:
+                self._add(-1)
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """This thread waits for the indexing thread: not a foreground call meanwhile."""
+        depth = getattr(self._depth, "value", 0)
+        if depth:
+            self._depth.value = 0
+            self._add(-1)
+        try:
+            yield
+        finally:
+            if depth:
+                self._add(1)
+                self._depth.value = depth
+
+    def step_back(self, stopping: Callable[[], bool]) -> None:
+        """The indexing thread's checkpoint: wait while a foreground call runs (at most
+        :data:`MAX_STEP_BACK_S`), or until ``stopping()``."""
+        with self._changed:
+            if not self._calls:
+                return
+            self.paused = True
+            try:
+                self._changed.wait_for(lambda: not self._calls or stopping(), timeout=MAX_STEP_BACK_S)
+            finally:
+                self.paused = False
+
+    def wake(self) -> None:
+        """Let a stepping-back thread look again (the memory is closing)."""
+        with self._changed:
+            self._changed.notify_all()
 
 
 @dataclass
@@ -183,6 +259,7 @@ class IndexUpkeep:
         only, the item records filtering."""
         self.lock_timeout_s = INDEX_LOCK_TIMEOUT_S
         """How long an index write waits for another process's, in seconds."""
+        self._foreground = _Foreground()
 
     @property
     def read_only(self) -> bool:
@@ -565,6 +642,23 @@ class IndexUpkeep:
         return done
 
     # -- indexing in the background -----------------------------------------------------------
+    def foreground(self) -> AbstractContextManager[None]:
+        """A foreground call (``store``, ``query``, an agent's step): while one runs, the indexing
+        thread steps back at its next checkpoint (:class:`_Foreground`); waiting for the thread
+        inside it lets it work. Nested and concurrent calls are fine."""
+        return self._foreground.call()
+
+    @property
+    def stepping_back(self) -> bool:
+        """Whether the indexing thread is paused for a foreground call now."""
+        return self._foreground.paused
+
+    def _step_back(self) -> None:
+        """A checkpoint of the indexing thread (no-op on any other thread: a flush indexing in the
+        caller's thread is the caller's own work)."""
+        if threading.current_thread() is self._worker:
+            self._foreground.step_back(lambda: self._stopping)
+
     def _weight(self, record: ItemRecord) -> int:
         """What indexing an item costs, in characters: its size, of which at most
         ``max_embedded_chars`` are embedded (the rest is chunked and keyword-indexed only)."""
@@ -588,9 +682,11 @@ class IndexUpkeep:
             if self._worker is None or not self._worker.is_alive():
                 self._start_worker()
             self._changed.notify_all()
-            while self._pending_chars > self.config.max_unindexed_chars and not self._stopping \
-                    and self._worker is not None and threading.current_thread() is not self._worker:
-                self._changed.wait(BACK_PRESSURE_POLL_S)
+            if self._pending_chars > self.config.max_unindexed_chars:
+                with self._foreground.aside():
+                    while self._pending_chars > self.config.max_unindexed_chars and not self._stopping \
+                            and self._worker is not None and threading.current_thread() is not self._worker:
+                        self._changed.wait(BACK_PRESSURE_POLL_S)
 
     def _start_worker(self) -> None:
         """Start the indexing thread (under the mutex). It ends when nothing is pending; at
@@ -617,8 +713,10 @@ class IndexUpkeep:
     def _work(self) -> None:
         """The indexing thread: pending items in store order, a batch at a time (at most
         ``INDEX_BATCH_ITEMS`` items and ``max_embedded_chars`` characters of them to embed), until
-        nothing is pending."""
+        nothing is pending. It steps back for foreground calls between batches, items and stages
+        (:meth:`_step_back`)."""
         while True:
+            self._step_back()
             with self._changed:
                 batch = self._untaken()
                 if not batch:
@@ -659,6 +757,7 @@ class IndexUpkeep:
         Items forgotten meanwhile are skipped."""
         ready: list[tuple[ItemRecord, Any, list[IndexChunk]]] = []
         for entry in batch:
+            self._step_back()
             if not self.items.contains(entry.record.id):
                 continue
             chunks = entry.chunks if entry.chunks is not None else self._chunks_of(entry.record, entry.content)
@@ -671,11 +770,14 @@ class IndexUpkeep:
         try:
             try:
                 if fresh:
+                    self._step_back()
                     self._write_keyword([chunk for _, _, chunks in fresh for chunk in chunks],
                                         [(r, c) for r, c, _ in fresh])
             finally:  # after the keyword stage, which a query may be waiting for
                 for record, content, _ in ready:
+                    self._step_back()
                     self._count(record, content)
+            self._step_back()
             self._write_vectors([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
         except LockTimeoutError:
             raise
@@ -718,7 +820,7 @@ class IndexUpkeep:
         """Wait until none of ``item_ids`` (``None``: no item at all) is pending, at most
         ``timeout_s`` seconds (``None``: no bound). Whether they all left."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._changed:
+        with self._foreground.aside(), self._changed:
             while True:
                 waiting = self._pending.keys() if item_ids is None else self._pending.keys() & item_ids
                 if not waiting:
@@ -1012,6 +1114,7 @@ class IndexUpkeep:
             self._stopping = True
             self._changed.notify_all()
             worker = self._worker
+        self._foreground.wake()
         if worker is not None and worker is not threading.current_thread():
             worker.join()
         with self._opening, self._mutex:  # an index being opened now is closed too

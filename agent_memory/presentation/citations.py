@@ -23,7 +23,7 @@ from agent_memory.index.chunking import indexable_text
 from agent_memory.limits import shorten
 from agent_memory.models.items import MemoryItem
 from agent_memory.plugins import PluginRegistry
-from agent_memory.records.prepare import counted_tokens
+from agent_memory.records.prepare import readable_tokens
 from agent_memory.presentation.key_values import values_in
 from agent_memory.tokens import TokenCounter
 
@@ -123,9 +123,8 @@ class CitationBuilder:
         meta = item.metadata
         source = shorten(meta.source, LABEL_MAX_CHARS)
         title = shorten(meta.title, LABEL_MAX_CHARS) if meta.title else meta.title
-        raw, text = counted_tokens(item, self.counter)
-        tokens = text if text is not None else raw
-        return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=tokens,
+        return Citation(item_id=item.id, type=item.type, source=source, title=title,
+                        tokens=readable_tokens(item, self.counter),
                         retrieve_call=self.retrieve_call)
 
     def _with_values(self, item: MemoryItem, key_content: str, budget: int) -> str:

@@ -57,6 +57,7 @@ from agent_memory.presentation.llm_citations import CitationOutcome, LLMCitation
 from agent_memory.presentation.offer import OfferState
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
+from agent_memory.tokens import EXACT_ESTIMATE_CHARS, estimate_tokens
 from agent_memory.prompt_tokens import FRAMING_TOKENS, message_tokens
 from agent_memory.records.prepare import result_store_arguments
 from agent_memory.transforms import apply_transform, raw_text, readable_text
@@ -101,6 +102,23 @@ class ResultView:
     capped: bool = False
     """``True`` when ``full`` is cut to the policy's cap (the citation and the head): the model
     never sees the rest in a prompt."""
+    raw_estimated: bool = False
+    """``True`` when ``raw_tokens`` is an estimate (:func:`~agent_memory.tokens.estimate_tokens`:
+    a long raw text the model is shown another form of, an HTML page's main text): it weighs the
+    decisions (whether to cite, what starting to cite saves) and is never shown."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Texts:
+    """What one result's view is made of: each text with its tokens (counted once)."""
+
+    raw: str
+    raw_tokens: int
+    raw_estimated: bool
+    readable: str
+    readable_tokens: int
+    cited: str
+    cited_tokens: int
 
 
 @dataclass
@@ -237,6 +255,8 @@ class ContextBuilder:
         self._count = functools.lru_cache(maxsize=COUNT_CACHE_SIZE)(memory.tokens.count)
         self.stats = ContextStats()
         self._views: dict[str, ResultView] = {}
+        self._texts: dict[str, _Texts] = {}
+        """Memory id -> the texts (and counts) its view was made of (a capped showing is cut from them)."""
         self._origins: dict[str, tuple[str, str | None]] = {}
         """Memory id -> (tool name, call arguments) of the tool message that refers to it."""
         self._read_backs: dict[tuple[str, Showing, Showing], ReadBack | None] = {}
@@ -266,22 +286,41 @@ class ContextBuilder:
         return self._rates if self.policy.cache_aware else None
 
     def view(self, item_id: str) -> ResultView:
-        """Raw, full and cited text of a stored result (cached)."""
+        """Raw, full and cited text of a stored result (cached).
+
+        Each text is counted once. A result read as something else than its raw text (an HTML page
+        read as its main text) whose raw text is long is never counted whole here: its
+        ``raw_tokens`` is an estimate (:func:`~agent_memory.tokens.estimate_tokens`, marked
+        ``raw_estimated``), for the decisions only; the model is shown its readable text, counted
+        exactly, and the raw text only when that is not longer (then it is counted)."""
         cached = self._views.get(item_id)
         if cached is not None:
             return cached
         item = self._with_origin(self.memory.get(item_id))
         counter = self.memory.tokens
         raw = raw_text(item.content, item.metadata.content_encoding)
-        raw_tokens = counter.count(raw)
+        readable, _ = readable_text(item)
+        if readable == raw:  # text, JSON: read as stored, counted once (and the citation reuses it)
+            raw_tokens = readable_tokens = counter.count(raw)
+            raw_estimated = False
+            counts = {"tokens": raw_tokens, "text_tokens": None}
+        else:
+            readable_tokens = counter.count(readable)
+            raw_tokens, raw_estimated = estimate_tokens(raw, counter), len(raw) > EXACT_ESTIMATE_CHARS
+            counts = {} if raw_estimated else {"tokens": raw_tokens, "text_tokens": readable_tokens}
+        if item.metadata.tokens is None and counts:
+            item = item.model_copy(update={"metadata": item.metadata.model_copy(update=counts)})
         made = self.citations.cite(item)
         cited = (made.citation if isinstance(made, CitationOutcome) else made).render()
         cited_tokens = counter.count(cited)
         capped_before = self.stats.capped_first_showings
-        full, full_tokens = self._full(item, raw, raw_tokens, cited, cited_tokens)
+        shown = _Texts(raw, raw_tokens, raw_estimated, readable, readable_tokens, cited, cited_tokens)
+        full, full_tokens = self._full(shown)
         view = ResultView(raw=raw, raw_tokens=raw_tokens, full=full, full_tokens=full_tokens, cited=cited,
-                          cited_tokens=cited_tokens, capped=self.stats.capped_first_showings > capped_before)
+                          cited_tokens=cited_tokens, capped=self.stats.capped_first_showings > capped_before,
+                          raw_estimated=raw_estimated)
         self._views[item_id] = view
+        self._texts[item_id] = shown
         self.stats.citation_tokens.append(cited_tokens)
         return view
 
@@ -313,21 +352,23 @@ class ContextBuilder:
         return item.model_copy(update={"metadata": meta.model_copy(update={"source": source,
                                                                            "title": derived["title"]})})
 
-    def _full(self, item: MemoryItem, raw: str, raw_tokens: int, cited: str, cited_tokens: int, *,
-              cap: int | None = None) -> tuple[str, int]:
-        """The first showing of ``item``, at most ``cap`` tokens (``None``: the policy's cap, and
-        a cut one is counted in :attr:`stats`)."""
+    def _full(self, shown: _Texts, *, cap: int | None = None) -> tuple[str, int]:
+        """The first showing of a result, at most ``cap`` tokens (``None``: the policy's cap, and
+        a cut one is counted in :attr:`stats`): its readable text, or its raw text when that is not
+        longer (counted exactly then, if its count was an estimate)."""
         counter = self.memory.tokens
-        text, _ = readable_text(item)
-        tokens = counter.count(text)
-        if tokens >= raw_tokens:
-            text, tokens = raw, raw_tokens
+        text, tokens = shown.readable, shown.readable_tokens
+        if tokens >= shown.raw_tokens:
+            raw_tokens = counter.count(shown.raw) if shown.raw_estimated else shown.raw_tokens
+            if tokens >= raw_tokens:
+                text, tokens = shown.raw, raw_tokens
         if cap is None:
             cap = self.policy.full_result_max_tokens
             if tokens > cap:
                 self.stats.capped_first_showings += 1  # once per result: its view is made once
         if tokens <= cap:
             return text, tokens  # the id reaches the model with the citation that replaces this showing
+        cited, cited_tokens = shown.cited, shown.cited_tokens
         room = cap - cited_tokens - HEAD_LABEL_TOKENS
         while True:  # token counts of joined pieces can differ by a few from their sum
             full = f"{cited}\nBeginning of the content:\n{shorten(text, room, counter=counter)}"
@@ -395,6 +436,7 @@ class ContextBuilder:
                 continue
             if item_id not in item_ids:
                 self._views.pop(item_id, None)
+                self._texts.pop(item_id, None)
                 self._read_backs = {key: found for key, found in self._read_backs.items() if key[0] != item_id}
                 out.append(message.model_copy(update={"content": FORGOTTEN_NOTE.format(id=item_id)}))
                 continue
@@ -413,10 +455,8 @@ class ContextBuilder:
     def _capped(self, item_id: str, cap: int) -> str:
         """The full showing of ``item_id`` cut to ``cap`` tokens (citation, then the head); changes
         nothing (not the policy, not the stats)."""
-        item = self.memory.get(item_id)
         view = self.view(item_id)
-        text, _ = self._full(item, view.raw, view.raw_tokens, view.cited, view.cited_tokens,
-                             cap=max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1))
+        text, _ = self._full(self._texts[item_id], cap=max(cap, view.cited_tokens + HEAD_LABEL_TOKENS + 1))
         return text
 
     prepare = build
@@ -462,6 +502,7 @@ class ContextBuilder:
         saved state."""
         self.state = state if state is not None else PresentationState()
         self._views.clear()
+        self._texts.clear()
         self._origins.clear()
         self._read_backs.clear()
 

@@ -50,6 +50,7 @@ __all__ = [
     "count_tokens",
     "counted_tokens",
     "prepare_item",
+    "readable_tokens",
     "result_store_arguments",
     "snapshot_pairs",
     "str_list",
@@ -197,6 +198,18 @@ def counted_tokens(item: MemoryItem, counter: TokenCounter) -> tuple[int, int | 
     if meta.tokens is not None:
         return meta.tokens, meta.text_tokens
     return count_tokens(item, counter)
+
+
+def readable_tokens(item: MemoryItem, counter: TokenCounter) -> int:
+    """Tokens of an item as a model reads it (:func:`~agent_memory.transforms.readable_text`: an
+    HTML page's main text): its metadata's count when it is counted, else its readable text counted
+    now (a large result the indexing thread has not counted yet). Never counts the raw text of an
+    item read otherwise: a 1.6 MB page is 380k tokens of markup for a few hundred of text."""
+    meta = item.metadata
+    if meta.tokens is not None:
+        return meta.text_tokens if meta.text_tokens is not None else meta.tokens
+    readable, _ = readable_text(item)
+    return counter.count(readable)
 
 
 def snapshot_pairs(snapshot: MemorySnapshot) -> list[tuple[ItemRecord, bytes]]:

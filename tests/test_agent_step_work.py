@@ -1,0 +1,144 @@
+"""What an agent step does with a large result on its own thread (issue #38: a step with a 1 MB
+result must wait on memory no longer than on writing it plus 100 ms): the raw page is never
+tokenized whole on the agent's thread, the page is extracted once for the agent and the indexing
+thread together, and what the model is shown stays exact.
+
+Observed through the real components the step uses: tiktoken's ``Encoding.encode`` and
+trafilatura's ``extract``, each wrapped to record its calls and then run as is."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken.core
+import trafilatura
+
+from agent_memory import AgentMemory, MemoryAgent, MemoryConfig, ModelLimits, OpenAIChatModel, tool
+from agent_memory.html import forget_extractions
+from agent_memory.models.messages import Message, ToolCall
+from agent_memory.presentation.context import ContextBuilder
+from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
+from agent_memory.transforms import readable_text
+
+
+@pytest.fixture
+def large_page(data_dir: Path) -> str:
+    """The largest real page of the data (1.6 MB of HTML, a few hundred tokens of main text)."""
+    root = data_dir / "webpages" / "readability"
+    path = max(root.glob("*/source.html"), key=lambda p: (p.stat().st_size, p.name))
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+class Encodes:
+    """Every ``Encoding.encode`` of tiktoken in the test: (thread ident, characters)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[int, int]] = []
+        real = tiktoken.core.Encoding.encode
+
+        def encode(encoding: Any, text: str, *args: Any, **kwargs: Any) -> Any:
+            self.calls.append((threading.get_ident(), len(text)))
+            return real(encoding, text, *args, **kwargs)
+
+        monkeypatch.setattr(tiktoken.core.Encoding, "encode", encode)
+
+    def longest_on(self, thread: int) -> int:
+        return max((chars for ident, chars in self.calls if ident == thread), default=0)
+
+
+class Extractions:
+    """Every ``trafilatura.extract`` in the test: the length of each HTML text it was given."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sizes: list[int] = []
+        real = trafilatura.extract
+
+        def extract(html: Any, *args: Any, **kwargs: Any) -> Any:
+            self.sizes.append(len(html) if isinstance(html, str) else -1)
+            return real(html, *args, **kwargs)
+
+        monkeypatch.setattr(trafilatura, "extract", extract)
+
+
+def run_agent_on(page: str, memory_dir: Path, config: MemoryConfig, *,
+                 after_run: Callable[[MemoryAgent], object] = lambda agent: None) -> list[dict[str, Any]]:
+    """A MemoryAgent against the loopback scripted server fetches ``page`` once, then answers:
+    the messages of its second LLM call (the first that holds the page). ``after_run`` is called
+    with the agent once it answered, before its index is flushed (on this thread) and it closes."""
+
+    @tool
+    def fetch_page(name: str) -> str:
+        """Fetch a web page.
+
+        Args:
+            name: the page's name.
+        """
+        return page
+
+    with FakeLLMServer() as server:
+        server.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall("fetch_page", json.dumps({"name": "big"})),)),
+                       "Read it.")
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        limits = ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096)
+        with MemoryAgent(model, tools=[fetch_page], memory_dir=memory_dir, agent_id="steps", limits=limits,
+                         memory_config=config) as agent:
+            run = agent.run("Read the page.")
+            after_run(agent)
+            agent.memory.flush_index()
+            counted = agent.memory.get(agent.memory.records()[0].id).metadata.tokens
+        requests = server.requests
+    assert run.stopped == "answer" and len(requests) == 2 and counted is not None
+    return requests[1]["messages"]
+
+
+def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
+        large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    forget_extractions()
+    encodes = Encodes(monkeypatch)
+    longest: list[int] = []
+    messages = run_agent_on(large_page, tmp_path, MemoryConfig(),
+                            after_run=lambda agent: longest.append(encodes.longest_on(threading.get_ident())))
+    shown = next(m["content"] for m in messages if m["role"] == "tool")
+    assert shown.startswith("Title: ") and len(shown) < len(large_page) // 100  # shown once, as its main text
+    # while the agent ran, its thread counted what it shows and samples of the raw page, never the
+    # page whole (the page's own count is the indexing thread's, for its metadata)
+    assert longest[0] < len(large_page) // 10, f"the agent's thread tokenized {longest[0]:,} characters at once"
+
+
+def test_the_agent_and_the_indexing_thread_extract_a_page_once(
+        large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    forget_extractions()
+    extractions = Extractions(monkeypatch)
+    run_agent_on(large_page, tmp_path, MemoryConfig())
+    assert extractions.sizes.count(len(large_page)) == 1, extractions.sizes
+
+
+def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(large_page: str, tmp_path: Path) -> None:
+    memory = AgentMemory("cite", tmp_path / "memory", config=MemoryConfig(index_on_store=False))
+    try:
+        item_id = memory.store(large_page, type="web_content", media_type="text/html", source="https://example.org/a")
+        history = [Message(role="user", content="Read it."),
+                   Message(role="assistant", tool_calls=(ToolCall(id="c1", name="fetch"),)),
+                   Message(role="tool", tool_call_id="c1", name="fetch", tool_result_ref=item_id)]
+        builder = ContextBuilder(memory)
+        builder.build(history)
+        view = builder.view(item_id)
+        counter = memory.tokens
+        readable, _ = readable_text(memory.get(item_id))
+        assert memory.get(item_id).metadata.tokens is None  # not counted yet: the view did not count it
+        # the raw page's size is an estimate for the decisions, marked so, never shown
+        assert view.raw_estimated
+        exact_raw = counter.count(large_page)
+        assert abs(view.raw_tokens - exact_raw) < 0.2 * exact_raw
+        assert f"{view.raw_tokens:,}" not in view.cited and f"{view.raw_tokens:,}" not in view.full
+        # what is shown is counted exactly: the citation names the readable text's tokens
+        assert f"· {counter.count(readable):,} tokens ·" in view.cited
+        assert view.full_tokens == counter.count(view.full) and view.cited_tokens == counter.count(view.cited)
+        assert view.full == readable  # a page's main text is far shorter than its markup: shown whole
+    finally:
+        memory.close()
