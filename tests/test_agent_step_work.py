@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import lxml.html
 import tiktoken.core
 import trafilatura
 
 from agent_memory import AgentMemory, MemoryAgent, MemoryConfig, ModelLimits, OpenAIChatModel, tool
-from agent_memory.html import forget_extractions
+from agent_memory.html import extract_page, forget_extractions
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.presentation.context import ContextBuilder
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
@@ -51,18 +52,19 @@ class Encodes:
         return max((chars for ident, chars in self.calls if ident == thread), default=0)
 
 
-class Extractions:
-    """Every ``trafilatura.extract`` in the test: the length of each HTML text it was given."""
+class Parses:
+    """Every parse of an HTML text by lxml in the test (``lxml.html.fromstring``, which trafilatura
+    and htmldate parse with, calls ``document_fromstring``): the length of each text parsed."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
-        real = trafilatura.extract
+        real = lxml.html.document_fromstring
 
-        def extract(html: Any, *args: Any, **kwargs: Any) -> Any:
-            self.sizes.append(len(html) if isinstance(html, str) else -1)
+        def document_fromstring(html: Any, *args: Any, **kwargs: Any) -> Any:
+            self.sizes.append(len(html))
             return real(html, *args, **kwargs)
 
-        monkeypatch.setattr(trafilatura, "extract", extract)
+        monkeypatch.setattr(lxml.html, "document_fromstring", document_fromstring)
 
 
 def run_agent_on(page: str, memory_dir: Path, config: MemoryConfig, *,
@@ -110,12 +112,34 @@ def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
     assert longest[0] < len(large_page) // 10, f"the agent's thread tokenized {longest[0]:,} characters at once"
 
 
-def test_the_agent_and_the_indexing_thread_extract_a_page_once(
+def test_the_agent_and_the_indexing_thread_parse_a_page_once(
         large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one extraction for the agent's view and the indexing thread's chunks, and in it one parse
+    # for the main text and the metadata
     forget_extractions()
-    extractions = Extractions(monkeypatch)
+    parses = Parses(monkeypatch)
     run_agent_on(large_page, tmp_path, MemoryConfig())
-    assert extractions.sizes.count(len(large_page)) == 1, extractions.sizes
+    assert parses.sizes.count(len(large_page)) == 1, parses.sizes
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_a_page_parsed_once_is_extracted_as_trafilatura_extracts_its_text(
+        data_dir: Path, rank: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # main text and metadata from the one parsed tree equal trafilatura's own, each given the text
+    root = data_dir / "webpages" / "readability"
+    path = sorted(root.glob("*/source.html"), key=lambda p: (-p.stat().st_size, p.name))[rank]
+    html = path.read_text(encoding="utf-8", errors="replace")
+    text = trafilatura.extract(html, output_format="txt", include_comments=False, include_tables=True,
+                               favor_recall=True)
+    meta = trafilatura.extract_metadata(html, extensive=False, date_config={"extensive_search": False})
+    forget_extractions()
+    parses = Parses(monkeypatch)
+    page = extract_page(html)
+    assert parses.sizes == [len(html)]
+    assert text and page.text == text.strip()
+    assert (page.title, page.site_name, page.date, page.author, page.url, page.description) == (
+        meta.title, meta.sitename, meta.date, meta.author, meta.url, meta.description)
+    assert page.title  # the pages state one: the comparison is not of two Nones alone
 
 
 def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(large_page: str, tmp_path: Path) -> None:
