@@ -295,6 +295,17 @@ class AgentMemory:
             raise MemoryClosedError(f"this AgentMemory is closed; open a new one on {self._items.where}")
         return self._upkeep.index
 
+    def open_index_soon(self) -> None:
+        """Start opening the vector index in a background thread, so that the first ``store``'s
+        indexing finds it open (opening is chromadb's import and client, or a server's
+        connection: from a few hundred ms to seconds, which the indexing thread would otherwise
+        spend beside the caller's next steps). Returns at once, never raises, and does nothing if
+        the index is open or opening, or the memory is closed; the thread waits while a
+        :meth:`foreground` stretch runs before it begins, and :meth:`close` waits for it.
+        ``MemoryAgent`` calls it when it starts."""
+        if not self._closed:
+            self._upkeep.open_soon()
+
     @property
     def lexical(self) -> KeywordIndex | None:
         """The keyword index (the file backend's ``index/lexical.sqlite3``, SQLite FTS5), or

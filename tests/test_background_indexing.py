@@ -410,3 +410,73 @@ def test_back_pressure_in_a_foreground_stretch_lets_the_thread_catch_up(
     memory.flush_index()
     assert all(memory.index.chunk_vector(item_id, 0) is not None for item_id in stored)
     memory.close()
+
+
+class _HeldOpening:
+    """A ``memory://`` backend whose vector index opening is held until :attr:`release` is set;
+    :attr:`openers` names the threads that opened it."""
+
+    def __init__(self, url: str) -> None:
+        self.real = open_backend(url)
+        self.opening, self.release = threading.Event(), threading.Event()
+        self.openers: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def vector_index(self, *args: Any, **kwargs: Any) -> Any:
+        self.openers.append(threading.current_thread().name)
+        self.opening.set()
+        self.release.wait(120)
+        return self.real.vector_index(*args, **kwargs)
+
+
+def test_a_memory_agent_starts_opening_the_vector_index_before_its_first_store(request: pytest.FixtureRequest) -> None:
+    """Opening the index (chromadb's import and client: hundreds of ms of Python) is begun when a
+    MemoryAgent starts, in a thread of its own, not by the indexing thread once the first tool
+    result is stored (where it ran beside the agent's next steps); the constructor does not wait."""
+    from agent_memory import MemoryAgent, ModelLimits, OpenAIChatModel
+    from agent_memory.testing import FakeLLMServer
+
+    backend = _HeldOpening(f"memory://{request.node.name}")
+    with FakeLLMServer() as server:
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        agent = MemoryAgent(model, backend=backend, agent_id="early",  # type: ignore[arg-type]
+                            limits=ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096))
+        try:
+            assert backend.opening.wait(60) and agent.memory.records() == []
+            assert backend.openers == ["agent-memory-open-early"]
+        finally:
+            backend.release.set()
+        item_id = agent.memory.store(FACTS[0], source="notes")
+        agent.memory.flush_index()
+        assert item_id in agent.memory.index.item_ids() and len(backend.openers) == 1  # opened once
+        agent.close()
+
+
+def test_opening_the_index_early_waits_for_a_foreground_stretch_and_close_stops_it(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``open_index_soon`` inside a foreground stretch (an agent's step) does not begin opening
+    until the stretch ends; a close meanwhile ends the thread without opening anything, and a
+    close while it opens waits for it and closes what it opened."""
+    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    backend = _HeldOpening(f"memory://{request.node.name}")
+    memory = AgentMemory("stretch", backend=backend)  # type: ignore[arg-type]
+    with memory.foreground():
+        memory.open_index_soon()
+        assert memory._upkeep.opening
+        memory.close()  # the thread was waiting for the stretch: it ends, having opened nothing
+    assert not memory._upkeep.opening and backend.openers == []
+
+    backend = _HeldOpening(f"memory://{request.node.name}-2")
+    memory = AgentMemory("closing", backend=backend)  # type: ignore[arg-type]
+    memory.open_index_soon()
+    assert backend.opening.wait(60)
+    closer = threading.Thread(target=memory.close)
+    closer.start()
+    backend.release.set()
+    closer.join(60)
+    assert not closer.is_alive() and not memory._upkeep.opening
+    assert memory._upkeep._index is None  # opened, then closed by close
+    memory.open_index_soon()  # closed: nothing starts
+    assert not memory._upkeep.opening and backend.openers == ["agent-memory-open-closing"]

@@ -201,6 +201,8 @@ class MemoryAgent:
         self._owns_memory = memory is None
         self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, backend=backend,
                                                                     config=memory_config)
+        if self.memory.config.index_on_store:  # open while the rest is set up and the model first answers
+            self.memory.open_index_soon()
         conversation = validate_agent_id(conversation_id) if conversation_id is not None else None
         self.agent_id = name or conversation or self.memory.agent_id
         self.compaction_llm = compaction_llm

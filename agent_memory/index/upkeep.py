@@ -158,17 +158,20 @@ class _Foreground:
                 self._add(1)
                 self._depth.value = depth
 
-    def step_back(self, stopping: Callable[[], bool]) -> None:
+    def step_back(self, stopping: Callable[[], bool], *, paused: bool = True) -> None:
         """The indexing thread's checkpoint: wait while a foreground call runs (at most
-        :data:`MAX_STEP_BACK_S`), or until ``stopping()``."""
+        :data:`MAX_STEP_BACK_S`), or until ``stopping()``. ``paused``: shown as :attr:`paused`
+        meanwhile (the indexing thread's; not another thread's, opening the index)."""
         with self._changed:
             if not self._calls:
                 return
-            self.paused = True
+            if paused:
+                self.paused = True
             try:
                 self._changed.wait_for(lambda: not self._calls or stopping(), timeout=MAX_STEP_BACK_S)
             finally:
-                self.paused = False
+                if paused:
+                    self.paused = False
 
     def wake(self) -> None:
         """Let a stepping-back thread look again (the memory is closing)."""
@@ -260,6 +263,8 @@ class IndexUpkeep:
         self.lock_timeout_s = INDEX_LOCK_TIMEOUT_S
         """How long an index write waits for another process's, in seconds."""
         self._foreground = _Foreground()
+        self._opener: threading.Thread | None = None
+        """The thread of :meth:`open_soon`, if one was started."""
 
     @property
     def read_only(self) -> bool:
@@ -284,16 +289,52 @@ class IndexUpkeep:
         if opened is not None:
             return opened
         with self._opening:
-            if self._index is None:
-                read_only = self.read_only
-                index = self.backend.vector_index(self.agent_id, self.config, self.tokens, read_only=read_only)
-                copy = getattr(index, "copy_path", None)
-                if read_only and copy is not None:
-                    detail = (f"vector index read from a private copy in {copy} (chromadb cannot open a database "
-                              "without writing to it), deleted on close")
-                    self.notify(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
-                self._index = index
-            return self._index
+            return self._index if self._index is not None else self._open_index()
+
+    def _open_index(self) -> VectorIndex:
+        """Open the vector index (under :attr:`_opening`, with none open)."""
+        read_only = self.read_only
+        index = self.backend.vector_index(self.agent_id, self.config, self.tokens, read_only=read_only)
+        copy = getattr(index, "copy_path", None)
+        if read_only and copy is not None:
+            detail = (f"vector index read from a private copy in {copy} (chromadb cannot open a database "
+                      "without writing to it), deleted on close")
+            self.notify(IndexReadOnly(agent_id=self.agent_id, path=self.where, detail=detail))
+        self._index = index
+        return index
+
+    def open_soon(self) -> None:
+        """Start opening the vector index in a thread of its own (``agent-memory-open-<agent>``),
+        so that it is open before the first store hands it an item: opening takes from a few
+        hundred ms (chromadb's import and client) to seconds, one long stretch of Python that
+        cannot step back for a foreground call once begun. The thread waits while a foreground call
+        runs (:meth:`foreground`) before it begins, and does nothing when the index is open or
+        being opened, or the upkeep is closing. Returns at once; never raises (a failure to open
+        is the first use's to raise, as without this call)."""
+        with self._mutex:
+            if self._index is not None or self._stopping or (self._opener is not None and self._opener.is_alive()):
+                return
+            self._opener = threading.Thread(target=self._open_early, name=f"agent-memory-open-{self.agent_id}",
+                                            daemon=True)
+            _LIVE.add(self)
+            self._opener.start()
+
+    def _open_early(self) -> None:
+        """:meth:`open_soon`'s thread."""
+        self._foreground.step_back(lambda: self._stopping, paused=False)
+        with self._opening:
+            if self._index is not None or self._stopping:
+                return
+            try:
+                self._open_index()
+            except Exception:  # noqa: BLE001 - left closed: the first use opens it again and raises
+                return
+
+    @property
+    def opening(self) -> bool:
+        """Whether :meth:`open_soon`'s thread is opening the vector index (or waiting to) now."""
+        opener = self._opener
+        return opener is not None and opener.is_alive()
 
     @property
     def lexical(self) -> KeywordIndex | None:
@@ -1117,6 +1158,9 @@ class IndexUpkeep:
         self._foreground.wake()
         if worker is not None and worker is not threading.current_thread():
             worker.join()
+        opener = self._opener
+        if opener is not None:
+            opener.join()  # an index it is opening now is closed below; one not begun is never opened
         with self._opening, self._mutex:  # an index being opened now is closed too
             lexical, self._lexical = self._lexical, None
             index = self._index if self._owns_index else None
@@ -1158,6 +1202,9 @@ def _finish_indexing() -> None:
     without ``close`` leaves a complete index."""
     for upkeep in list(_LIVE):
         upkeep.wait()
+        opener = upkeep._opener
+        if opener is not None:
+            opener.join()  # never killed inside chromadb's import
 
 
 # Both modules register a callback of their own when first imported, which Python refuses once the
