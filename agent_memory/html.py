@@ -8,15 +8,19 @@ embeds that text, and the web-page compaction plugin cites it.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 
 if TYPE_CHECKING:
     from lxml.etree import _Element
 
-__all__ = ["EXTRACTED_PAGES", "ExtractedPage", "extract_page", "forget_extractions", "looks_like_html"]
+__all__ = ["EXTRACTED_PAGES", "ExtractedPage", "extract_page", "forget_extractions", "load_extractor_soon",
+           "looks_like_html"]
 
 _HTML_SNIFF = re.compile(r"^\s*(?:<!--.*?-->\s*)*(?:<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>])", re.I | re.S)
 _TAG = re.compile(r"<(?:p|div|a|span|br|table|ul|li|h[1-6])[\s>/]", re.I)
@@ -92,6 +96,43 @@ def extract_page(html: str) -> ExtractedPage:
         running.set()
 
 
+_loader: threading.Thread | None = None
+
+
+def load_extractor_soon() -> None:
+    """Start importing trafilatura (and lxml, htmldate, justext under it) in a thread of its own,
+    ``agent-memory-load-extractor``, so that the first :func:`extract_page` does not: the import
+    is ~0.2 s of Python (modules and regular expressions), which an agent's first step with a page
+    paid. Returns at once; does nothing once started or imported; never raises (an import that
+    fails is :func:`extract_page`'s to meet, as without this call). ``MemoryAgent`` calls it when
+    it starts."""
+    global _loader
+    with _extract_lock:
+        if _loader is not None or "trafilatura" in sys.modules:
+            return
+        _loader = threading.Thread(target=_load_extractor, name="agent-memory-load-extractor", daemon=True)
+        _loader.start()
+
+
+def _load_extractor() -> None:
+    try:
+        _trafilatura()
+    except ImportError:
+        return
+
+
+def _trafilatura() -> Any:
+    """The trafilatura module, imported under :data:`~agent_memory.lazy_imports.HEAVY_IMPORTS` the
+    first time (a thread opening the vector index may be importing chromadb meanwhile)."""
+    loaded = sys.modules.get("trafilatura")
+    if loaded is not None and (_loader is None or not _loader.is_alive()):
+        return loaded  # imported, not by a loader still at it
+    with HEAVY_IMPORTS:
+        import trafilatura
+
+        return trafilatura
+
+
 def forget_extractions() -> None:
     """Empty :func:`extract_page`'s cache (benchmarks that must not profit from an earlier phase)."""
     with _extract_lock:
@@ -103,8 +144,7 @@ def _extract(html: str) -> ExtractedPage:
     ``extract`` and ``extract_metadata`` both take the parsed tree (``extract`` works on a copy of
     it), where given the text each parsed it again (a 1.6 MB page: two parses of ~15-35 ms each,
     with trafilatura's repair pass over the text before each)."""
-    import trafilatura
-
+    trafilatura = _trafilatura()
     text = ""
     title = site = date = author = url = description = None
     tree = None

@@ -9,6 +9,8 @@ trafilatura's ``extract``, each wrapped to record its calls and then run as is."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -166,3 +168,25 @@ def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(lar
         assert view.full == readable  # a page's main text is far shorter than its markup: shown whole
     finally:
         memory.close()
+
+
+def test_a_memory_agent_imports_the_extractor_when_it_starts(tmp_path: Path) -> None:
+    """trafilatura's import (~0.2 s of Python) is begun when a MemoryAgent starts, in a thread of
+    its own, not by the first step that shows a page (a fresh process: this one imported it)."""
+    code = "\n".join([
+        "import sys",
+        "from agent_memory import MemoryAgent, MemoryConfig, ModelLimits, OpenAIChatModel, html",
+        "assert 'trafilatura' not in sys.modules",
+        "model = OpenAIChatModel('fake-model', base_url='http://127.0.0.1:9/v1', api_key='x', max_retries=0)",
+        "agent = MemoryAgent(model, memory_dir=sys.argv[1], memory_config=MemoryConfig(index_on_store=False),",
+        "                    limits=ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096))",
+        "loader = html._loader",
+        "assert loader is not None and loader.name == 'agent-memory-load-extractor', loader",
+        "loader.join(120)",
+        "print('trafilatura' in sys.modules, html._trafilatura() is sys.modules['trafilatura'])",
+        "agent.close()",
+    ])
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"]
