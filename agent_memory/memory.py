@@ -707,7 +707,7 @@ class AgentMemory:
         request (the thread works while the model answers). A wait for the index inside (a query
         reading its own writes, back pressure, :meth:`flush_index`) lets it work. Nested and
         concurrent use are fine; one stretch holds the thread back at most
-        ``index.upkeep.MAX_STEP_BACK_S`` seconds per checkpoint. Use it as ``with
+        ``index.foreground.MAX_STEP_BACK_S`` seconds per checkpoint. Use it as ``with
         memory.foreground(): ...``."""
         return self._upkeep.foreground()
 

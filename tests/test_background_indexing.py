@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig
-from agent_memory.index import upkeep
+from agent_memory.index import foreground, upkeep
 from agent_memory.observers import Indexed, NoticeRecorder
 from agent_memory.records.prepare import EAGER_COUNT_BYTES
 from agent_memory.storage import open_backend
@@ -363,7 +363,7 @@ def test_the_indexing_thread_steps_back_while_a_foreground_stretch_runs(
         request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store, a query or an agent's step is a foreground stretch: the indexing thread pauses at
     its next checkpoint instead of sharing the interpreter with it, and goes on once it ends."""
-    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    monkeypatch.setattr(foreground, "MAX_STEP_BACK_S", 3_600.0)
     memory, _ = _warm(request, "yields", MemoryConfig())
     state = memory._upkeep
     with memory.foreground():
@@ -381,7 +381,7 @@ def test_a_query_in_a_foreground_stretch_lets_the_thread_embed_what_it_waits_for
     """A query reads its own writes: waiting for the vectors of what was stored before it, it
     steps aside, so the thread embeds them (else the wait would end at its bound, the item found
     by its keywords only: never by the dense ranking alone)."""
-    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    monkeypatch.setattr(foreground, "MAX_STEP_BACK_S", 3_600.0)
     memory, _ = _warm(request, "aside", MemoryConfig(query_wait_s=20.0))
     with memory.foreground():
         item_id = memory.store(FACTS[0], source="notes")
@@ -394,7 +394,7 @@ def test_back_pressure_in_a_foreground_stretch_lets_the_thread_catch_up(
         request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Stores far ahead of the embedding model wait for it (back pressure) even inside one
     foreground stretch: the wait steps aside, and every store returns."""
-    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    monkeypatch.setattr(foreground, "MAX_STEP_BACK_S", 3_600.0)
     memory, _ = _warm(request, "pressure", MemoryConfig(max_unindexed_chars=1_000))
     stored: list[str] = []
     results = [" ".join([fact] * 30) for fact in FACTS]  # each over the bound alone
@@ -459,7 +459,7 @@ def test_opening_the_index_early_waits_for_a_foreground_stretch_and_close_stops_
     """``open_index_soon`` inside a foreground stretch (an agent's step) does not begin opening
     until the stretch ends; a close meanwhile ends the thread without opening anything, and a
     close while it opens waits for it and closes what it opened."""
-    monkeypatch.setattr(upkeep, "MAX_STEP_BACK_S", 3_600.0)
+    monkeypatch.setattr(foreground, "MAX_STEP_BACK_S", 3_600.0)
     backend = _HeldOpening(f"memory://{request.node.name}")
     memory = AgentMemory("stretch", backend=backend)  # type: ignore[arg-type]
     with memory.foreground():
