@@ -11,16 +11,19 @@ import re
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 
 if TYPE_CHECKING:
     from lxml.etree import _Element
 
-__all__ = ["EXTRACTED_PAGES", "ExtractedPage", "extract_page", "forget_extractions", "load_extractor_soon",
-           "looks_like_html"]
+T = TypeVar("T")
+
+__all__ = ["EXTRACTED_PAGES", "ExtractedPage", "PageDetails", "extract_page", "forget_extractions",
+           "load_extractor_soon", "looks_like_html", "page_details"]
 
 _HTML_SNIFF = re.compile(r"^\s*(?:<!--.*?-->\s*)*(?:<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>])", re.I | re.S)
 _TAG = re.compile(r"<(?:p|div|a|span|br|table|ul|li|h[1-6])[\s>/]", re.I)
@@ -35,68 +38,160 @@ def looks_like_html(text: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class ExtractedPage:
-    """The readable part of an HTML page."""
+class PageDetails:
+    """What a page states about itself beyond its title and URL, read by citations (the web-page
+    plugin), not by the model's first view of the page."""
 
-    text: str
-    """Main content as plain text, paragraphs separated by blank lines ("" if none was found)."""
-    title: str | None
-    """Page title from metadata (``og:title``, ``<title>``, first ``<h1>``), or ``None``."""
-    site_name: str | None
+    site_name: str | None = None
     """Site name, or ``None``."""
-    date: str | None
+    date: str | None = None
     """Publication date (ISO ``YYYY-MM-DD``) when the page states one, or ``None``."""
-    author: str | None
+    author: str | None = None
     """Byline, or ``None``."""
-    url: str | None
-    """Canonical URL when the page states one, or ``None``."""
-    description: str | None
+    description: str | None = None
     """Meta description, or ``None``."""
 
 
-EXTRACTED_PAGES = 64
-"""Pages whose extraction :func:`extract_page` keeps (the most recently used)."""
+class ExtractedPage:
+    """The readable part of an HTML page: its main text, title and URL, and its
+    :class:`PageDetails`, read when first asked for.
 
-_extracted: OrderedDict[str, ExtractedPage] = OrderedDict()
-_extracting: dict[str, threading.Event] = {}
-_extract_lock = threading.Lock()
+    Args:
+        text: main content as plain text, paragraphs separated by blank lines ("" if none).
+        title: page title from metadata (``og:title``, JSON-LD, ``<title>``, first ``<h1>``),
+            or ``None``.
+        site_name, date, author, description: the :class:`PageDetails`.
+        url: canonical URL when the page states one, or ``None``.
+    """
+
+    __slots__ = ("_details", "_html", "text", "title", "url")
+
+    def __init__(self, text: str, title: str | None = None, site_name: str | None = None, date: str | None = None,
+                 author: str | None = None, url: str | None = None, description: str | None = None) -> None:
+        self.text = text
+        self.title = title
+        self.url = url
+        self._details: PageDetails | None = PageDetails(site_name, date, author, description)
+        self._html: str | None = None
+
+    @classmethod
+    def _details_later(cls, html: str, text: str, title: str | None, url: str | None) -> ExtractedPage:
+        """A page whose details :func:`page_details` reads from ``html`` when first asked for."""
+        page = cls(text, title, url=url)
+        page._details, page._html = None, html
+        return page
+
+    @property
+    def details(self) -> PageDetails:
+        """The page's :class:`PageDetails` (read from its HTML on first use: tens of ms for a
+        1 MB page, which the indexing thread usually spent already, :func:`page_details`)."""
+        if self._details is None:
+            assert self._html is not None
+            self._details, self._html = page_details(self._html), None
+        return self._details
+
+    @property
+    def site_name(self) -> str | None:
+        """Site name, or ``None``."""
+        return self.details.site_name
+
+    @property
+    def date(self) -> str | None:
+        """Publication date (ISO ``YYYY-MM-DD``) when the page states one, or ``None``."""
+        return self.details.date
+
+    @property
+    def author(self) -> str | None:
+        """Byline, or ``None``."""
+        return self.details.author
+
+    @property
+    def description(self) -> str | None:
+        """Meta description, or ``None``."""
+        return self.details.description
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExtractedPage):
+            return NotImplemented
+        return (self.text, self.title, self.url, self.details) == (other.text, other.title, other.url, other.details)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ExtractedPage(title={self.title!r}, url={self.url!r}, text={len(self.text):,} chars)"
+
+
+EXTRACTED_PAGES = 64
+"""Pages whose extraction (and whose details) :func:`extract_page` (:func:`page_details`) keeps,
+the most recently used."""
+
+
+class _SingleFlight:
+    """The results of one function of a page's text, for the last :data:`EXTRACTED_PAGES` texts,
+    each computed once across threads: a thread that asks for a text another thread is working on
+    waits for that work instead of doing it again."""
+
+    def __init__(self) -> None:
+        self._done: OrderedDict[str, Any] = OrderedDict()
+        self._running: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(self, html: str, work: Callable[[str], T]) -> T:
+        while True:
+            with self._lock:
+                if html in self._done:
+                    self._done.move_to_end(html)
+                    return self._done[html]
+                running = self._running.get(html)
+                if running is None:
+                    running = self._running[html] = threading.Event()
+                    break
+            running.wait()  # then read it from the cache (or do it, had that thread failed)
+        try:
+            result = work(html)
+            with self._lock:
+                self._done[html] = result
+                while len(self._done) > EXTRACTED_PAGES:
+                    self._done.popitem(last=False)
+            return result
+        finally:
+            with self._lock:
+                del self._running[html]
+            running.set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._done.clear()
+
+
+_extracted = _SingleFlight()
+_detailed = _SingleFlight()
 
 
 def extract_page(html: str) -> ExtractedPage:
-    """Extract main text and metadata from ``html`` with trafilatura, once per page text: the
+    """Extract the main text, title and URL of ``html`` with trafilatura, once per page text: the
     last :data:`EXTRACTED_PAGES` pages are kept, and a thread that asks for a page another thread
     is extracting waits for that extraction instead of doing it again (the agent's first showing
-    of a page and the indexing thread's chunks of it read one extraction: tens to hundreds of ms
-    for a large page).
+    of a page and the indexing thread's chunks of it read one extraction: tens of ms for a large
+    page). The page's :class:`PageDetails` (date, byline, site, description: 3-40 ms more on a
+    large page, in htmldate and trafilatura's author and category searches) are read when first
+    asked for (:func:`page_details`), so that showing the page never waits for them.
 
     Falls back to all visible text (scripts, styles and navigation removed) when trafilatura
     finds no main content. Never raises for malformed HTML; returns empty text instead.
     """
-    while True:
-        with _extract_lock:
-            page = _extracted.get(html)
-            if page is not None:
-                _extracted.move_to_end(html)
-                return page
-            running = _extracting.get(html)
-            if running is None:
-                running = _extracting[html] = threading.Event()
-                break
-        running.wait()  # then read it from the cache (or extract it, had that thread failed)
-    try:
-        page = _extract(html)
-        with _extract_lock:
-            _extracted[html] = page
-            while len(_extracted) > EXTRACTED_PAGES:
-                _extracted.popitem(last=False)
-        return page
-    finally:
-        with _extract_lock:
-            del _extracting[html]
-        running.set()
+    return _extracted.get(html, _extract)
+
+
+def page_details(html: str) -> PageDetails:
+    """The :class:`PageDetails` of ``html``: trafilatura's ``extract_metadata`` (with a shallow
+    date search), once per page text across threads as :func:`extract_page`. Never raises: a page
+    it cannot read has no details."""
+    return _detailed.get(html, _read_details)
 
 
 _loader: threading.Thread | None = None
+_loader_lock = threading.Lock()
 
 
 def load_extractor_soon() -> None:
@@ -107,7 +202,7 @@ def load_extractor_soon() -> None:
     fails is :func:`extract_page`'s to meet, as without this call). ``MemoryAgent`` calls it when
     it starts."""
     global _loader
-    with _extract_lock:
+    with _loader_lock:
         if _loader is not None or "trafilatura" in sys.modules:
             return
         _loader = threading.Thread(target=_load_extractor, name="agent-memory-load-extractor", daemon=True)
@@ -134,19 +229,19 @@ def _trafilatura() -> Any:
 
 
 def forget_extractions() -> None:
-    """Empty :func:`extract_page`'s cache (benchmarks that must not profit from an earlier phase)."""
-    with _extract_lock:
-        _extracted.clear()
+    """Empty :func:`extract_page`'s and :func:`page_details`' caches (benchmarks that must not
+    profit from an earlier phase)."""
+    _extracted.clear()
+    _detailed.clear()
 
 
 def _extract(html: str) -> ExtractedPage:
-    """:func:`extract_page`'s work (uncached). The page is parsed once: trafilatura's
-    ``extract`` and ``extract_metadata`` both take the parsed tree (``extract`` works on a copy of
-    it), where given the text each parsed it again (a 1.6 MB page: two parses of ~15-35 ms each,
-    with trafilatura's repair pass over the text before each)."""
+    """:func:`extract_page`'s work (uncached). The page is parsed once for its text, title and
+    URL: trafilatura's ``extract`` takes the parsed tree (and works on a copy of it), where given
+    the text it parses it again (a 1.6 MB page: ~15-35 ms a parse)."""
     trafilatura = _trafilatura()
     text = ""
-    title = site = date = author = url = description = None
+    title = url = None
     tree = None
     try:
         tree = trafilatura.load_html(html)
@@ -154,21 +249,56 @@ def _extract(html: str) -> ExtractedPage:
             text = trafilatura.extract(
                 tree, output_format="txt", include_comments=False, include_tables=True, favor_recall=True
             ) or ""
-            # Shallow date search: htmldate's extensive search (dateparser over the whole page)
-            # costs seconds on some pages; meta tags and URL patterns find the date on most news
-            # pages.
-            meta = trafilatura.extract_metadata(tree, extensive=False, date_config={"extensive_search": False})
-        else:
-            meta = None
+            title, url = _title_and_url(tree)
     except Exception:  # noqa: BLE001 - lxml raises assorted errors on broken markup
-        meta = None
-    if meta is not None:
-        title, site, date, author = meta.title, meta.sitename, meta.date, meta.author
-        url, description = meta.url, meta.description
+        title = url = None
     if not text.strip():
         text = _visible_text(html, tree)
-    return ExtractedPage(text=text.strip(), title=title, site_name=site, date=date, author=author, url=url,
-                         description=description)
+    return ExtractedPage._details_later(html, text.strip(), title, url)
+
+
+def _title_and_url(tree: _Element) -> tuple[str | None, str | None]:
+    """The title and URL trafilatura's ``extract_metadata`` finds, by its own first steps (meta
+    tags, JSON-LD, then ``<title>``/``<h1>``, and the canonical link; trafilatura 2.3,
+    ``trafilatura/metadata.py``), without the date, author and category searches that follow them
+    there: ~10% of its time. Equal to ``extract_metadata``'s on every HTML page of the project's
+    test data; a trafilatura without these steps is asked ``extract_metadata`` itself."""
+    from trafilatura import metadata as steps
+
+    try:
+        found = steps.examine_meta(tree)
+        if found.author and " " not in found.author:
+            found.author = None  # as extract_metadata does before reading JSON-LD
+        try:
+            found = steps.extract_meta_json(tree, found)
+        except Exception:  # noqa: BLE001 - extract_metadata tolerates JSON-LD it cannot read
+            pass
+        found.title = found.title or steps.extract_title(tree)
+        found.url = found.url or steps.extract_url(tree, None)
+        found.clean_and_trim()
+    except AttributeError:  # a trafilatura whose steps have other names
+        found = _metadata(tree)
+    return found.title, found.url
+
+
+def _metadata(tree: _Element) -> Any:
+    """trafilatura's ``extract_metadata`` of a parsed page, with htmldate's shallow date search:
+    the extensive one (dateparser over the whole page) costs seconds on some pages; meta tags and
+    URL patterns find the date on most news pages."""
+    return _trafilatura().extract_metadata(tree, extensive=False, date_config={"extensive_search": False})
+
+
+def _read_details(html: str) -> PageDetails:
+    """:func:`page_details`' work (uncached): the page parsed again (its tree from
+    :func:`extract_page` is not kept: tens of MB for a 1 MB page)."""
+    try:
+        tree = _trafilatura().load_html(html)
+        meta = _metadata(tree) if tree is not None else None
+    except Exception:  # noqa: BLE001 - lxml raises assorted errors on broken markup
+        meta = None
+    if meta is None:
+        return PageDetails()
+    return PageDetails(site_name=meta.sitename, date=meta.date, author=meta.author, description=meta.description)
 
 
 def _visible_text(html: str, parsed: _Element | None = None) -> str:

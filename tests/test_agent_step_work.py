@@ -60,10 +60,12 @@ class Parses:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
+        self.threads: list[str] = []
         real = lxml.html.document_fromstring
 
         def document_fromstring(html: Any, *args: Any, **kwargs: Any) -> Any:
             self.sizes.append(len(html))
+            self.threads.append(threading.current_thread().name)
             return real(html, *args, **kwargs)
 
         monkeypatch.setattr(lxml.html, "document_fromstring", document_fromstring)
@@ -114,14 +116,19 @@ def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
     assert longest[0] < len(large_page) // 10, f"the agent's thread tokenized {longest[0]:,} characters at once"
 
 
-def test_the_agent_and_the_indexing_thread_parse_a_page_once(
+def test_the_agent_parses_a_page_once_and_its_details_are_read_by_the_indexing_thread(
         large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # one extraction for the agent's view and the indexing thread's chunks, and in it one parse
-    # for the main text and the metadata
+    # one extraction for the agent's view and the indexing thread's chunks, one parse in it for the
+    # main text, title and URL; the details a citation reads (date, byline, site) are the indexing
+    # thread's, from a parse of its own, never the agent's step's
     forget_extractions()
     parses = Parses(monkeypatch)
     run_agent_on(large_page, tmp_path, MemoryConfig())
-    assert parses.sizes.count(len(large_page)) == 1, parses.sizes
+    agent = threading.current_thread().name
+    on_agent = [size for size, thread in zip(parses.sizes, parses.threads) if thread == agent]
+    elsewhere = [thread for size, thread in zip(parses.sizes, parses.threads) if thread != agent]
+    assert on_agent == [len(large_page)] and len(elsewhere) == 1, (parses.sizes, parses.threads)
+    assert elsewhere[0].startswith("agent-memory-index"), elsewhere
 
 
 @pytest.mark.parametrize("rank", [0, 1, 2])
@@ -137,11 +144,31 @@ def test_a_page_parsed_once_is_extracted_as_trafilatura_extracts_its_text(
     forget_extractions()
     parses = Parses(monkeypatch)
     page = extract_page(html)
-    assert parses.sizes == [len(html)]
+    assert parses.sizes == [len(html)]  # the text, title and URL: from one parse
     assert text and page.text == text.strip()
-    assert (page.title, page.site_name, page.date, page.author, page.url, page.description) == (
-        meta.title, meta.sitename, meta.date, meta.author, meta.url, meta.description)
+    assert (page.title, page.url) == (meta.title, meta.url)  # by trafilatura's first steps alone
+    assert parses.sizes == [len(html)]
+    assert (page.site_name, page.date, page.author, page.description) == (
+        meta.sitename, meta.date, meta.author, meta.description)
+    assert parses.sizes == [len(html)] * 2  # the details, read when asked for, from a parse of their own
     assert page.title  # the pages state one: the comparison is not of two Nones alone
+
+
+def test_the_title_and_url_shown_first_are_trafilaturas_on_every_page_of_the_data(data_dir: Path) -> None:
+    # the first view reads them by trafilatura's first metadata steps alone; a citation later
+    # compares them with the item's: they must be extract_metadata's own, page for page
+    from agent_memory import html as html_module
+
+    pages = sorted((data_dir / "webpages").rglob("*.html"))
+    differ = []
+    for path in pages:
+        tree = trafilatura.load_html(path.read_text(encoding="utf-8", errors="replace"))
+        if tree is None:
+            continue
+        meta = trafilatura.extract_metadata(tree, extensive=False, date_config={"extensive_search": False})
+        if html_module._title_and_url(tree) != (meta.title, meta.url):
+            differ.append(path.name)
+    assert len(pages) > 100 and not differ, differ
 
 
 def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(large_page: str, tmp_path: Path) -> None:

@@ -397,6 +397,45 @@ def test_what_json_cannot_keep_is_normalised_or_refused(tmp_path: Path) -> None:
         memory.store({1: "int", "1": "str"})  # one would silently replace the other
 
 
+def test_json_nested_past_the_bound_or_with_colliding_keys_deep_inside_is_refused(tmp_path: Path) -> None:
+    from agent_memory.limits import MAX_JSON_DEPTH
+
+    memory = AgentMemory("agent", tmp_path, config=MemoryConfig(index_on_store=False))
+
+    def nested(levels: int) -> Any:
+        value: Any = "leaf"
+        for level in range(levels):
+            value = [value] if level % 2 else {"k": value}
+        return value
+
+    assert memory.get(memory.store(nested(MAX_JSON_DEPTH))).content == nested(MAX_JSON_DEPTH)  # at the bound
+    with pytest.raises(InvalidArgumentError, match=f"more than {MAX_JSON_DEPTH} levels deep"):
+        memory.store([{"row": 1}, nested(MAX_JSON_DEPTH)])  # one level more, in the second row
+    with pytest.raises(InvalidArgumentError, match="JSON key '2'"):
+        memory.store([{"a": 1}, {"b": [{2: "int", "2": "str"}]}])  # a collision three levels down
+    assert memory.get(memory.store([{"b": [{2: "int"}]}, ("t",)])).content == [{"b": [{"2": "int"}]}, ["t"]]
+    assert len(memory) == 2  # nothing of a refused store was written
+
+
+def test_a_large_json_result_is_indexed_as_stored_whatever_the_caller_does_to_it_after(tmp_path: Path) -> None:
+    from agent_memory.records.prepare import EAGER_COUNT_BYTES
+
+    rows = [{"id": n, "name": f"row{n}", "note": "filler " * 8} for n in range(2_000)]
+    rows[7]["name"] = "quetzalcoatlus"
+    assert len(json.dumps(rows)) > EAGER_COUNT_BYTES  # handed to the indexing thread encoded
+    memory = AgentMemory("agent", tmp_path)
+    item_id = memory.store(rows, source="sql")
+    rows[7]["name"] = "archaeopteryx"  # the caller reuses its object before the thread indexed it
+    rows.append({"id": -1, "name": "archaeopteryx"})
+    memory.flush_index()
+    found = memory.query("quetzalcoatlus")
+    assert [hit.item.id for hit in found] == [item_id] and "quetzalcoatlus" in (found[0].chunk or "")
+    assert not any("archaeopteryx" in (hit.chunk or "") for hit in memory.query("archaeopteryx"))
+    assert memory.get(item_id).metadata.tokens is not None  # counted by the indexing thread
+    assert memory.get(item_id).content[7]["name"] == "quetzalcoatlus"
+    memory.close()
+
+
 def test_a_blob_written_with_sorted_keys_by_an_earlier_version_still_reads_and_restores(tmp_path: Path) -> None:
     memory = AgentMemory("agent", tmp_path, config=MemoryConfig(index_on_store=False))
     item_id = memory.store({"placeholder": True})

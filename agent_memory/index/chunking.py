@@ -120,9 +120,14 @@ def indexable_text(record: ItemRecord, content: Any, *, json_format: JsonFormat 
     text = raw_text(content, record.metadata.content_encoding, json_format=json_format, binary=None)
     if text is None:
         return ""
-    if record.metadata.content_encoding != "json" and (record.metadata.media_type == "text/html" or looks_like_html(text)):
-        return extract_page(text).text
-    return text
+    return extract_page(text).text if is_page(record, text) else text
+
+
+def is_page(record: ItemRecord, text: str) -> bool:
+    """Whether an item whose raw text is ``text`` is read as an HTML page (its main text): its
+    media type says ``text/html``, or the text looks like HTML; never a JSON result."""
+    return record.metadata.content_encoding != "json" and (
+        record.metadata.media_type == "text/html" or looks_like_html(text))
 
 
 def item_chunks(record: ItemRecord, content: Any, counter: TokenCounter, *, max_chars: int, chunk_tokens: int,

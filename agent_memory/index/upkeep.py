@@ -59,13 +59,14 @@ from agent_memory.errors import (
     outage_behind,
 )
 from agent_memory.index.foreground import Foreground
-from agent_memory.index.chunking import chunks_to_embed, is_table, item_chunks
+from agent_memory.html import page_details
+from agent_memory.index.chunking import chunks_to_embed, is_page, is_table, item_chunks
 from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
 from agent_memory.storage.vector import IndexChunk, VectorIndex
 from agent_memory.limits import MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, shorten
-from agent_memory.models.items import ItemRecord, MemoryItem
+from agent_memory.models.items import EncodedContent, ItemRecord, MemoryItem
 from agent_memory.records.prepare import count_tokens
 from agent_memory.observers import ContentMissing, Indexed, IndexFailed, IndexReadOnly, IndexRecreated, MemoryNotice
 from agent_memory.storage.contracts import Backend
@@ -106,12 +107,20 @@ class _Pending:
     """An item handed to the indexing thread."""
 
     record: ItemRecord
-    content: Any
+    given: Any
+    """Its content as ``store`` handed it over: the content, or an :class:`EncodedContent`."""
     chunks: list[IndexChunk] | None = None
     """Its chunks, once a query's keyword stage made them (the thread's batch reuses them)."""
     retry: bool = False
     """Handed over by a catch-up (its indexing failed before, or a crash left it): a batch that
     fails again contains it item by item, instead of leaving it pending once more."""
+
+    @property
+    def content(self) -> Any:
+        """Its content, decoded on first use when ``store`` handed over the encoded blob."""
+        if isinstance(self.given, EncodedContent):
+            self.given = self.given.decode()
+        return self.given
 
 
 class IndexUpkeep:
@@ -442,6 +451,8 @@ class IndexUpkeep:
         if background and pairs:
             self._enqueue(pairs)
             return
+        pairs = [(record, content.decode() if isinstance(content, EncodedContent) else content)
+                 for record, content in pairs]
         for start in range(0, len(pairs), INDEX_BATCH_ITEMS):
             batch = pairs[start : start + INDEX_BATCH_ITEMS]
             try:
@@ -740,6 +751,8 @@ class IndexUpkeep:
                 for record, content, _ in ready:
                     self._step_back()
                     self._count(record, content)
+                    self._step_back()
+                    _read_page_details(record, content)
             self._step_back()
             self._write_vectors([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
         except LockTimeoutError:
@@ -1107,6 +1120,13 @@ def unindexable(record: ItemRecord) -> str | None:
     if meta.title is not None and len(meta.title) > MAX_TITLE_CHARS:
         problems.append(f"a title of {len(meta.title):,} characters (at most {MAX_TITLE_CHARS:,})")
     return f"the record has {' and '.join(problems)}; it is stored but cannot be indexed" if problems else None
+
+
+def _read_page_details(record: ItemRecord, content: Any) -> None:
+    """Read the details of a stored HTML page (:func:`~agent_memory.html.page_details`: its date,
+    byline, site) here, before its first citation asks for them on the agent's thread."""
+    if record.metadata.content_encoding == "text" and isinstance(content, str) and is_page(record, content):
+        page_details(content)
 
 
 def _describe(exc: BaseException) -> str:

@@ -203,28 +203,46 @@ def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> t
         raise InvalidArgumentError(
             f"content must be str, bytes or JSON-able data, not {type(content).__name__}: {str(exc)[:200]}"
         ) from exc
-    if _bracket_depth(text) > MAX_JSON_DEPTH:
+    depth, string_keys = _json_shape(content)
+    if depth > MAX_JSON_DEPTH:
         raise InvalidArgumentError(f"content is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         check_text(text, "content")
-        json.loads(text, object_pairs_hook=_unique_keys)
+        if not string_keys:
+            json.loads(text, object_pairs_hook=_unique_keys)
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
     return text.encode("utf-8"), "json"
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Types ``json.dumps`` writes as scalars: a container holding only these has no child to visit."""
 
 
-def _bracket_depth(text: str) -> int:
-    """Nesting depth of the compact JSON ``text`` (its brackets outside strings): C-speed regexes
-    over the text, where walking the data in Python took 0.1-0.3 s for a 3,500-row table."""
-    depth = deepest = 0
-    for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
+def _json_shape(content: Any) -> tuple[int, bool]:
+    """``(depth, string_keys)`` of data ``json.dumps`` has just written: its nesting depth (a scalar
+    is 0), and whether every key of every dict is exactly a ``str`` (then no two keys can collide
+    in JSON, and the text need not be parsed again to check). One walk over the containers, without
+    recursion, that looks at the types in each (a C-level pass) and descends only where one is
+    not a plain scalar: 8,715 rows of 11 columns take ~10 ms, where parsing the 2.2 MB text back took
+    ~40 ms and a depth scan of it ~80 ms."""
+    if not isinstance(content, dict | list | tuple):
+        return 0, True
+    deepest = 0
+    string_keys = True
+    stack: list[tuple[Any, int]] = [(content, 1)]
+    while stack:
+        node, depth = stack.pop()
         deepest = max(deepest, depth)
-    return deepest
+        if isinstance(node, dict):
+            if string_keys and set(map(type, node)) - {str}:
+                string_keys = False
+            children: Any = node.values()
+        else:
+            children = node
+        if not _JSON_SCALARS.issuperset(map(type, children)):
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return deepest, string_keys
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -256,6 +274,32 @@ def content_from_bytes(data: bytes, encoding: ContentEncoding) -> Any:
     except RecursionError as exc:
         raise StoreError(f"content blob is JSON nested too deeply to decode: {exc}") from exc
     return data
+
+
+class EncodedContent:
+    """A JSON result's content as its blob holds it, decoded when first read: what ``store``
+    hands the indexing thread for a large result, so that reading the data back (~20 ms for
+    2.2 MB of rows) happens there, not on the agent's path, and the index sees the stored bytes
+    whatever the caller later does to the object it passed.
+
+    Args:
+        data: the blob's bytes (shared, never copied).
+        encoding: its :data:`ContentEncoding`.
+    """
+
+    __slots__ = ("data", "encoding")
+
+    def __init__(self, data: bytes, encoding: ContentEncoding) -> None:
+        self.data = data
+        self.encoding = encoding
+
+    def decode(self) -> Any:
+        """The content (:func:`content_from_bytes`); a new object on every call.
+
+        Raises:
+            StoreError: if the bytes do not decode as their encoding says.
+        """
+        return content_from_bytes(self.data, self.encoding)
 
 
 class ItemMetadata(_Model):

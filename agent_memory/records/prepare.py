@@ -28,6 +28,7 @@ from agent_memory.ids import new_memory_id, validate_memory_id
 from agent_memory.limits import MAX_RELATED, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from agent_memory.models.items import (
     MEMORY_TYPES,
+    EncodedContent,
     ItemMetadata,
     ItemRecord,
     MemoryItem,
@@ -66,7 +67,9 @@ class PreparedItem:
     data: bytes
     """The bytes of its content blob."""
     content: Any
-    """The content as it will read back (JSON after a round trip: tuples as lists), for indexing."""
+    """The content as it will read back (JSON after a round trip: tuples as lists), for indexing;
+    a JSON result over :data:`EAGER_COUNT_BYTES` as an
+    :class:`~agent_memory.models.items.EncodedContent` the indexing thread decodes."""
 
 
 def str_list(name: str, value: object) -> tuple[Any, ...]:
@@ -148,8 +151,8 @@ def prepare_item(
     if encoding == "json":
         # From here on use the content as it reads back (tuples as lists, keys as strings), so
         # that token counts and the index are the same as after a rebuild or a restore, which
-        # read it from the blob.
-        content = content_from_bytes(data, encoding)
+        # read it from the blob; a large result is read back by the indexing thread.
+        content = content_from_bytes(data, encoding) if len(data) <= EAGER_COUNT_BYTES else EncodedContent(data, encoding)
     related = tuple(validate_memory_id(related_id) for related_id in related_ids)
     for related_id in related:
         store.get_record(related_id)
