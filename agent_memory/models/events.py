@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from agent_memory.errors import InvalidArgumentError
 from agent_memory.ids import validate_memory_id
@@ -51,11 +52,21 @@ class _EventModel(_Model):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     def payload(self) -> dict[str, Any]:
-        """Its fields but ``kind``, as the journal holds them: the fields that differ from their
-        default, their values as they are (``bytes``, ``datetime`` and models are the journal's
-        codec to write). :func:`read_event` of ``kind`` and this payload gives the event back."""
-        return {name: value for name, field in type(self).model_fields.items()
-                if name != "kind" and (value := getattr(self, name)) != field.get_default(call_default_factory=True)}
+        """Its fields but ``kind``, as the journal holds them: the required ones and those that
+        differ from their default, their values as they are (``bytes``, ``datetime`` and models are
+        the journal's codec to write). :func:`read_event` of ``kind`` and this payload gives the
+        event back."""
+        return {name: getattr(self, name) for name, field in type(self).model_fields.items()
+                if name != "kind" and _given(getattr(self, name), field)}
+
+
+def _given(value: Any, field: FieldInfo) -> bool:
+    """Whether a field's value is to be journaled: required, or not its default (a content or a
+    result is only ever compared with ``None``: it may be any object)."""
+    if field.is_required():
+        return True
+    default = field.get_default(call_default_factory=True)
+    return value is not None if default is None else bool(value != default)
 
 
 class TraceEvent(_EventModel):
