@@ -4,7 +4,8 @@ modes, stepping, step lock; observers hear notices).
 
 An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
 every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
-compaction request, a usage report) is first journaled in the memory's
+compaction request, a usage report: one typed model per kind, :mod:`agent_memory.models.events`,
+each applied by its own handler: the table ``_HANDLERS`` at the end of this module) is first journaled in the memory's
 :class:`~agent_memory.storage.journal.EventJournal` (``events.sqlite3``, or a table), then applied, one at
 a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.StepLock`:
 
@@ -49,16 +50,14 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from enum import StrEnum
 from secrets import token_hex
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_memory.agent.payloads import checked_payload
 from agent_memory.agent.step_lock import DEFAULT_STEP_LOCK_TIMEOUT_S, StepLock
 from agent_memory.errors import (
     ConfigurationError,
@@ -71,11 +70,26 @@ from agent_memory.errors import (
 from agent_memory.ids import derived_memory_id
 from agent_memory.kernel.budget import BudgetCheck
 from agent_memory.kernel.manager import MemoryManager
+from agent_memory.models.events import (
+    AssistantResponseEvent,
+    CompactionRequestEvent,
+    Event,
+    MemoryForgetEvent,
+    MemoryMarkCriticalEvent,
+    MemoryStoreEvent,
+    StoreArguments,
+    ToolIntentEvent,
+    ToolResultEvent,
+    TraceEvent,
+    UsageReportEvent,
+    UserMessageEvent,
+    read_event,
+)
 from agent_memory.models.items import content_to_bytes
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem, tool_result_preview
 from agent_memory.observers import EventApplied, MemoryObserver, logger
-from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent, checked_kind
+from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent
 from agent_memory.storage import common
 from agent_memory.storage.contracts import sha256_hex
 
@@ -105,9 +119,6 @@ REFUSALS = (ValueError, TypeError, ItemNotFoundError, IsolationError)
 sub-agent's write into its parent's memory):
 it is marked ``failed`` and the queue goes on. Any other error (a full disk, a lock held too long)
 leaves it open, retried by the next step."""
-
-_TRACE_KINDS = frozenset({EventKind.USER_MESSAGE, EventKind.ASSISTANT_RESPONSE, EventKind.TOOL_INTENT,
-                          EventKind.TOOL_RESULT})
 
 _MANAGER_TOKENS: weakref.WeakKeyDictionary[MemoryManager, str] = weakref.WeakKeyDictionary()
 _TOKENS_LOCK = threading.Lock()
@@ -270,22 +281,25 @@ class EventProcessor:
         return self.step_lock.current_step_id()
 
     # -- dispatch ------------------------------------------------------------------------------
-    def dispatch(self, kind: EventKind | str, payload: dict[str, Any] | None = None, *,
+    def dispatch(self, event: Event | EventKind | str, payload: Mapping[str, Any] | None = None, *,
                  timeout_s: float | None = None) -> QueuedEvent:
         """Journal an event; in auto mode also apply the queue (this event and every one before
         it), then any pending truncation and compaction.
 
-        A tool result to store (``tool_result`` with a ``result``, not ``is_error``, not
-        ``inline``) dispatched in auto mode, answering a call the manager has recorded, is stored
-        in the memory first (:meth:`MemoryManager.store_tool_result`, durable when it returns, under
-        :func:`result_memory_id`), and the event journaled holds its memory id and preview, not its
-        bytes: one write of the result. Otherwise (stepping mode, a call not recorded yet) the
-        event holds the result and applying it stores it.
+        A tool result to store (a :class:`~agent_memory.models.events.ToolResultEvent` with a
+        ``result``, not ``is_error``, not ``inline``) dispatched in auto mode, answering a call the
+        manager has recorded, is stored in the memory first (:meth:`MemoryManager.store_tool_result`,
+        durable when it returns, under :func:`result_memory_id`), and the event journaled holds its
+        memory id and preview, not its bytes: one write of the result. Otherwise (stepping mode, a
+        call not recorded yet) the event holds the result and applying it stores it.
 
         Args:
-            kind: which event (:class:`EventKind`).
-            payload: its arguments (the manager method's, see the convenience methods); ``bytes``
-                and ``datetime`` values are kept.
+            event: the event (a model of :mod:`agent_memory.models.events`, such as
+                ``UserMessageEvent(content="hi")``), or its kind (:class:`EventKind`, or its value
+                ``"user_message"``) with ``payload``.
+            payload: with a kind: the event's fields (``{"content": "hi"}``; see the models, and
+                the convenience methods); ``bytes`` and ``datetime`` values are kept. ``None``:
+                none (a ``compaction_request``). Not given with a typed event.
             timeout_s: the wait for the step lock (auto mode); ``None``: ``lock_timeout_s``.
 
         Returns:
@@ -294,7 +308,8 @@ class EventProcessor:
             the running dispatch applies it after the current event, or a later step does.
 
         Raises:
-            InvalidArgumentError: for an unknown kind or a malformed payload, or a tool result
+            InvalidArgumentError: for an unknown kind or a malformed payload (saying which field
+                and why; :func:`~agent_memory.models.events.read_event`), or a tool result
                 the memory refuses to store (nothing journaled); in auto mode, the manager's own
                 error when it refuses the event (the event is then ``failed``).
             EventFailedError: in auto mode, if another process applied and refused the event.
@@ -305,30 +320,34 @@ class EventProcessor:
             ConfigurationError: if another live manager applied this memory's events since this
                 processor's manager was built (see the module docstring).
         """
-        kind = checked_kind(kind, {} if payload is None else payload)
-        with map_exceptions("EventProcessor.dispatch"):
-            checked = checked_payload(kind, dict(payload or {}))
-        if kind is EventKind.TOOL_RESULT:
-            checked = self._stored_first(checked)
-        event = self.journal.push(kind, checked)  # the one write of the payload; it is not read back
+        if isinstance(event, str):
+            typed = read_event(event, {} if payload is None else payload)
+        elif isinstance(event, _EVENT_TYPES) and payload is None:
+            typed = event
+        else:
+            raise InvalidArgumentError("dispatch takes a typed event (agent_memory.models.events) alone, or an event "
+                                       "kind and its payload")
+        if isinstance(typed, ToolResultEvent):
+            typed = self._stored_first(typed)
+        queued = self.journal.push(typed.kind, typed.payload())  # the one write of the payload; not read back
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
-            return event
+            return queued
         own: QueuedEvent | None = None
         own_error: BaseException | None = None
         with self._stepping(timeout_s):
-            while (applied := self._apply_next(held=event)) is not None:
-                if applied[0].id == event.id:
+            while (applied := self._apply_next(held=(queued, typed))) is not None:
+                if applied[0].id == queued.id:
                     own, own_error = applied
             try:
                 self._maintain()
             except Exception:  # noqa: BLE001 - the event is applied; the maintenance stays pending
-                logger.warning("truncation or compaction after event %s failed; it stays pending", event.id,
+                logger.warning("truncation or compaction after event %s failed; it stays pending", queued.id,
                                exc_info=True)
-        done = own if own is not None else self.journal.get(event.id)  # else another process applied it
+        done = own if own is not None else self.journal.get(queued.id)  # else another process applied it
         if done.status == "failed":
             if own_error is not None:
                 raise own_error
-            raise EventFailedError(f"event {event.id} ({kind.value}) was refused: {done.error}", event_id=event.id,
+            raise EventFailedError(f"event {queued.id} ({typed.kind}) was refused: {done.error}", event_id=queued.id,
                                    error=done.error or "")
         return done
 
@@ -376,25 +395,23 @@ class EventProcessor:
                 count += 1
         return count
 
-    def _stored_first(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """A checked ``tool_result`` payload as it is journaled: when its result is to be stored,
-        this processor applies at once (auto mode) and the manager knows the call, the result is
-        stored now and the payload names it (``memory_id``, ``preview``) instead of holding it;
-        else the payload as it is (see :meth:`dispatch`)."""
-        arguments = dict(payload.get("store_arguments") or {})
-        if ("result" not in payload or payload.get("is_error") or arguments.get("inline")
-                or self._mode is ExecutionMode.STEPPING or self.manager.call_turn(payload["tool_call_id"]) is None):
-            return payload
-        arguments.pop("inline", None)
-        result, call_id = payload["result"], payload["tool_call_id"]
+    def _stored_first(self, event: ToolResultEvent) -> ToolResultEvent:
+        """A tool result as it is journaled: when its result is to be stored, this processor
+        applies at once (auto mode) and the manager knows the call, the result is stored now and
+        the event names it (``memory_id``, ``preview``) instead of holding it; else the event as
+        it is (see :meth:`dispatch`)."""
+        if (event.memory_id is not None or event.is_error or event.inline or self._mode is ExecutionMode.STEPPING
+                or self.manager.call_turn(event.tool_call_id) is None):
+            return event
+        result, call_id = event.result, event.tool_call_id
         with map_exceptions("EventProcessor.dispatch"):
             digest = sha256_hex(content_to_bytes(result)[0])
         memory_id = self.manager.store_tool_result(
-            call_id, result, name=payload.get("name"), item_id=result_memory_id(self.manager.agent_id, call_id, digest),
-            **arguments,
+            call_id, result, name=event.name, item_id=result_memory_id(self.manager.agent_id, call_id, digest),
+            **event.store_arguments.given(),
         )
-        reference = {key: value for key, value in payload.items() if key not in ("result", "store_arguments", "is_error")}
-        return {**reference, "memory_id": memory_id, "preview": tool_result_preview(result)}
+        return ToolResultEvent(tool_call_id=call_id, name=event.name, source_event=event.source_event,
+                               memory_id=memory_id, preview=tool_result_preview(result))
 
     # -- the manager's operations, journaled ------------------------------------------------------
     def _result(self, event: QueuedEvent, key: str) -> Any:
@@ -404,72 +421,65 @@ class EventProcessor:
 
     def user_message(self, content: str, *, images: Sequence[str] = (), source_event: str | None = None) -> str | None:
         """:meth:`MemoryManager.ingest_user_message` as an event. Returns the turn id in auto
-        mode; ``None`` in stepping mode (the event is only queued)."""
-        payload: dict[str, Any] = {"content": content, "images": list(images)}
-        if source_event is not None:
-            payload["source_event"] = source_event
-        return self._result(self.dispatch(EventKind.USER_MESSAGE, payload), "turn_id")
+        mode; ``None`` in stepping mode (the event is only journaled)."""
+        event = UserMessageEvent(content=content, images=tuple(images), source_event=source_event)
+        return self._result(self.dispatch(event), "turn_id")
 
     def assistant_response(self, message: Message | str, *, turn_id: str | None = None,
                            source_event: str | None = None) -> None:
         """:meth:`MemoryManager.ingest_assistant_response` as an event (its text and tool calls
         are written together)."""
-        payload: dict[str, Any] = {"message": message, "turn_id": turn_id}
-        if source_event is not None:
-            payload["source_event"] = source_event
-        self.dispatch(EventKind.ASSISTANT_RESPONSE, payload)
+        answer = message if isinstance(message, Message) else Message(role="assistant", content=message)
+        self.dispatch(AssistantResponseEvent(message=answer, turn_id=turn_id, source_event=source_event))
 
     def tool_intent(self, calls: Sequence[ToolCall], *, turn_id: str | None = None,
                     source_event: str | None = None) -> None:
         """:meth:`MemoryManager.ingest_tool_intent` as an event."""
-        payload: dict[str, Any] = {"calls": list(calls), "turn_id": turn_id}
-        if source_event is not None:
-            payload["source_event"] = source_event
-        self.dispatch(EventKind.TOOL_INTENT, payload)
+        self.dispatch(ToolIntentEvent(calls=tuple(calls), turn_id=turn_id, source_event=source_event))
 
     def tool_result(self, tool_call_id: str, result: Any, *, is_error: bool = False, name: str | None = None,
-                    source_event: str | None = None, **store_arguments: Any) -> str | None:
+                    source_event: str | None = None, inline: bool = False, **store_arguments: Any) -> str | None:
         """:meth:`MemoryManager.ingest_tool_result` as an event: in auto mode the result (text,
         JSON data or ``bytes``) is stored, then the event is journaled with its memory id (see
         :meth:`dispatch`); in stepping mode the event is journaled with the result, which a step
-        stores under :func:`event_memory_id` of the event. Returns the memory id in auto mode
-        (``None`` for an error or inline result, and in stepping mode)."""
-        payload: dict[str, Any] = {"tool_call_id": tool_call_id, "result": result, "is_error": is_error, "name": name,
-                                   "store_arguments": store_arguments}
-        if source_event is not None:
-            payload["source_event"] = source_event
-        return self._result(self.dispatch(EventKind.TOOL_RESULT, payload), "memory_id")
+        stores under :func:`event_memory_id` of the event. ``inline`` keeps the result in the
+        conversation as text, unstored; ``store_arguments`` are ``type``, ``media_type``,
+        ``source``, ``title`` (:class:`~agent_memory.models.events.StoreArguments`). Returns the
+        memory id in auto mode (``None`` for an error or inline result, and in stepping mode)."""
+        event = ToolResultEvent(tool_call_id=tool_call_id, result=result, is_error=is_error, name=name,
+                                source_event=source_event, inline=inline,
+                                store_arguments=StoreArguments(**store_arguments))
+        return self._result(self.dispatch(event), "memory_id")
 
     def store(self, content: Any, **arguments: Any) -> str | None:
-        """:meth:`AgentMemory.store` as an event (same arguments; the id is
+        """:meth:`AgentMemory.store` as an event (same arguments but ``allow_empty``; the id is
         :func:`event_memory_id` of the event unless ``item_id`` is given). Returns the memory id
         in auto mode, ``None`` in stepping mode."""
-        return self._result(self.dispatch(EventKind.MEMORY_STORE, {"content": content, **arguments}), "memory_id")
+        return self._result(self.dispatch(MemoryStoreEvent(content=content, **arguments)), "memory_id")
 
     def forget(self, item_id: str) -> bool | None:
         """:meth:`MemoryManager.forget` as an event. Returns whether the item was still stored
         (auto mode), ``None`` in stepping mode."""
-        return self._result(self.dispatch(EventKind.MEMORY_FORGET, {"item_id": item_id}), "removed")
+        return self._result(self.dispatch(MemoryForgetEvent(item_id=item_id)), "removed")
 
     def pin_item(self, item_id: str) -> None:
-        """:meth:`MemoryManager.pin_item` as an event (``MEMORY_MARK_CRITICAL``)."""
-        self.dispatch(EventKind.MEMORY_MARK_CRITICAL, {"item_id": item_id})
+        """:meth:`MemoryManager.pin_item` as an event (``memory_mark_critical``)."""
+        self.dispatch(MemoryMarkCriticalEvent(item_id=item_id))
 
     def pin_fact(self, fact: str, *, tags: Sequence[str] = ()) -> str | None:
-        """:meth:`MemoryManager.pin_fact` as an event (``MEMORY_MARK_CRITICAL``). Returns the
+        """:meth:`MemoryManager.pin_fact` as an event (``memory_mark_critical``). Returns the
         fact's id in auto mode, ``None`` in stepping mode."""
-        return self._result(self.dispatch(EventKind.MEMORY_MARK_CRITICAL, {"fact": fact, "tags": list(tags)}),
-                            "fact_id")
+        return self._result(self.dispatch(MemoryMarkCriticalEvent(fact=fact, tags=tuple(tags))), "fact_id")
 
     def request_compaction(self) -> None:
         """:meth:`MemoryManager.request_compaction` as an event (in auto mode the compaction then
         runs at once; in stepping mode a later step runs it)."""
-        self.dispatch(EventKind.COMPACTION_REQUEST, {})
+        self.dispatch(CompactionRequestEvent())
 
     def observe_usage(self, prompt_tokens: int | None, *, estimate: int | None = None) -> BudgetCheck | None:
         """:meth:`MemoryManager.observe_usage` as an event. Returns the check in auto mode,
         ``None`` in stepping mode."""
-        event = self.dispatch(EventKind.USAGE_REPORT, {"prompt_tokens": prompt_tokens, "estimate": estimate})
+        event = self.dispatch(UsageReportEvent(prompt_tokens=prompt_tokens, estimate=estimate))
         return BudgetCheck.model_validate(event.result) if event.status == "applied" else None
 
     # -- processing ----------------------------------------------------------------------------
@@ -494,37 +504,48 @@ class EventProcessor:
                 "process apply events (others dispatch in stepping mode)."
             )
 
-    def _apply_next(self, held: QueuedEvent | None = None) -> tuple[QueuedEvent, BaseException | None] | None:
+    def _apply_next(self, held: tuple[QueuedEvent, Event] | None = None,
+                    ) -> tuple[QueuedEvent, BaseException | None] | None:
         """Apply the oldest open event (under the step lock); ``None`` if there is none.
 
-        ``held``: an event this processor just journaled, with its payload in hand: when it is the
-        oldest open one and still ``queued``, it is applied from that payload, and the journal is
-        asked only for its id and status (the payload, perhaps megabytes, is not read back)."""
+        ``held``: an event this processor just journaled, and its typed form in hand: when it is
+        the oldest open one and still ``queued``, it is applied from that form, and the journal
+        is asked only for its id and status (the payload, perhaps megabytes, is not read back)."""
         head = self.journal.peek_open() if held is not None else None
-        if held is not None and head == (held.id, "queued"):
-            event: QueuedEvent | None = held
+        typed: Event | None = None
+        if held is not None and head == (held[0].id, "queued"):
+            queued: QueuedEvent | None = held[0]
+            typed = held[1]
         elif held is not None and head is None:
             return None
         else:
-            event = self.journal.next_open()
-        if event is None:
+            queued = self.journal.next_open()
+        if queued is None:
             return None
+        try:
+            event = typed if typed is not None else read_event(queued.kind, queued.payload)
+        except InvalidArgumentError as exc:  # a stored payload its kind no longer reads: never applicable
+            return self._refused(queued, exc)
+        handler = _HANDLERS[type(event)]
         recovered, result = False, None
-        if event.status == "applying":  # interrupted: its effect may be written already
-            recovered, result = self._effect_of(event)
+        if queued.status == "applying":  # interrupted: its effect may be written already
+            recovered, result = handler.effect(self.manager, event, queued.id)
         else:
-            self.journal.mark_applying(event.id)
+            self.journal.mark_applying(queued.id)
         if not recovered:
             try:
-                result = self._apply(event)
+                result = handler.apply(self.manager, event, queued.id)
             except REFUSALS as exc:
-                error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-                failed = self._close(event, "failed", error=error)
-                self._closed(failed, recovered=False)
-                return failed, exc
-        applied = self._close(event, "applied", result=result)
+                return self._refused(queued, exc)
+        applied = self._close(queued, "applied", result=result)
         self._closed(applied, recovered=recovered)
         return applied, None
+
+    def _refused(self, event: QueuedEvent, exc: BaseException) -> tuple[QueuedEvent, BaseException]:
+        """Mark an event the manager refused ``failed``, with why."""
+        failed = self._close(event, "failed", error=f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+        self._closed(failed, recovered=False)
+        return failed, exc
 
     def _close(self, event: QueuedEvent, status: EventStatus, *, result: Any = None,
                error: str | None = None) -> QueuedEvent:
@@ -551,72 +572,118 @@ class EventProcessor:
         if self.manager.compaction_required:
             self.manager.compact(tool_definitions=self.tool_definitions)
 
-    def _traces_of(self, event_id: str) -> list[RawTraceItem]:
-        """The raw traces (active or archived) an event wrote, by seq."""
-        store = self.manager.traces
-        found = {item.id: item for item in (*store.read_archive(), *store.list_raw()) if item.correlation_id == event_id}
-        return sorted(found.values(), key=lambda item: (item.turn_id, item.seq))
 
-    def _effect_of(self, event: QueuedEvent) -> tuple[bool, Any]:
-        """Whether an interrupted event's effect is written, and the result it had."""
-        if event.kind in _TRACE_KINDS:
-            traces = self._traces_of(event.id)
-            if not traces:
-                return False, None
-            if event.kind is EventKind.TOOL_RESULT:
-                return True, {"memory_id": traces[0].tool_result_ref}
-            return True, {"turn_id": traces[0].turn_id}
-        if event.kind is EventKind.MEMORY_STORE:
-            item_id = event.payload.get("item_id") or event_memory_id(event.id)
-            if item_id in self.manager.memory:
-                return True, {"memory_id": item_id}
-        return False, None  # the other kinds are idempotent: applying them again is safe
+# -- one handler per kind of event ------------------------------------------------------------------
+def _source(event: TraceEvent) -> dict[str, str]:
+    """The ``source_event`` keyword of an ingest, when the event names one (else the manager's default)."""
+    return {"source_event": event.source_event} if event.source_event else {}
 
-    def _apply(self, event: QueuedEvent) -> Any:
-        """Apply one event through the manager; returns its result as JSON data."""
-        manager, payload, kind = self.manager, dict(event.payload), event.kind
-        source = {"source_event": payload["source_event"]} if payload.get("source_event") else {}
-        if kind is EventKind.USER_MESSAGE:
-            turn = manager.ingest_user_message(payload["content"], images=tuple(payload.get("images") or ()),
-                                               correlation_id=event.id, **source)
-            return {"turn_id": turn}
-        if kind is EventKind.ASSISTANT_RESPONSE:
-            manager.ingest_assistant_response(Message.model_validate(payload["message"]), turn_id=payload.get("turn_id"),
-                                              correlation_id=event.id, **source)
-            return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id}
-        if kind is EventKind.TOOL_INTENT:
-            calls = [ToolCall.model_validate(call) for call in payload["calls"]]
-            manager.ingest_tool_intent(calls, turn_id=payload.get("turn_id"), correlation_id=event.id, **source)
-            return {"turn_id": payload.get("turn_id") or manager.tracker.current_turn_id} if calls else None
-        if kind is EventKind.TOOL_RESULT and "memory_id" in payload:  # stored before it was journaled
-            stored = manager.ingest_stored_tool_result(
-                payload["tool_call_id"], payload["memory_id"], preview=payload.get("preview"), name=payload.get("name"),
-                correlation_id=event.id, **source,
-            )
-            return {"memory_id": stored}
-        if kind is EventKind.TOOL_RESULT:
-            item_id = manager.ingest_tool_result(
-                payload["tool_call_id"], payload["result"], is_error=bool(payload.get("is_error")),
-                name=payload.get("name"), correlation_id=event.id, item_id=event_memory_id(event.id), **source,
-                **(payload.get("store_arguments") or {}),
-            )
-            return {"memory_id": item_id}
-        if kind is EventKind.MEMORY_STORE:
-            arguments = {key: value for key, value in payload.items() if key != "content"}
-            arguments["item_id"] = arguments.get("item_id") or event_memory_id(event.id)
-            if isinstance(arguments.get("timestamp"), str):
-                arguments["timestamp"] = datetime.fromisoformat(arguments["timestamp"])
-            return {"memory_id": manager.memory.store(payload["content"], **arguments)}
-        if kind is EventKind.MEMORY_FORGET:
-            return {"removed": manager.forget(payload["item_id"])}
-        if kind is EventKind.MEMORY_MARK_CRITICAL:
-            if "item_id" in payload:
-                manager.pin_item(payload["item_id"])
-                return {"item_id": payload["item_id"]}
-            return {"fact_id": manager.pin_fact(payload["fact"], tags=tuple(payload.get("tags") or ()))}
-        if kind is EventKind.COMPACTION_REQUEST:
-            manager.request_compaction()
-            return None
-        assert kind is EventKind.USAGE_REPORT
-        check = manager.observe_usage(payload.get("prompt_tokens"), estimate=payload.get("estimate"))
-        return check.model_dump(mode="json")
+
+def _traces_of(manager: MemoryManager, event_id: str) -> list[RawTraceItem]:
+    """The raw traces (active or archived) an event wrote, by seq."""
+    store = manager.traces
+    found = {item.id: item for item in (*store.read_archive(), *store.list_raw()) if item.correlation_id == event_id}
+    return sorted(found.values(), key=lambda item: (item.turn_id, item.seq))
+
+
+def _applied_again_safely(manager: MemoryManager, event: Event, event_id: str) -> tuple[bool, Any]:
+    """The effect of an idempotent kind: never taken as written (applying it again is safe)."""
+    return False, None
+
+
+def _turn_written(manager: MemoryManager, event: Event, event_id: str) -> tuple[bool, Any]:
+    """Whether an ingest's traces are written, and its result (the turn)."""
+    traces = _traces_of(manager, event_id)
+    return (True, {"turn_id": traces[0].turn_id}) if traces else (False, None)
+
+
+def _result_written(manager: MemoryManager, event: Event, event_id: str) -> tuple[bool, Any]:
+    """Whether a tool result's trace is written, and its result (the memory id it names)."""
+    traces = _traces_of(manager, event_id)
+    return (True, {"memory_id": traces[0].tool_result_ref}) if traces else (False, None)
+
+
+def _item_stored(manager: MemoryManager, event: MemoryStoreEvent, event_id: str) -> tuple[bool, Any]:
+    """Whether a store's item is stored, and its result (its memory id)."""
+    item_id = event.item_id or event_memory_id(event_id)
+    return (True, {"memory_id": item_id}) if item_id in manager.memory else (False, None)
+
+
+def _apply_user_message(manager: MemoryManager, event: UserMessageEvent, event_id: str) -> Any:
+    turn = manager.ingest_user_message(event.content, images=event.images, correlation_id=event_id, **_source(event))
+    return {"turn_id": turn}
+
+
+def _apply_assistant_response(manager: MemoryManager, event: AssistantResponseEvent, event_id: str) -> Any:
+    manager.ingest_assistant_response(event.message, turn_id=event.turn_id, correlation_id=event_id,
+                                      **_source(event))
+    return {"turn_id": event.turn_id or manager.tracker.current_turn_id}
+
+
+def _apply_tool_intent(manager: MemoryManager, event: ToolIntentEvent, event_id: str) -> Any:
+    manager.ingest_tool_intent(event.calls, turn_id=event.turn_id, correlation_id=event_id, **_source(event))
+    return {"turn_id": event.turn_id or manager.tracker.current_turn_id} if event.calls else None
+
+
+def _apply_tool_result(manager: MemoryManager, event: ToolResultEvent, event_id: str) -> Any:
+    if event.memory_id is not None:  # stored before it was journaled
+        stored = manager.ingest_stored_tool_result(event.tool_call_id, event.memory_id, preview=event.preview,
+                                                   name=event.name, correlation_id=event_id, **_source(event))
+        return {"memory_id": stored}
+    item_id = manager.ingest_tool_result(
+        event.tool_call_id, event.result, is_error=event.is_error, name=event.name, correlation_id=event_id,
+        item_id=event_memory_id(event_id), inline=event.inline, **_source(event), **event.store_arguments.given(),
+    )
+    return {"memory_id": item_id}
+
+
+def _apply_memory_store(manager: MemoryManager, event: MemoryStoreEvent, event_id: str) -> Any:
+    arguments = {**event.keywords(), "item_id": event.item_id or event_memory_id(event_id)}
+    return {"memory_id": manager.memory.store(event.content, **arguments)}
+
+
+def _apply_memory_forget(manager: MemoryManager, event: MemoryForgetEvent, event_id: str) -> Any:
+    return {"removed": manager.forget(event.item_id)}
+
+
+def _apply_memory_mark_critical(manager: MemoryManager, event: MemoryMarkCriticalEvent, event_id: str) -> Any:
+    if event.item_id is not None:
+        manager.pin_item(event.item_id)
+        return {"item_id": event.item_id}
+    assert event.fact is not None  # the model holds one of them
+    return {"fact_id": manager.pin_fact(event.fact, tags=event.tags)}
+
+
+def _apply_compaction_request(manager: MemoryManager, event: CompactionRequestEvent, event_id: str) -> Any:
+    manager.request_compaction()
+    return None
+
+
+def _apply_usage_report(manager: MemoryManager, event: UsageReportEvent, event_id: str) -> Any:
+    return manager.observe_usage(event.prompt_tokens, estimate=event.estimate).model_dump(mode="json")
+
+
+class _Handler(NamedTuple):
+    """How one kind of event is applied: ``apply(manager, event, event_id)`` writes its effect
+    through the manager and returns its result as JSON data; ``effect(manager, event, event_id)``
+    says whether an interrupted event's effect is written already, and the result it had."""
+
+    apply: Callable[[MemoryManager, Any, str], Any]
+    effect: Callable[[MemoryManager, Any, str], tuple[bool, Any]] = _applied_again_safely
+
+
+_HANDLERS: dict[type[BaseModel], _Handler] = {
+    UserMessageEvent: _Handler(_apply_user_message, _turn_written),
+    AssistantResponseEvent: _Handler(_apply_assistant_response, _turn_written),
+    ToolIntentEvent: _Handler(_apply_tool_intent, _turn_written),
+    ToolResultEvent: _Handler(_apply_tool_result, _result_written),
+    MemoryStoreEvent: _Handler(_apply_memory_store, _item_stored),
+    MemoryForgetEvent: _Handler(_apply_memory_forget),
+    MemoryMarkCriticalEvent: _Handler(_apply_memory_mark_critical),
+    CompactionRequestEvent: _Handler(_apply_compaction_request),
+    UsageReportEvent: _Handler(_apply_usage_report),
+}
+"""The handler of each kind of event (:data:`~agent_memory.models.events.Event`): a new kind is
+one model there and one entry here."""
+
+_EVENT_TYPES = tuple(_HANDLERS)
