@@ -417,52 +417,48 @@ def _records_table(records: list[ItemRecord], *, title: str | None = None, times
 
 
 # -- retrieve --------------------------------------------------------------------------------------
-_TRANSFORM_OPTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    # parameter name: (command-line option, transform field, transforms it applies to)
-    "start_char": ("--start-char", "start_char", ("excerpt",)),
-    "end_char": ("--end-char", "end_char", ("excerpt",)),
-    "start_line": ("--start-line", "start_line", ("excerpt",)),
-    "end_line": ("--end-line", "end_line", ("excerpt",)),
-    "around": ("--around", "around", ("excerpt",)),
-    "context_chars": ("--context-chars", "context_chars", ("excerpt",)),
-    "n": ("--n", "n", ("first_n", "last_n")),
-    "unit": ("--unit", "unit", ("first_n", "last_n")),
-    "pattern": ("--pattern", "pattern", ("filtered",)),
-    "keywords": ("--keyword", "keywords", ("filtered",)),
-    "context_lines": ("--context-lines", "context_lines", ("filtered",)),
-    "json_path": ("--json-path", "json_path", ("filtered",)),
-    "column": ("--column", "column", ("filtered",)),
-    "value": ("--value", "value", ("filtered",)),
-    "summary_tokens": ("--summary-tokens", "max_tokens", ("summary",)),
+_TRANSFORM_OPTIONS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("excerpt",): ("start_char", "end_char", "start_line", "end_line", "around", "context_chars"),
+    ("first_n", "last_n"): ("n", "unit"),
+    ("filtered",): ("pattern", "keywords", "context_lines", "json_path", "column", "value"),
+    ("summary",): ("summary_tokens",),
 }
-"""How each transform option of ``retrieve`` maps onto the transform models."""
+"""``retrieve``'s transform options (its parameter names, in its order) by the transforms they apply
+to. Each sets the transform model's field of its own name, but those in :data:`_TRANSFORM_FIELDS`."""
+
+_TRANSFORM_FIELDS = {"summary_tokens": "max_tokens"}
+"""The transform options whose transform model field has another name than the option."""
 
 
-def _build_transform(name: str | None, given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _build_transform(ctx: typer.Context, name: str | None,
+                     given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The transform dict for ``apply_transform`` and the same options as command-line words.
 
-    Without ``--transform`` the transform follows from the options given (``--around`` means
-    ``excerpt``, ``--pattern`` means ``filtered``, ``--n`` means ``first_n``), else ``full``.
+    ``given`` holds ``retrieve``'s transform options by parameter name; their command-line names
+    are read from the command (``ctx``). Without ``--transform`` the transform follows from the
+    options given (``--around`` means ``excerpt``, ``--pattern`` means ``filtered``, ``--n`` means
+    ``first_n``), else ``full``.
     """
-    given = {key: value for key, value in given.items() if value not in (None, [], ())}
+    applies_to = {key: transforms for transforms, keys in _TRANSFORM_OPTIONS.items() for key in keys}
+    option = {param.name: param.opts[0] for param in ctx.command.params if param.name in applies_to}
+    given = {key: given[key] for key in applies_to if given[key] not in (None, [], ())}
     if name is None:
-        owners = [set(_TRANSFORM_OPTIONS[key][2]) for key in given]
+        owners = [set(applies_to[key]) for key in given]
         common = set.intersection(*owners) if owners else {"full"}
         if not common:
-            options = ", ".join(_TRANSFORM_OPTIONS[key][0] for key in given)
-            _fail(f"{options} belong to different transforms; choose one with --transform")
+            _fail(f"{', '.join(option[key] for key in given)} belong to different transforms; choose one with "
+                  "--transform")
         name = next(t for t in TRANSFORMS if t in common)
     elif name not in TRANSFORMS:
         _fail(f"unknown transform {name!r}; choose one of {', '.join(TRANSFORMS)}")
     spec: dict[str, Any] = {"type": name}
     words = ["--transform", name] if given or name != "full" else []
     for key, value in given.items():
-        option, field_name, applies_to = _TRANSFORM_OPTIONS[key]
-        if name not in applies_to:
-            _fail(f"{option} does not apply to the {name} transform (it is for: {', '.join(applies_to)})")
-        spec[field_name] = tuple(value) if isinstance(value, list) else value
+        if name not in applies_to[key]:
+            _fail(f"{option[key]} does not apply to the {name} transform (it is for: {', '.join(applies_to[key])})")
+        spec[_TRANSFORM_FIELDS.get(key, key)] = tuple(value) if isinstance(value, list) else value
         for one in value if isinstance(value, list) else [value]:
-            words += [option, str(one)]
+            words += [option[key], str(one)]
     return spec, words
 
 
@@ -506,7 +502,7 @@ def retrieve(
 ) -> None:
     """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
     with _reported_errors():
-        spec, words = _build_transform(transform, {
+        spec, words = _build_transform(ctx, transform, {
             "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
             "around": around, "context_chars": context_chars, "n": n, "unit": unit, "pattern": pattern,
             "keywords": keywords, "context_lines": context_lines, "json_path": json_path, "column": column,

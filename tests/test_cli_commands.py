@@ -287,8 +287,8 @@ def _inspect_says(tmp_path: Path, *args: str) -> list[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     for name in ("AGENT_MEMORY_DIR", "AGENT_MEMORY_URL"):
         env.pop(name, None)
-    command = subprocess.Popen([sys.executable, "-m", "agent_memory.cli", *args, "--port", "0", "--price-model", "none"],
-                               cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    command = subprocess.Popen([sys.executable, "-m", "agent_memory.cli", *args, "--port", "0",
+                                "--price-model", "none"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     try:
         assert command.stderr is not None
         said: list[str] = []
