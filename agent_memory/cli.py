@@ -35,15 +35,17 @@ servers take (:func:`agent_memory.kernel.lock.kernel_lock`), as the ``forget_mem
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 from agent_memory.extras import require_extra
 
@@ -122,6 +124,16 @@ AgentIdOption = Annotated[str | None, typer.Option(
 AgentAliasOption = Annotated[str | None, typer.Option("--agent", hidden=True, help="Deprecated: use --agent-id.")]
 """``--agent``: the old spelling of ``--agent-id``, kept (hidden) so existing scripts keep working."""
 
+TypeFilter = Annotated[str | None, typer.Option(
+    "--type", help=f"Only items of this type ({', '.join(MEMORY_TYPES)}).")]
+"""``--type`` of ``query`` and ``list`` (checked by :func:`_check_type`); ``None``: every type."""
+
+SourceFilter = Annotated[str | None, typer.Option("--source", help="Only items with exactly this source.")]
+"""``--source`` of ``query`` and ``list``; ``None``: every source."""
+
+TagFilter = Annotated[list[str], typer.Option("--tag", help="Only items with this tag; repeat to require several.")]
+"""``--tag`` of ``query`` and ``list``; empty: no tag required."""
+
 
 app = typer.Typer(
     name=PROG,
@@ -138,9 +150,15 @@ app = typer.Typer(
 class _Globals:
     """Which memory the command opens, kept for commands and for the next-page hint."""
 
-    memory_dir: Path | None
-    agent_id: str
+    memory_dir: Path | None = None
+    """``--memory-dir``; ``None``: ``$AGENT_MEMORY_DIR``, else ``./memory`` (or ``backend``)."""
+    agent_id: str = DEFAULT_AGENT_ID
+    """``--agent-id`` (or ``--agent``), else the default agent."""
     backend: str | None = None
+    """``--backend``; ``None``: ``$AGENT_MEMORY_URL``, else ``memory_dir``."""
+    agent_named: bool = False
+    """Whether ``--agent-id`` (or ``--agent``) was given, before the command or after it; ``False``:
+    ``agent_id`` is the default, and ``inspect`` shows the agent with the most items."""
 
     def argv(self) -> list[str]:
         """The memory options as command-line words (only those that differ from the defaults; a
@@ -162,15 +180,53 @@ def _agent_id(agent_id: str | None, agent: str | None) -> str | None:
     return agent_id if agent_id is not None else agent
 
 
-def _use(ctx: typer.Context, memory_dir: Path | None, agent_id: str | None, agent: str | None,
-         backend: str | None = None) -> None:
-    """Apply a command's own ``--memory-dir`` / ``--backend`` / ``--agent-id`` (they beat those given
-    before it)."""
-    options: _Globals = ctx.obj
+def _use(ctx: typer.Context, memory_dir: Path | None, backend: str | None, agent_id: str | None,
+         agent: str | None) -> None:
+    """Apply the memory options given at one level, the app's then the command's: each one given
+    beats the one given before it (``ctx.obj``, a :class:`_Globals`)."""
+    options: _Globals = ctx.obj if ctx.obj is not None else _Globals()
     chosen = _agent_id(agent_id, agent)
     ctx.obj = _Globals(memory_dir=memory_dir if memory_dir is not None else options.memory_dir,
                        agent_id=chosen if chosen is not None else options.agent_id,
-                       backend=backend if backend is not None else options.backend)
+                       backend=backend if backend is not None else options.backend,
+                       agent_named=chosen is not None or options.agent_named)
+
+
+_MEMORY_OPTIONS = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+    for name, annotation in (("memory_dir", MemoryDirOption), ("backend", BackendOption),
+                             ("agent_id", AgentIdOption), ("agent", AgentAliasOption))
+)
+"""The memory options as parameters of a command's signature, in the order ``--help`` lists them."""
+
+_Command = TypeVar("_Command", bound=Callable[..., None])
+
+
+def _memory_options(command: _Command) -> _Command:
+    """The command (or the app's callback), taking the memory options too: ``--memory-dir``,
+    ``--backend``, ``--agent-id`` and the hidden ``--agent``, listed after its own options.
+
+    They are applied (:func:`_use`) before its body runs, which reads the memory they choose from
+    ``ctx.obj`` (a :class:`_Globals`); ``command`` must take ``ctx: typer.Context`` and none of the
+    four. Typer reads a command's options from its signature (``inspect.signature``, which honours
+    ``__signature__``), so the options are declared here once instead of in every command.
+    """
+    signature = inspect.signature(command, eval_str=True)  # typer reads __signature__ as it is
+
+    @functools.wraps(command)
+    def with_memory_options(**kwargs: Any) -> None:
+        _use(kwargs["ctx"], *(kwargs.pop(option.name) for option in _MEMORY_OPTIONS))
+        command(**kwargs)
+
+    with_memory_options.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), *_MEMORY_OPTIONS])
+    return cast(_Command, with_memory_options)
+
+
+def _check_type(type_: str | None) -> None:
+    """Fail (exit code 1) unless ``type_`` (a ``--type``) is ``None`` or a memory type."""
+    if type_ is not None and type_ not in MEMORY_TYPES:
+        _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
 
 
 def _offline_quiet_env() -> None:
@@ -243,21 +299,14 @@ def _print_json(data: Any) -> None:
 
 
 @app.callback()
-def main(
-    ctx: typer.Context,
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
-) -> None:
+@_memory_options
+def main(ctx: typer.Context) -> None:
     """Store, retrieve and query an agent's memory."""
     _offline_quiet_env()
-    chosen = _agent_id(agent_id, agent)
-    ctx.obj = _Globals(memory_dir=memory_dir, agent_id=chosen if chosen is not None else DEFAULT_AGENT_ID,
-                       backend=backend)
 
 
 @app.command()
+@_memory_options
 def store(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(
@@ -281,16 +330,10 @@ def store(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the new ids, one per line."),
     as_json: bool = typer.Option(False, "--json", help="Print the new items' records as JSON."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Store files, directories, JSONL lines or stdin; print the new memory ids."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
-        if type_ is not None and type_ not in MEMORY_TYPES:
-            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
+        _check_type(type_)
         sources = plan_sources(paths, stdin=lambda: typer.get_binary_stream("stdin").read(),
                                warn=lambda text: _stderr().print(Text(f"warning: {text}", style="yellow")))
         memory = _open(ctx, config=MemoryConfig(index_on_store=False))
@@ -374,52 +417,48 @@ def _records_table(records: list[ItemRecord], *, title: str | None = None, times
 
 
 # -- retrieve --------------------------------------------------------------------------------------
-_TRANSFORM_OPTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    # parameter name: (command-line option, transform field, transforms it applies to)
-    "start_char": ("--start-char", "start_char", ("excerpt",)),
-    "end_char": ("--end-char", "end_char", ("excerpt",)),
-    "start_line": ("--start-line", "start_line", ("excerpt",)),
-    "end_line": ("--end-line", "end_line", ("excerpt",)),
-    "around": ("--around", "around", ("excerpt",)),
-    "context_chars": ("--context-chars", "context_chars", ("excerpt",)),
-    "n": ("--n", "n", ("first_n", "last_n")),
-    "unit": ("--unit", "unit", ("first_n", "last_n")),
-    "pattern": ("--pattern", "pattern", ("filtered",)),
-    "keywords": ("--keyword", "keywords", ("filtered",)),
-    "context_lines": ("--context-lines", "context_lines", ("filtered",)),
-    "json_path": ("--json-path", "json_path", ("filtered",)),
-    "column": ("--column", "column", ("filtered",)),
-    "value": ("--value", "value", ("filtered",)),
-    "summary_tokens": ("--summary-tokens", "max_tokens", ("summary",)),
+_TRANSFORM_OPTIONS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("excerpt",): ("start_char", "end_char", "start_line", "end_line", "around", "context_chars"),
+    ("first_n", "last_n"): ("n", "unit"),
+    ("filtered",): ("pattern", "keywords", "context_lines", "json_path", "column", "value"),
+    ("summary",): ("summary_tokens",),
 }
-"""How each transform option of ``retrieve`` maps onto the transform models."""
+"""``retrieve``'s transform options (its parameter names, in its order) by the transforms they apply
+to. Each sets the transform model's field of its own name, but those in :data:`_TRANSFORM_FIELDS`."""
+
+_TRANSFORM_FIELDS = {"summary_tokens": "max_tokens"}
+"""The transform options whose transform model field has another name than the option."""
 
 
-def _build_transform(name: str | None, given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _build_transform(ctx: typer.Context, name: str | None,
+                     given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The transform dict for ``apply_transform`` and the same options as command-line words.
 
-    Without ``--transform`` the transform follows from the options given (``--around`` means
-    ``excerpt``, ``--pattern`` means ``filtered``, ``--n`` means ``first_n``), else ``full``.
+    ``given`` holds ``retrieve``'s transform options by parameter name; their command-line names
+    are read from the command (``ctx``). Without ``--transform`` the transform follows from the
+    options given (``--around`` means ``excerpt``, ``--pattern`` means ``filtered``, ``--n`` means
+    ``first_n``), else ``full``.
     """
-    given = {key: value for key, value in given.items() if value not in (None, [], ())}
+    applies_to = {key: transforms for transforms, keys in _TRANSFORM_OPTIONS.items() for key in keys}
+    option = {param.name: param.opts[0] for param in ctx.command.params if param.name in applies_to}
+    given = {key: given[key] for key in applies_to if given[key] not in (None, [], ())}
     if name is None:
-        owners = [set(_TRANSFORM_OPTIONS[key][2]) for key in given]
+        owners = [set(applies_to[key]) for key in given]
         common = set.intersection(*owners) if owners else {"full"}
         if not common:
-            options = ", ".join(_TRANSFORM_OPTIONS[key][0] for key in given)
-            _fail(f"{options} belong to different transforms; choose one with --transform")
+            _fail(f"{', '.join(option[key] for key in given)} belong to different transforms; choose one with "
+                  "--transform")
         name = next(t for t in TRANSFORMS if t in common)
     elif name not in TRANSFORMS:
         _fail(f"unknown transform {name!r}; choose one of {', '.join(TRANSFORMS)}")
     spec: dict[str, Any] = {"type": name}
     words = ["--transform", name] if given or name != "full" else []
     for key, value in given.items():
-        option, field_name, applies_to = _TRANSFORM_OPTIONS[key]
-        if name not in applies_to:
-            _fail(f"{option} does not apply to the {name} transform (it is for: {', '.join(applies_to)})")
-        spec[field_name] = tuple(value) if isinstance(value, list) else value
+        if name not in applies_to[key]:
+            _fail(f"{option[key]} does not apply to the {name} transform (it is for: {', '.join(applies_to[key])})")
+        spec[_TRANSFORM_FIELDS.get(key, key)] = tuple(value) if isinstance(value, list) else value
         for one in value if isinstance(value, list) else [value]:
-            words += [option, str(one)]
+            words += [option[key], str(one)]
     return spec, words
 
 
@@ -430,6 +469,7 @@ def _page_line(page: int, pages: int, tokens: int, total_tokens: int, next_comma
 
 
 @app.command()
+@_memory_options
 def retrieve(
     ctx: typer.Context,
     item_id: str = typer.Argument(..., metavar="ID", help="Memory id, e.g. mem_3f9a0c41b2de."),
@@ -459,15 +499,10 @@ def retrieve(
     page: int = typer.Option(1, "--page", min=1, help="Page to print, 1-based."),
     raw: bool = typer.Option(False, "--raw", help="Show HTML pages as markup instead of their main text."),
     as_json: bool = typer.Option(False, "--json", help="Print the result (content, pages, notes) as JSON."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Print an item's content, shaped by a transform and capped at --max-tokens (paged)."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
-        spec, words = _build_transform(transform, {
+        spec, words = _build_transform(ctx, transform, {
             "start_char": start_char, "end_char": end_char, "start_line": start_line, "end_line": end_line,
             "around": around, "context_chars": context_chars, "n": n, "unit": unit, "pattern": pattern,
             "keywords": keywords, "context_lines": context_lines, "json_path": json_path, "column": column,
@@ -538,20 +573,17 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
 
 
 @app.command()
+@_memory_options
 def query(
     ctx: typer.Context,
     text: str | None = typer.Argument(None, help="What to look for, in words. Omit to list by time, newest first."),
-    type_: str | None = typer.Option(None, "--type", help=f"Only items of this type ({', '.join(MEMORY_TYPES)})."),
-    source: str | None = typer.Option(None, "--source", help="Only items with exactly this source."),
-    tags: list[str] = typer.Option([], "--tag", help="Only items with this tag; repeat to require several."),
+    type_: TypeFilter = None,
+    source: SourceFilter = None,
+    tags: TagFilter = [],  # typer passes every option: never this list
     since: str | None = typer.Option(None, "--since", help="Only items stored at or after this ISO time (naive = UTC)."),
     until: str | None = typer.Option(None, "--until", help="Only items stored at or before this ISO time (naive = UTC)."),
     limit: int = typer.Option(DEFAULT_QUERY_LIMIT, "--limit", min=1, max=MAX_QUERY_LIMIT, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the hits as JSON."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Find items by meaning and keywords (each item by its best chunk) and filters, best first.
 
@@ -559,13 +591,11 @@ def query(
     rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
     cosine similarity.
     """
-    _use(ctx, memory_dir, agent_id, agent, backend)
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():
         if text is not None and not text.strip():
             _fail("the query text is empty; give words to look for, or leave TEXT out to list items newest first")
-        if type_ is not None and type_ not in MEMORY_TYPES:
-            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
+        _check_type(type_)
         criteria = MemoryCriteria(text=text, type=cast("MemoryType | None", type_), source=source, tags=tuple(tags),
                                   since=since_dt, until=until_dt, limit=limit)
         memory = _open_stored(ctx)
@@ -580,23 +610,18 @@ def query(
 
 
 @app.command("list")
+@_memory_options
 def list_items(
     ctx: typer.Context,
-    type_: str | None = typer.Option(None, "--type", help=f"Only items of this type ({', '.join(MEMORY_TYPES)})."),
-    source: str | None = typer.Option(None, "--source", help="Only items with exactly this source."),
-    tags: list[str] = typer.Option([], "--tag", help="Only items with this tag; repeat to require several."),
+    type_: TypeFilter = None,
+    source: SourceFilter = None,
+    tags: TagFilter = [],  # typer passes every option: never this list
     limit: int = typer.Option(DEFAULT_LIST_LIMIT, "--limit", min=1, help="Most items shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """List stored items, newest first (reads items.jsonl; no index needed)."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
-        if type_ is not None and type_ not in MEMORY_TYPES:
-            _fail(f"unknown type {type_!r}; choose one of {', '.join(MEMORY_TYPES)}")
+        _check_type(type_)
         wanted_tags = {tag.strip().lower() for tag in tags if tag.strip()}
         records = [
             record for record in _open_stored(ctx).records()
@@ -616,19 +641,15 @@ def list_items(
 
 # -- one item: get, forget, pin -----------------------------------------------------------------
 @app.command()
+@_memory_options
 def get(
     ctx: typer.Context,
     item_id: str = typer.Argument(..., metavar="ID", help="Memory id, e.g. mem_3f9a0c41b2de."),
     as_json: bool = typer.Option(False, "--json", help="Print the item's record (id, type, metadata) as JSON "
                                  "instead of its content."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Write an item's content to stdout exactly as stored: text as UTF-8, bytes as they are, JSON
     as its stored document; nothing added (no newline, no cap; `retrieve` shapes and pages)."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         item = _open(ctx).get(item_id)
         if as_json:
@@ -651,17 +672,13 @@ def _checked_ids(memory: AgentMemory, item_ids: list[str]) -> list[str]:
 
 
 @app.command()
+@_memory_options
 def forget(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Memory ids to delete."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Delete items for good (record, content, index entries) and take them out of the agent's
     conversation, as the forget_memory tool does. Every id must exist, or nothing is deleted."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids)
@@ -672,19 +689,15 @@ def forget(
 
 
 @app.command()
+@_memory_options
 def pin(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(None, metavar="[ID...]",
                                          help="Memory ids to pin. None: list the pinned items."),
     as_json: bool = typer.Option(False, "--json", help="Print the pinned ids as a JSON list."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Pin items: every compaction of the agent's conversation keeps them verbatim (as the
     pin_memory tool does); without ids, list the pinned items, in pinning order."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = _checked_ids(memory, item_ids or [])
@@ -701,17 +714,13 @@ def pin(
 
 
 @app.command()
+@_memory_options
 def unpin(
     ctx: typer.Context,
     item_ids: list[str] = typer.Argument(..., metavar="ID...", help="Pinned memory ids."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Unpin items: compactions summarize them like the rest again. An id that was not pinned is
     an error (exit code 1), after the others are unpinned."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         checked = [validate_memory_id(item_id) for item_id in item_ids]
@@ -726,17 +735,13 @@ def unpin(
 
 # -- the whole memory: stats, export, import ---------------------------------------------------------
 @app.command()
+@_memory_options
 def stats(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """What the memory holds: items, content bytes and tokens in total and by type, items not
     yet indexed (embedded by the next query), pinned items, tags, dates and disk use."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         pinned: tuple[str, ...] = ()
@@ -774,17 +779,13 @@ EXPORT_HELP = ("Every item with its content, one JSON object per line, oldest fi
 
 
 @app.command()
+@_memory_options
 def export(
     ctx: typer.Context,
     out: str = typer.Argument("-", metavar="FILE", help="The JSONL file to write ('-', the default: stdout)."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Write every item with its content as JSONL, restorable with `import`. The file is written
     atomically (complete or not at all)."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open_stored(ctx)
         count = len(memory.records())
@@ -799,21 +800,17 @@ def export(
 
 
 @app.command("import")
+@_memory_options
 def import_items(
     ctx: typer.Context,
     source: str = typer.Argument(..., metavar="FILE", help="A file `export` wrote (or MemorySnapshot.save); "
                                  "'-' for stdin."),
     replace: bool = typer.Option(False, "--replace", help="Make the memory hold exactly the file's items "
                                  "(its present items are removed). Default: add them beside the present ones."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Restore exported items: ids, metadata and content as they were (each content checked
     against its sha256), then index them. All or nothing: an id already in the memory (without
     --replace) or a bad line imports nothing."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         data = typer.get_binary_stream("stdin").read() if source == "-" else Path(source).read_bytes()
         imported = read_export(data, source=source)
@@ -833,15 +830,11 @@ def import_items(
 
 
 @app.command("rebuild-index")
+@_memory_options
 def rebuild_index(
     ctx: typer.Context,
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Drop the vector index and rebuild it from items.jsonl; print how many items were indexed."""
-    _use(ctx, memory_dir, agent_id, agent, backend)
     with _reported_errors():
         memory = _open(ctx)
         with _stderr().status(f"Re-indexing {len(memory)} item(s)…"):
@@ -891,6 +884,7 @@ def migrate(
 
 
 @app.command("serve-mcp")
+@_memory_options
 def serve_mcp(
     ctx: typer.Context,
     allow_read: Path | None = typer.Option(
@@ -898,16 +892,11 @@ def serve_mcp(
         help="A directory whose files store_memory may store by path (symlinks are resolved; nothing outside it "
         "is read). Default: none; the tools read no files (text comes as content, in parts when long).",
     ),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Serve the memory tools (store, retrieve, query, compact, forget, pin) over MCP on stdin/stdout,
     for Claude Desktop, Claude Code, Cursor or an agent's MCP client. Logs go to stderr."""
     from agent_memory.mcp_server import serve_mcp as serve
 
-    _use(ctx, memory_dir, agent_id, agent, backend)
     options: _Globals = ctx.obj
     with _reported_errors():
         serve(options.memory_dir, options.agent_id, allow_read=allow_read, backend=options.backend)
@@ -916,6 +905,7 @@ def serve_mcp(
 
 # -- inspect: the read-only web page (agent_memory.inspector) ---------------------------------------
 @app.command("inspect")
+@_memory_options
 def inspect_memory(
     ctx: typer.Context,
     target: str | None = typer.Argument(
@@ -931,10 +921,6 @@ def inspect_memory(
     price_model: str = typer.Option("claude-sonnet-4-6", "--price-model", metavar="MODEL",
                                     help="Price the rebuilt calls under this model (genai-prices id); 'none': "
                                     "tokens only."),
-    memory_dir: MemoryDirOption = None,
-    backend: BackendOption = None,
-    agent_id: AgentIdOption = None,
-    agent: AgentAliasOption = None,
 ) -> None:
     """Serve a read-only web page over a memory: items (Query Memory, filters, one item's citation
     and content), each conversation's LLM calls (what each result looked like to the model, tokens,
@@ -945,7 +931,6 @@ def inspect_memory(
     from agent_memory.pricing import PriceModel
     from agent_memory.storage.urls import checked_url
 
-    _use(ctx, memory_dir, agent_id, agent, backend)
     options: _Globals = ctx.obj
     with _reported_errors():
         check_bind_host(host, allow_remote=allow_remote)  # before anything is opened
@@ -960,12 +945,9 @@ def inspect_memory(
         prices = None if price_model.strip().lower() == "none" else PriceModel.lookup(price_model)
         # --agent-id (here or before the command) names the agent a page shows when it names none;
         # without it, the agent with the most items of its own (Inspector.busiest_agent).
-        parent = ctx.parent.params if ctx.parent is not None else {}
-        named = next((value for value in (agent_id, agent, parent.get("agent_id"), parent.get("agent"))
-                      if value is not None), None)
-        inspector = Inspector(chosen, agent_id=options.agent_id if named is not None else None, report_dir=report,
+        inspector = Inspector(chosen, agent_id=options.agent_id if options.agent_named else None, report_dir=report,
                               price_model=prices)
-        if named is not None and options.agent_id not in inspector.agents():
+        if options.agent_named and options.agent_id not in inspector.agents():
             typer.echo(f"warning: no agent {options.agent_id!r} in this backend (yet): its pages say so; the "
                        "agents page lists those there are", err=True)
         server = InspectorServer(inspector, host=host, port=port, allow_remote=allow_remote)

@@ -212,3 +212,23 @@ def test_errors_exit_with_code_1_and_a_message(cli: Cli, tmp_path: Path) -> None
 
     assert cli("query", "x", "--since", "yesterday", code=2).exit_code == 2  # usage error
     assert "invalid agent id" in cli("--agent", "../escape", "list", code=1).stderr.lower()
+
+
+def test_transform_options_by_their_names_in_errors_and_the_next_page(cli: Cli) -> None:
+    log = "\n".join(f"line {n}: whale {n % 7}" for n in range(3_000))
+    (item_id,) = cli("store", "-", "--no-index", "-q", input=log).stdout.split()
+
+    page = cli.json("retrieve", item_id, "--keyword", "whale 1", "--context-lines", "1", "--keyword", "whale 2",
+                    "--max-tokens", "200")
+    assert page["pages"] > 1 and "L3: line 2: whale 2" in page["content"]
+    words = shlex.split(page["next_page_command"])
+    assert words[words.index("retrieve"):] == [
+        "retrieve", item_id, "--transform", "filtered", "--keyword", "whale 1", "--keyword", "whale 2",
+        "--context-lines", "1", "--max-tokens", "200", "--page", "2"]  # retrieve's order, not the typed one
+
+    mixed = cli("retrieve", item_id, "--pattern", "x", "--n", "3", "--around", "y", code=1).stderr
+    assert "--around, --n, --pattern belong to different transforms; choose one with --transform" in mixed
+    misplaced = cli("retrieve", item_id, "--transform", "excerpt", "--summary-tokens", "50", code=1).stderr
+    assert "--summary-tokens does not apply to the excerpt transform (it is for: summary)" in misplaced
+    short, long = (cli.json("retrieve", item_id, "--summary-tokens", tokens) for tokens in ("40", "400"))
+    assert short["transform"] == {"type": "summary", "max_tokens": 40} and short["tokens"] <= 40 < long["tokens"]

@@ -6,10 +6,15 @@ real memory directory, the real embedding model and index, a real page of ../sha
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import typer.core
+import typer.main
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -218,3 +223,92 @@ def test_the_memory_options_work_before_and_after_the_command(mem: list[str], tm
     assert "--agent-id bot" in command and "--agent " not in command
     follow = CliRunner().invoke(app, shlex.split(command)[1:])
     assert follow.exit_code == 0 and "Line " in follow.stdout
+
+
+MEMORY_OPTIONS = {"--memory-dir": "memory_dir", "--backend": "backend", "--agent-id": "agent_id", "--agent": "agent"}
+"""The memory options (option: parameter), declared once in agent_memory.cli and taken by the app and
+every command that opens a memory."""
+
+
+def _options(command: typer.core.TyperCommand | typer.core.TyperGroup) -> dict[str, typer.core.TyperOption]:
+    return {opt: param for param in command.params if isinstance(param, typer.core.TyperOption) for opt in param.opts}
+
+
+def test_every_memory_command_takes_the_memory_options_as_the_app_does() -> None:
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    given = {opt: param for opt, param in _options(group).items() if opt in MEMORY_OPTIONS}
+    assert set(given) == set(MEMORY_OPTIONS)
+    taking = {name for name, command in group.commands.items() if set(MEMORY_OPTIONS) & set(_options(command))}
+    assert taking == {*MEMORY_COMMANDS, "inspect"}  # migrate names its stores itself; replay opens none
+
+    def shape(param: typer.core.TyperOption) -> tuple:
+        return param.name, param.opts, param.help, param.hidden, param.metavar, param.default, param.multiple
+
+    for name in taking:
+        options = _options(group.commands[name])
+        for option, parameter in MEMORY_OPTIONS.items():
+            assert options[option].name == parameter
+            assert shape(options[option]) == shape(given[option]), (name, option)
+        listed = [param.opts[0] for param in group.commands[name].params if isinstance(param, typer.core.TyperOption)]
+        assert listed[-4:] == list(MEMORY_OPTIONS), name  # after the command's own options, as before
+    assert [given[option].hidden for option in MEMORY_OPTIONS] == [False, False, False, True]
+
+
+@pytest.mark.parametrize("option", list(MEMORY_OPTIONS))
+def test_a_command_applies_each_memory_option_given_after_it(
+        option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the default memory, ./memory, is another, empty one
+    for name in ("AGENT_MEMORY_DIR", "AGENT_MEMORY_URL"):
+        monkeypatch.delenv(name, raising=False)
+    directory = tmp_path / "kept"
+    item_id = store(["--memory-dir", str(directory), "--agent-id", "bot"], "-", input="Kept by bot.")
+    right, wrong = {
+        "--memory-dir": (str(directory), str(tmp_path / "other")),
+        "--backend": (directory.as_uri(), (tmp_path / "other").as_uri()),
+        "--agent-id": ("bot", "nobody"),
+        "--agent": ("bot", "nobody"),
+    }[option]
+    rest = ["--agent-id", "bot"] if option in ("--memory-dir", "--backend") else ["--memory-dir", str(directory)]
+
+    def listed(before: list[str], after: list[str], code: int = 0) -> Result:
+        return run(*before, "list", "--type", "custom", "--json", *after, code=code)
+
+    assert "agent" in listed(rest, [], code=1).stderr  # without the option: nothing stored there
+    for before in (rest, [option, wrong, *rest]):  # given after the command, it beats one given before it
+        result = listed(before, [option, right])
+        assert [record["id"] for record in json.loads(result.stdout)] == [item_id]
+        assert ("--agent is deprecated" in result.stderr) == (option == "--agent")
+
+
+def _inspect_says(tmp_path: Path, *args: str) -> list[str]:
+    """What ``agent-memory ARGS --port 0`` (an ``inspect``, run in a process) says on stderr before its
+    "Inspecting ... at URL" line, which it prints once it listens (then it is stopped)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    for name in ("AGENT_MEMORY_DIR", "AGENT_MEMORY_URL"):
+        env.pop(name, None)
+    command = subprocess.Popen([sys.executable, "-m", "agent_memory.cli", *args, "--port", "0",
+                                "--price-model", "none"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert command.stderr is not None
+        said: list[str] = []
+        while not said or not said[-1].startswith("Inspecting "):
+            said.append(command.stderr.readline())
+            assert said[-1], said  # the command ended before serving
+        return said[:-1]
+    finally:
+        command.terminate()
+        command.wait(timeout=30)
+
+
+def test_inspect_takes_the_agent_named_before_or_after_it(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    with AgentMemory("moth", root, config=LIBRARY) as memory:
+        memory.store("moth note", type="custom")
+    missing = ("warning: no agent 'nobody' in this backend (yet): its pages say so; the agents page lists those "
+               "there are\n")
+    assert _inspect_says(tmp_path, "inspect", str(root)) == []  # none named: the agent with the most items
+    assert _inspect_says(tmp_path, "--agent-id", "moth", "inspect", str(root)) == []
+    assert _inspect_says(tmp_path, "--agent-id", "nobody", "inspect", str(root)) == [missing]
+    assert _inspect_says(tmp_path, "--agent-id", "moth", "inspect", str(root), "--agent", "nobody") == [
+        "warning: --agent is deprecated; use --agent-id\n", missing]
