@@ -171,6 +171,44 @@ def test_the_title_and_url_shown_first_are_trafilaturas_on_every_page_of_the_dat
     assert len(pages) > 100 and not differ, differ
 
 
+def test_a_json_tool_result_is_serialised_once_on_the_agents_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # its id is derived from its bytes before it is stored: the store reuses those bytes
+    import agent_memory.models.items as items_module
+
+    rows = [{"id": n, "name": f"row {n}", "price": n / 10} for n in range(5_000)]
+    dumped: list[str] = []
+    real = items_module.json.dumps
+
+    def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
+        if value is rows:
+            dumped.append(threading.current_thread().name)
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(items_module.json, "dumps", dumps)
+
+    @tool
+    def run_query(sql: str) -> list[dict[str, Any]]:
+        """Run a query.
+
+        Args:
+            sql: the query.
+        """
+        return rows
+
+    with FakeLLMServer() as server:
+        server.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall("run_query", json.dumps({"sql": "SELECT"})),)),
+                       "Done.")
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        with MemoryAgent(model, tools=[run_query], memory_dir=tmp_path, agent_id="rows",
+                         memory_config=MemoryConfig(index_on_store=False)) as agent:
+            assert agent.run("Query it.").stopped == "answer"
+            stored = agent.memory.records()
+            content = agent.memory.get(stored[0].id).content
+    assert len(stored) == 1 and content == rows
+    assert dumped == [threading.current_thread().name], dumped
+
+
 def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(large_page: str, tmp_path: Path) -> None:
     memory = AgentMemory("cite", tmp_path / "memory", config=MemoryConfig(index_on_store=False))
     try:

@@ -65,7 +65,6 @@ from agent_memory.errors import (
     InvalidArgumentError,
     IsolationError,
     ItemNotFoundError,
-    map_exceptions,
 )
 from agent_memory.ids import derived_memory_id
 from agent_memory.kernel.budget import BudgetCheck
@@ -85,7 +84,7 @@ from agent_memory.models.events import (
     UserMessageEvent,
     read_event,
 )
-from agent_memory.models.items import content_to_bytes
+from agent_memory.models.items import encoded_once
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem, tool_result_preview
 from agent_memory.observers import EventApplied, MemoryObserver, logger
@@ -404,14 +403,15 @@ class EventProcessor:
                 or self.manager.call_turn(event.tool_call_id) is None):
             return event
         result, call_id = event.result, event.tool_call_id
-        with map_exceptions("EventProcessor.dispatch"):
-            digest = sha256_hex(content_to_bytes(result)[0])
-        memory_id = self.manager.store_tool_result(
-            call_id, result, name=event.name, item_id=result_memory_id(self.manager.agent_id, call_id, digest),
-            **event.store_arguments.given(),
-        )
+        with encoded_once(result) as (data, _):  # the store and the preview reuse these bytes
+            memory_id = self.manager.store_tool_result(
+                call_id, result, name=event.name,
+                item_id=result_memory_id(self.manager.agent_id, call_id, sha256_hex(data)),
+                **event.store_arguments.given(),
+            )
+            preview = tool_result_preview(result)
         return ToolResultEvent(tool_call_id=call_id, name=event.name, source_event=event.source_event,
-                               memory_id=memory_id, preview=tool_result_preview(result))
+                               memory_id=memory_id, preview=preview)
 
     # -- the manager's operations, journaled ------------------------------------------------------
     def _result(self, event: QueuedEvent, key: str) -> Any:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -170,6 +172,28 @@ def blank_content(content: Any) -> bool:
     return False
 
 
+_ENCODED: ContextVar[tuple[Any, bytes, ContentEncoding] | None] = ContextVar("agent_memory_encoded", default=None)
+
+
+@contextmanager
+def encoded_once(content: Any) -> Iterator[tuple[bytes, ContentEncoding]]:
+    """Serialise ``content`` (:func:`content_to_bytes`) and, inside the ``with`` block, in this
+    thread (or task), answer :func:`content_to_bytes` of that same object (by identity, encoding
+    chosen by type) with those bytes instead of serialising it again: one pass over a large
+    result whose bytes the caller needs before ``store`` does (a tool result's id derived from
+    them, ``EventProcessor``). The object must not change inside the block.
+
+    Raises:
+        InvalidArgumentError: as :func:`content_to_bytes`.
+    """
+    data, encoding = content_to_bytes(content)
+    token = _ENCODED.set((content, data, encoding))
+    try:
+        yield data, encoding
+    finally:
+        _ENCODED.reset(token)
+
+
 def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> tuple[bytes, ContentEncoding]:
     """Serialise content for its blob: ``str`` → UTF-8, ``bytes`` as is, anything else → JSON.
 
@@ -188,6 +212,9 @@ def content_to_bytes(content: Any, encoding: ContentEncoding | None = None) -> t
             holds a lone surrogate, has colliding keys, or is JSON nested deeper than
             ``MAX_JSON_DEPTH``.
     """
+    encoded = _ENCODED.get()
+    if encoded is not None and encoded[0] is content and encoding is None:
+        return encoded[1], encoded[2]
     if isinstance(content, str) and encoding != "json":
         try:
             return check_text(content, "content").encode("utf-8"), "text"

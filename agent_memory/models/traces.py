@@ -44,6 +44,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_memory.errors import InvalidArgumentError
 from agent_memory.ids import validate_memory_id
 from agent_memory.limits import (
     MAX_JSON_DEPTH,
@@ -55,7 +56,7 @@ from agent_memory.limits import (
     replace_surrogates,
     shorten,
 )
-from agent_memory.models.items import _bounded, _check_length, _Model
+from agent_memory.models.items import _bounded, _check_length, _Model, content_to_bytes
 from agent_memory.models.trace_ids import (
     MAX_TRACE_ID_CHARS,
     _check_item_id,
@@ -185,11 +186,15 @@ def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CH
     if isinstance(result, bytes | bytearray | memoryview):
         return shorten(f"<{len(bytes(result)):,} bytes>", max_chars, mark_length=True)
     text: str | None = None
-    if json_depth(result) <= MAX_JSON_DEPTH:
-        try:
-            text = replace_surrogates(json.dumps(result, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-        except (TypeError, ValueError, RecursionError):
-            text = None
+    try:  # the bytes its store writes (serialised once when the caller holds them: encoded_once)
+        text = content_to_bytes(result)[0].decode("utf-8")
+    except InvalidArgumentError:  # colliding keys, lone surrogates: the preview shows them anyway
+        if json_depth(result) <= MAX_JSON_DEPTH:
+            try:
+                text = replace_surrogates(json.dumps(result, ensure_ascii=False, separators=(",", ":"),
+                                                     allow_nan=False))
+            except (TypeError, ValueError, RecursionError):
+                text = None
     if text is None:
         return shorten(replace_surrogates(str(result)), max_chars, mark_length=True)
     if len(text) <= max_chars:
