@@ -4,6 +4,7 @@ through its real SDK against FakeLLMServer on loopback (scripted answers, no mod
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from agent_memory import (
     ToolCall,
 )
 from agent_memory.errors import LLMConnectionError, LLMOutputError, LLMStatusError, LLMTimeoutError
-from agent_memory.llm.chat import ChatResult, Usage
+from agent_memory.llm.chat import DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS, DEFAULT_MAX_RETRIES, ChatResult, Usage
+from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage, free_port
 
 KINDS = ("openai_chat", "openai_responses", "anthropic")
@@ -271,6 +273,43 @@ def test_missing_api_keys_are_configuration_errors(monkeypatch: pytest.MonkeyPat
     for cls in (OpenAIChatModel, OpenAIResponsesModel, AnthropicChatModel):
         with pytest.raises(ConfigurationError):
             cls("m", base_url="http://127.0.0.1:9/v1")
+
+
+COMMON_PARAMETERS = [("model", inspect.Parameter.empty), ("base_url", None), ("api_key", None),
+                     ("timeout_s", DEFAULT_LLM_TIMEOUT_S), ("max_retries", DEFAULT_MAX_RETRIES)]
+SIGNATURES: dict[type, list[tuple[str, Any]]] = {
+    OpenAIChatModel: [*COMMON_PARAMETERS, ("max_output_tokens", None), ("max_tokens_field", "max_tokens"),
+                      ("options", None), ("client", None), ("compat", None)],
+    OpenAIResponsesModel: [*COMMON_PARAMETERS, ("max_output_tokens", None), ("options", None), ("client", None)],
+    AnthropicChatModel: [*COMMON_PARAMETERS, ("max_output_tokens", DEFAULT_ANTHROPIC_MAX_OUTPUT_TOKENS),
+                         ("options", None), ("client", None), ("cache_breakpoints", True)],
+}
+"""Each model's constructor: its parameters in order with their defaults (``model`` positional, the
+rest keyword-only), one constructor path underneath."""
+
+
+@pytest.mark.parametrize("cls", list(SIGNATURES), ids=lambda cls: cls.__name__)
+def test_each_model_keeps_its_typed_keyword_only_constructor(cls: type) -> None:
+    parameters = list(inspect.signature(cls).parameters.values())
+    assert [(p.name, p.default) for p in parameters] == SIGNATURES[cls]
+    assert [p.kind for p in parameters] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] + [
+        inspect.Parameter.KEYWORD_ONLY] * (len(parameters) - 1)
+    assert all(p.annotation is not inspect.Parameter.empty for p in parameters)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_ready_client_is_used_as_given(kind: str, server: FakeLLMServer) -> None:
+    if kind == "anthropic":
+        import anthropic
+        client: Any = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="x", max_retries=0)
+    else:
+        import openai
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    model = {"openai_chat": OpenAIChatModel, "openai_responses": OpenAIResponsesModel,
+             "anthropic": AnthropicChatModel}[kind]("test-model", client=client, base_url="http://127.0.0.1:9/v1")
+    server.enqueue(ScriptedReply(content="from the given client"))
+    assert model.generate(CONVERSATION).message.content == "from the given client"
+    assert repr(model) == f"{type(model).__name__}(base_url={str(client.base_url).rstrip('/')!r}, model='test-model')"
 
 
 @pytest.mark.parametrize("kind", KINDS)

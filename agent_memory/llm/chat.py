@@ -271,23 +271,42 @@ def _tool_calls(raw: Sequence[tuple[Any, Any, Any]]) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _answer(content: str | None, calls: tuple[ToolCall, ...], reasoning: str | None) -> Message:
-    """The assistant message of a provider's answer. Its text and reasoning are kept whatever they
-    hold: a lone surrogate (a broken ``\\ud800`` escape in the provider's JSON, which no file can
-    write as UTF-8) becomes U+FFFD; the calls keep theirs as escapes (:class:`ToolCall`)."""
-    content = replace_surrogates(content) if content else None if calls else content
-    return Message(role="assistant", content=content, tool_calls=calls,
-                   reasoning=replace_surrogates(reasoning) if reasoning else reasoning)
-
-
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
+def _result(
+    response: Any, content: str | None, calls: tuple[ToolCall, ...], reasoning: str | None, usage: Usage,
+    finish_reason: str | None,
+) -> ChatResult:
+    """The :class:`ChatResult` of a provider's answer, with the model and id its response names.
+    The text and reasoning are kept whatever they hold: a lone surrogate (a broken ``\\ud800``
+    escape in the provider's JSON, which no file can write as UTF-8) becomes U+FFFD; the calls keep
+    theirs as escapes (:class:`ToolCall`)."""
+    content = replace_surrogates(content) if content else None if calls else content
+    message = Message(role="assistant", content=content, tool_calls=calls,
+                      reasoning=replace_surrogates(reasoning) if reasoning else reasoning)
+    return ChatResult(message=message, usage=usage, finish_reason=finish_reason,
+                      model=getattr(response, "model", None), response_id=getattr(response, "id", None))
+
+
+def _openai_usage(usage: Any, prompt: str, completion: str) -> Usage:
+    """The :class:`Usage` of an openai SDK answer whose counts are named ``prompt`` and
+    ``completion`` (Chat Completions: ``prompt_tokens``, ``completion_tokens``; Responses:
+    ``input_tokens``, ``output_tokens``), cache reads in ``<prompt>_details.cached_tokens``."""
+    details = getattr(usage, f"{prompt}_details", None)
+    return Usage(prompt_tokens=_count(getattr(usage, prompt, None)),
+                 completion_tokens=_count(getattr(usage, completion, None)),
+                 cached_tokens=_count(getattr(details, "cached_tokens", None)))
+
+
 class _SDKChatModel(ABC):
-    """What the SDK-based models share: rendering, the call with its timeout and error mapping,
-    the answer checks, the async twin. Subclasses set the renderer and write :meth:`_create`,
-    :meth:`_parse` and :meth:`_max_tokens`."""
+    """What the SDK-based models share: the constructor (the parameters every model takes, as
+    :class:`OpenAIChatModel` documents them), rendering, the call with its timeout and error
+    mapping, the answer checks, the async twin. Subclasses set the renderer and write
+    :meth:`_create_method`, :meth:`_parse` and :meth:`_max_tokens`; one on another SDK than
+    ``openai`` overrides :meth:`_sdk_client`; one with parameters of its own sets what they decide,
+    then calls this ``__init__``."""
 
     renderer: PromptRenderer
     price_provider: str | None = None
@@ -305,11 +324,23 @@ class _SDKChatModel(ABC):
     _tools_warned: bool = False
     """Set once this model warned that its server drops tools: they are no longer counted."""
 
-    def _setup(self, sdk: ModuleType, client: Any, options: Mapping[str, Any] | None, create: Any) -> None:
-        self._sdk, self._client = sdk, client
-        self._where = str(getattr(client, "base_url", "")).rstrip("/") or type(self).__name__
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_output_tokens: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
+        self._sdk, self._client = self._sdk_client(client, base_url, api_key, timeout_s, max_retries)
+        accepted = set(inspect.signature(self._create_method(self._client)).parameters)
+        self._where = str(getattr(self._client, "base_url", "")).rstrip("/") or type(self).__name__
         self.options = dict(options or {})
-        accepted = set(inspect.signature(create).parameters)
         reserved = {"model", "timeout", "stream", *self.LIMIT_FIELDS, *getattr(self.renderer, "RESERVED", ())}
         wrong = sorted(set(self.options) - (accepted - reserved))
         if wrong:
@@ -325,7 +356,8 @@ class _SDKChatModel(ABC):
         tool_definitions: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside).
+        """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside), adapted to
+        the server where the model knows how it departs from the API (:meth:`_adapt`).
 
         Raises:
             InvalidArgumentError: messages or tools the renderer refuses, or a bound below 1.
@@ -333,9 +365,13 @@ class _SDKChatModel(ABC):
         bound = self.max_output_tokens if max_output_tokens is None else max_output_tokens
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
             raise InvalidArgumentError(f"max_output_tokens must be a positive number of tokens, not {bound!r}")
-        return self.renderer.render(
+        return self._adapt(self.renderer.render(
             messages, tool_definitions=tool_definitions, model=self.model, **self._max_tokens(max_output_tokens), **self.options
-        )
+        ))
+
+    def _adapt(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The rendered payload as this model's server takes it; this one: unchanged."""
+        return payload
 
     def generate(
         self,
@@ -348,7 +384,9 @@ class _SDKChatModel(ABC):
         """One call; see :meth:`ChatModel.generate`."""
         payload = self.render(messages, tool_definitions=tool_definitions, max_output_tokens=max_output_tokens)
         with map_sdk_errors(self._sdk, self._where):
-            response = self._create(payload, self.timeout_s if timeout_s is None else timeout_s)
+            response = self._create_method(self._client)(
+                **payload, timeout=self.timeout_s if timeout_s is None else timeout_s
+            )
         try:
             result = self._parse(response)
         except LLMOutputError:
@@ -397,9 +435,25 @@ class _SDKChatModel(ABC):
     def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
         """The payload field(s) that bound the answer's length."""
 
+    def _sdk_client(
+        self, client: Any, base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int
+    ) -> tuple[ModuleType, Any]:
+        """The SDK module (whose exceptions :func:`map_sdk_errors` maps) and ``client``, or a new
+        client of the other arguments (here: ``openai``'s). Raises ConfigurationError when the
+        SDK is missing or no API key is found."""
+        openai = import_openai(type(self).__name__)
+        if client is not None:
+            return openai, client
+        try:
+            return openai, openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+        except openai.OpenAIError as exc:  # no api_key given and none in OPENAI_API_KEY
+            raise ConfigurationError(f"{type(self).__name__}: {exc}") from exc
+
+    @staticmethod
     @abstractmethod
-    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
-        """Send the payload through the SDK; return its response object."""
+    def _create_method(client: Any) -> Any:
+        """The client's method that sends a payload (its parameters are the fields options may
+        set); ConfigurationError when the client has none (an SDK too old)."""
 
     @abstractmethod
     def _parse(self, response: Any) -> ChatResult:
@@ -407,18 +461,6 @@ class _SDKChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._where!r}, model={self.model!r})"
-
-
-def _openai_client(
-    cls: type, client: Any, base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int
-) -> tuple[ModuleType, Any]:
-    openai = import_openai(cls.__name__)
-    if client is not None:
-        return openai, client
-    try:
-        return openai, openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
-    except openai.OpenAIError as exc:  # no api_key given and none in OPENAI_API_KEY
-        raise ConfigurationError(f"{cls.__name__}: {exc}") from exc
 
 
 class OpenAIChatModel(_SDKChatModel):
@@ -442,7 +484,7 @@ class OpenAIChatModel(_SDKChatModel):
             ``base_url``, ``api_key``, ``timeout_s`` default and ``max_retries`` are the client's.
         compat: how the server departs from OpenAI: a :class:`ServerCompat`, or the name of a
             known server (:data:`SERVER_COMPATS`: ``"llama-cpp-python"`` is :data:`LLAMA_CPP_PYTHON`);
-            ``None``: none.
+            ``None``: none. :meth:`render` gives the payload so adapted, as every call sends it.
 
     The answer's ``reasoning`` is read from ``message.reasoning_content`` or ``message.reasoning``,
     which OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) add; OpenAI itself returns none.
@@ -470,33 +512,20 @@ class OpenAIChatModel(_SDKChatModel):
         client: Any = None,
         compat: ServerCompat | str | None = None,
     ) -> None:
-        self.model, self.timeout_s = model, timeout_s
-        self.max_output_tokens, self.max_tokens_field = max_output_tokens, max_tokens_field
+        self.max_tokens_field = max_tokens_field
         if isinstance(compat, str):
             if compat not in SERVER_COMPATS:
                 raise ConfigurationError(f"OpenAIChatModel: compat={compat!r} names no known server; "
                                          f"known: {sorted(SERVER_COMPATS)}, or give a ServerCompat")
             compat = SERVER_COMPATS[compat]
         self.compat = compat if compat is not None else ServerCompat()
-        sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
-        self._setup(sdk, client, options, client.chat.completions.create)
+        super().__init__(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries,
+                         max_output_tokens=max_output_tokens, options=options, client=client)
         if self.compat.tool_choice is not None and "tool_choice" in self.options:
             raise ConfigurationError("OpenAIChatModel: give tool_choice in compat or in options, not both")
 
-    def render(
-        self,
-        messages: Sequence[Message],
-        *,
-        tool_definitions: Sequence[Mapping[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-    ) -> dict[str, Any]:
-        """The exact keyword arguments :meth:`generate` gives the SDK (timeout aside), adapted to
-        the server as :attr:`compat` says.
-
-        Raises:
-            InvalidArgumentError: messages or tools the renderer refuses, or a bound below 1.
-        """
-        payload = super().render(messages, tool_definitions=tool_definitions, max_output_tokens=max_output_tokens)
+    def _adapt(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The payload adapted to the server as :attr:`compat` says."""
         if self.compat == ServerCompat():
             return payload
         payload["messages"] = _adapt_messages(payload["messages"], self.compat)
@@ -508,8 +537,9 @@ class OpenAIChatModel(_SDKChatModel):
         limit = self.max_output_tokens if max_output_tokens is None else max_output_tokens
         return {} if limit is None else {self.max_tokens_field: limit}
 
-    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
-        return self._client.chat.completions.create(**payload, timeout=timeout_s)
+    @staticmethod
+    def _create_method(client: Any) -> Any:
+        return client.chat.completions.create
 
     def _parse(self, response: Any) -> ChatResult:
         choices = getattr(response, "choices", None) or []
@@ -528,17 +558,8 @@ class OpenAIChatModel(_SDKChatModel):
             None,
         )
         content = answer.content if isinstance(answer.content, str) else None
-        usage = getattr(response, "usage", None)
-        details = getattr(usage, "prompt_tokens_details", None)
-        return ChatResult(
-            message=_answer(content, calls, reasoning),
-            usage=Usage(prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
-                        completion_tokens=_count(getattr(usage, "completion_tokens", None)),
-                        cached_tokens=_count(getattr(details, "cached_tokens", None))),
-            finish_reason=choice.finish_reason,
-            model=getattr(response, "model", None),
-            response_id=getattr(response, "id", None),
-        )
+        usage = _openai_usage(getattr(response, "usage", None), "prompt_tokens", "completion_tokens")
+        return _result(response, content, calls, reasoning, usage, choice.finish_reason)
 
 
 _RESPONSES_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -571,30 +592,15 @@ class OpenAIResponsesModel(_SDKChatModel):
     price_provider = "openai"
     LIMIT_FIELDS = ("max_output_tokens",)
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        max_output_tokens: int | None = None,
-        options: Mapping[str, Any] | None = None,
-        client: Any = None,
-    ) -> None:
-        self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
-        sdk, client = _openai_client(type(self), client, base_url, api_key, timeout_s, max_retries)
-        if getattr(client, "responses", None) is None:
-            raise ConfigurationError("OpenAIResponsesModel needs openai>=1.66 (the Responses API)")
-        self._setup(sdk, client, options, client.responses.create)
-
     def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
         limit = self.max_output_tokens if max_output_tokens is None else max_output_tokens
         return {} if limit is None else {"max_output_tokens": limit}
 
-    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
-        return self._client.responses.create(**payload, timeout=timeout_s)
+    @staticmethod
+    def _create_method(client: Any) -> Any:
+        if getattr(client, "responses", None) is None:
+            raise ConfigurationError("OpenAIResponsesModel needs openai>=1.66 (the Responses API)")
+        return client.responses.create
 
     def _parse(self, response: Any) -> ChatResult:
         output = getattr(response, "output", None)
@@ -622,18 +628,8 @@ class OpenAIResponsesModel(_SDKChatModel):
             finish = _finish(reason, _RESPONSES_INCOMPLETE)
         else:
             finish = "tool_calls" if calls else "stop" if status == "completed" else status
-        usage = getattr(response, "usage", None)
-        details = getattr(usage, "input_tokens_details", None)
-        content = "".join(texts)
-        return ChatResult(
-            message=_answer(content, calls, "\n\n".join(reasoning) or None),
-            usage=Usage(prompt_tokens=_count(getattr(usage, "input_tokens", None)),
-                        completion_tokens=_count(getattr(usage, "output_tokens", None)),
-                        cached_tokens=_count(getattr(details, "cached_tokens", None))),
-            finish_reason=finish,
-            model=getattr(response, "model", None),
-            response_id=getattr(response, "id", None),
-        )
+        usage = _openai_usage(getattr(response, "usage", None), "input_tokens", "output_tokens")
+        return _result(response, "".join(texts), calls, "\n\n".join(reasoning) or None, usage, finish)
 
 
 _ANTHROPIC_STOP = {
@@ -695,21 +691,27 @@ class AnthropicChatModel(_SDKChatModel):
         client: Any = None,
         cache_breakpoints: bool = True,
     ) -> None:
+        self.renderer = AnthropicRenderer(cache_breakpoints=cache_breakpoints)
+        super().__init__(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries,
+                         max_output_tokens=max_output_tokens, options=options, client=client)
+
+    def _sdk_client(
+        self, client: Any, base_url: str | None, api_key: str | None, timeout_s: float, max_retries: int
+    ) -> tuple[ModuleType, Any]:
         require_extra("anthropic", "AnthropicChatModel")
         import anthropic
-        self.model, self.timeout_s, self.max_output_tokens = model, timeout_s, max_output_tokens
-        self.renderer = AnthropicRenderer(cache_breakpoints=cache_breakpoints)
         if client is None:
             client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
         if getattr(client, "api_key", None) is None and getattr(client, "auth_token", None) is None:
             raise ConfigurationError("AnthropicChatModel: no api_key given and ANTHROPIC_API_KEY is not set")
-        self._setup(anthropic, client, options, client.messages.create)
+        return anthropic, client
 
     def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:
         return {"max_tokens": self.max_output_tokens if max_output_tokens is None else max_output_tokens}
 
-    def _create(self, payload: dict[str, Any], timeout_s: float) -> Any:
-        return self._client.messages.create(**payload, timeout=timeout_s)
+    @staticmethod
+    def _create_method(client: Any) -> Any:
+        return client.messages.create
 
     def _parse(self, response: Any) -> ChatResult:
         blocks = getattr(response, "content", None)
@@ -731,12 +733,7 @@ class AnthropicChatModel(_SDKChatModel):
         parts = [_count(getattr(usage, name, None)) for name in
                  ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
         prompt = None if parts[0] is None else sum(part or 0 for part in parts)
-        content = "".join(texts)
-        return ChatResult(
-            message=_answer(content, calls, "\n\n".join(reasoning) or None),
-            usage=Usage(prompt_tokens=prompt, completion_tokens=_count(getattr(usage, "output_tokens", None)),
-                        cached_tokens=parts[1], cache_write_tokens=parts[2]),
-            finish_reason=_finish(getattr(response, "stop_reason", None), _ANTHROPIC_STOP),
-            model=getattr(response, "model", None),
-            response_id=getattr(response, "id", None),
-        )
+        counts = Usage(prompt_tokens=prompt, completion_tokens=_count(getattr(usage, "output_tokens", None)),
+                       cached_tokens=parts[1], cache_write_tokens=parts[2])
+        finish = _finish(getattr(response, "stop_reason", None), _ANTHROPIC_STOP)
+        return _result(response, "".join(texts), calls, "\n\n".join(reasoning) or None, counts, finish)

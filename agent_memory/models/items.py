@@ -61,6 +61,7 @@ from agent_memory.limits import (
     json_depth,
     shorten,
 )
+from agent_memory.models.bounds import JSON_DEPTH, STORED_CONTEXT, bounded_json, bounded_text, bounds_apply, check_length
 
 __all__ = [
     "ContentEncoding",
@@ -115,32 +116,9 @@ Version 1 is the format of every release before the field existed; a version tha
 record means (a new field, a new type) raises it, and this version refuses such records loudly
 instead of misreading or moving them."""
 
-STORED_CONTEXT: dict[str, Any] = {"agent_memory_stored": True}
-"""Validation context for records read back from the item store: types and Unicode are checked,
-the size bounds of :mod:`agent_memory.limits` are not (they apply when an item is stored)."""
-
-
 def utc_now() -> datetime:
     """The current time, timezone-aware, in UTC."""
     return datetime.now(UTC)
-
-
-def _bounded(info: ValidationInfo) -> bool:
-    """Whether size bounds apply (not for records read back from the store)."""
-    return not (isinstance(info.context, dict) and info.context.get("agent_memory_stored"))
-
-
-def _check_length(value: str, what: str, max_chars: int, info: ValidationInfo) -> str:
-    if _bounded(info) and len(value) > max_chars:
-        raise ValueError(f"{what} has {len(value):,} characters; at most {max_chars:,} are allowed")
-    return check_text(value, what)
-
-
-def _check_json(value: Any, what: str) -> Any:
-    """Refuse JSON-like data nested deeper than ``MAX_JSON_DEPTH`` (before pydantic walks it)."""
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise ValueError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
-    return value
 
 
 class _Model(BaseModel):
@@ -334,7 +312,7 @@ class ItemMetadata(_Model):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: str = "agent"
+    source: Annotated[str, bounded_text(MAX_SOURCE_CHARS)] = "agent"
     """Where the content came from: a tool name, a URL, ``"user"``, ``"agent"``."""
     timestamp: datetime = Field(default_factory=utc_now)
     """When the item was stored (timezone-aware; naive datetimes are taken as UTC)."""
@@ -356,11 +334,11 @@ class ItemMetadata(_Model):
     """Hex sha256 of the content blob; names the blob file ``content/<sha256>``."""
     content_encoding: ContentEncoding = "text"
     """How the blob decodes: ``text``, ``bytes`` or ``json``."""
-    title: str | None = None
+    title: Annotated[str, bounded_text(MAX_TITLE_CHARS)] | None = None
     """A human title (page title, tool call), or ``None`` when unknown."""
-    media_type: str | None = None
+    media_type: Annotated[str, bounded_text(MAX_MEDIA_TYPE_CHARS)] | None = None
     """MIME type when known (``text/html``, ``application/json``), or ``None``."""
-    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    extra: Annotated[dict[str, JsonValue], JSON_DEPTH, bounded_json(MAX_EXTRA_CHARS)] = Field(default_factory=dict)
     """Any further JSON-able facts (tool arguments, HTTP status, ...)."""
 
     @field_validator("timestamp")
@@ -372,45 +350,17 @@ class ItemMetadata(_Model):
     @classmethod
     def _normalise_tags(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         tags = sorted({tag.strip().lower() for tag in value if tag and tag.strip()})
-        if _bounded(info) and len(tags) > MAX_TAGS:
+        if bounds_apply(info) and len(tags) > MAX_TAGS:
             raise ValueError(f"{len(tags):,} tags; at most {MAX_TAGS} are allowed")
         for tag in tags:
-            _check_length(tag, "a tag", MAX_TAG_CHARS, info)
+            check_length(tag, "a tag", MAX_TAG_CHARS, info)
         return tuple(tags)
-
-    @field_validator("source")
-    @classmethod
-    def _bound_source(cls, value: str, info: ValidationInfo) -> str:
-        return _check_length(value, "source", MAX_SOURCE_CHARS, info)
-
-    @field_validator("title")
-    @classmethod
-    def _bound_title(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "title", MAX_TITLE_CHARS, info)
-
-    @field_validator("media_type")
-    @classmethod
-    def _bound_media_type(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "media_type", MAX_MEDIA_TYPE_CHARS, info)
 
     @field_validator("related_to")
     @classmethod
     def _bound_related(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        if _bounded(info) and len(value) > MAX_RELATED:
+        if bounds_apply(info) and len(value) > MAX_RELATED:
             raise ValueError(f"{len(value):,} related ids; at most {MAX_RELATED} are allowed")
-        return value
-
-    @field_validator("extra", mode="before")
-    @classmethod
-    def _extra_depth(cls, value: Any) -> Any:
-        return _check_json(value, "extra")
-
-    @field_validator("extra")
-    @classmethod
-    def _bound_extra(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if value:
-            text = json.dumps(value, ensure_ascii=False)
-            _check_length(text, "extra (as JSON)", MAX_EXTRA_CHARS, info)
         return value
 
 
@@ -569,21 +519,9 @@ class FilteredTransform(_TransformBase):
     """Dotted path into JSON content: ``a.b.0.c``; ``*`` maps over a list (``results.*.url``)."""
     column: str | None = Field(default=None, min_length=1, max_length=MAX_JSON_PATH_CHARS)
     """Column (key) compared with ``value`` in tabular content."""
-    value: JsonValue = None
+    value: Annotated[JsonValue, JSON_DEPTH, bounded_json(MAX_PATTERN_CHARS)] = None
     """Value the ``column`` must equal (compared as text, so ``3`` matches ``"3"``); at most
     ``MAX_PATTERN_CHARS`` as JSON."""
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _value_depth(cls, value: Any) -> Any:
-        return _check_json(value, "value")
-
-    @field_validator("value")
-    @classmethod
-    def _bound_value(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is not None:
-            _check_length(json.dumps(value, ensure_ascii=False), "value (as JSON)", MAX_PATTERN_CHARS, info)
-        return value
 
 
 class SummaryTransform(_TransformBase):

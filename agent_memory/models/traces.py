@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     ConfigDict,
     Field,
     JsonValue,
@@ -56,7 +57,16 @@ from agent_memory.limits import (
     replace_surrogates,
     shorten,
 )
-from agent_memory.models.items import _bounded, _check_length, _Model, content_to_bytes
+from agent_memory.models.bounds import (
+    JSON_DEPTH,
+    bounded_strings,
+    bounded_text,
+    bounds_apply,
+    check_json_depth,
+    check_length,
+    check_strings,
+)
+from agent_memory.models.items import _Model, content_to_bytes
 from agent_memory.models.trace_ids import (
     MAX_TRACE_ID_CHARS,
     _check_item_id,
@@ -204,10 +214,35 @@ def tool_result_preview(result: Any, max_chars: int = MAX_TOOL_RESULT_PREVIEW_CH
 
 def _json_text(value: Any, what: str) -> str:
     """Compact JSON text of ``value`` (depth-checked, valid Unicode), for size checks."""
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise ValueError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+    check_json_depth(value, what)
     return check_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")), what)
 
+
+def _turn_ids(value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+    if bounds_apply(info) and len(value) > MAX_WINDOW_TURNS:
+        raise ValueError(f"{len(value):,} turn ids; at most {MAX_WINDOW_TURNS:,} are allowed")
+    for turn_id in value:
+        turn_number(turn_id)
+    return value
+
+
+_TurnIds = Annotated[tuple[str, ...], AfterValidator(_turn_ids)]
+"""Turn ids (``turn_0001``), oldest first: at most ``MAX_WINDOW_TURNS``."""
+
+_WindowId = Annotated[str, AfterValidator(lambda value: _check_window_id(value) if value else value)]
+"""A window id made by :func:`window_id_for`, or ``""``."""
+
+_Tags = Annotated[tuple[str, ...], bounded_strings(MAX_TAGS, MAX_TAG_CHARS)]
+"""Free labels, in order: at most ``MAX_TAGS`` of at most ``MAX_TAG_CHARS`` characters."""
+
+_TraceText = Annotated[str, bounded_text(MAX_TRACE_CONTENT_CHARS)]
+"""A trace's ``content`` or ``reasoning``: at most ``MAX_TRACE_CONTENT_CHARS`` characters."""
+
+_CallId = Annotated[str, bounded_text(MAX_CALL_ID_CHARS)]
+"""A ``tool_call_id`` or ``correlation_id``: at most ``MAX_CALL_ID_CHARS`` characters."""
+
+_Notes = Annotated[tuple[str, ...], bounded_strings(MAX_NOTES, MAX_NOTE_CHARS)]
+"""An episode's note list: at most ``MAX_NOTES`` entries of at most ``MAX_NOTE_CHARS`` characters."""
 
 # -- models ----------------------------------------------------------------------------------
 
@@ -224,7 +259,7 @@ class _TraceModel(_Model):
     @model_validator(mode="before")
     @classmethod
     def _no_unknown_fields(cls, data: Any, info: ValidationInfo) -> Any:
-        if isinstance(data, dict) and _bounded(info):
+        if isinstance(data, dict) and bounds_apply(info):
             unknown = sorted(str(key) for key in data if key not in cls.model_fields)
             if unknown:
                 raise ValueError(f"unknown field(s): {', '.join(unknown[:5])}")
@@ -235,16 +270,6 @@ class _TraceModel(_Model):
         data = handler(self)
         omit = self._omit_empty
         return {key: value for key, value in data.items() if value is not None and not (key in omit and not value)}
-
-
-def _check_strings(
-    values: tuple[str, ...], what: str, max_items: int, max_chars: int, info: ValidationInfo
-) -> tuple[str, ...]:
-    if _bounded(info) and len(values) > max_items:
-        raise ValueError(f"{len(values):,} {what}; at most {max_items:,} are allowed")
-    for value in values:
-        _check_length(value, f"an entry of {what}", max_chars, info)
-    return values
 
 
 class TraceMedia(_TraceModel):
@@ -264,7 +289,7 @@ class TraceMedia(_TraceModel):
     @field_validator("images", "audio", "video")
     @classmethod
     def _bound_urls(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return _check_strings(value, f"{info.field_name} URLs", MAX_MEDIA_URLS, MAX_SOURCE_CHARS, info)
+        return check_strings(value, f"{info.field_name} URLs", MAX_MEDIA_URLS, MAX_SOURCE_CHARS, info)
 
 
 TraceType = Literal["user", "assistant", "tool_call", "tool_result"]
@@ -298,34 +323,34 @@ class RawTraceItem(_TraceModel):
     """Order of the event within its turn, from 1."""
     trace_type: TraceType
     """``user``, ``assistant``, ``tool_call`` or ``tool_result``."""
-    content: str = ""
+    content: _TraceText = ""
     """The text: the user's message, the model's answer; often ``""`` for tool events (at most
     ``MAX_TRACE_CONTENT_CHARS``)."""
-    source_event: str
+    source_event: Annotated[str, bounded_text(MAX_SOURCE_EVENT_CHARS, blank="must not be empty")]
     """The event that produced the trace, e.g. ``LLMUserMessageReadyEvent``,
     ``PendingToolInvocationEvent``, ``ToolResultEvent``, ``LLMCompleteResponseReceivedEvent``."""
     media: TraceMedia | None = None
     """Images, audio and video of a user message; ``None``: none (left out of the line)."""
-    tool_name: str | None = None
+    tool_name: Annotated[str, bounded_text(MAX_TOOL_NAME_CHARS)] | None = None
     """For tool events: the tool's name."""
-    tool_call_id: str | None = None
+    tool_call_id: _CallId | None = None
     """For tool events: the provider's call id, shared by a call and its result."""
-    tool_args: dict[str, JsonValue] | None = None
+    tool_args: Annotated[dict[str, JsonValue] | None, JSON_DEPTH] = None
     """For a ``tool_call`` (and optionally its result): the arguments as parsed JSON (at most
     ``MAX_TOOL_ARGS_CHARS`` as compact JSON)."""
-    tool_result: JsonValue = None
+    tool_result: Annotated[JsonValue, JSON_DEPTH] = None
     """For a ``tool_result``: a bounded preview of the result (text or small JSON, at most
     ``MAX_TOOL_RESULT_PREVIEW_CHARS``; see :func:`tool_result_preview`), never the full result."""
-    tool_error: str | None = None
+    tool_error: Annotated[str, bounded_text(MAX_TOOL_ERROR_CHARS)] | None = None
     """For a failed ``tool_result``: the error message (at most ``MAX_TOOL_ERROR_CHARS``);
     ``None``: the tool succeeded."""
-    correlation_id: str | None = None
+    correlation_id: _CallId | None = None
     """An id linking events across systems (a request id), or ``None``."""
-    tags: tuple[str, ...] = ()
+    tags: _Tags = ()
     """Free labels such as ``processed`` or ``final``, in order (at most ``MAX_TAGS``)."""
     tool_result_ref: str | None = None
     """For a ``tool_result``: the AgentMemory id (``mem_…``) holding the full result."""
-    reasoning: str | None = None
+    reasoning: _TraceText | None = None
     """For an ``assistant`` trace: the model's reasoning text, when the provider returns it."""
 
     @field_validator("turn_id")
@@ -334,62 +359,23 @@ class RawTraceItem(_TraceModel):
         turn_number(value)
         return value
 
-    @field_validator("content", "reasoning")
-    @classmethod
-    def _bound_text(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, info.field_name or "text", MAX_TRACE_CONTENT_CHARS, info)
-
-    @field_validator("source_event")
-    @classmethod
-    def _bound_event(cls, value: str, info: ValidationInfo) -> str:
-        if _bounded(info) and not value.strip():
-            raise ValueError("source_event must not be empty")
-        return _check_length(value, "source_event", MAX_SOURCE_EVENT_CHARS, info)
-
-    @field_validator("tool_name")
-    @classmethod
-    def _bound_name(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "tool_name", MAX_TOOL_NAME_CHARS, info)
-
-    @field_validator("tool_call_id", "correlation_id")
-    @classmethod
-    def _bound_ids(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, info.field_name or "id", MAX_CALL_ID_CHARS, info)
-
-    @field_validator("tool_error")
-    @classmethod
-    def _bound_error(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "tool_error", MAX_TOOL_ERROR_CHARS, info)
-
-    @field_validator("tool_args", "tool_result", mode="before")
-    @classmethod
-    def _json_depth(cls, value: Any, info: ValidationInfo) -> Any:
-        if json_depth(value) > MAX_JSON_DEPTH:
-            raise ValueError(f"{info.field_name} is nested more than {MAX_JSON_DEPTH} levels deep")
-        return value
-
     @field_validator("tool_args")
     @classmethod
     def _bound_args(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
         if value is not None:
-            _check_length(_json_text(value, "tool_args"), "tool_args (as JSON)", MAX_TOOL_ARGS_CHARS, info)
+            check_length(_json_text(value, "tool_args"), "tool_args (as JSON)", MAX_TOOL_ARGS_CHARS, info)
         return value
 
     @field_validator("tool_result")
     @classmethod
     def _bound_result(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str):
-            _check_length(value, "tool_result", MAX_TOOL_RESULT_PREVIEW_CHARS, info)
+            check_length(value, "tool_result", MAX_TOOL_RESULT_PREVIEW_CHARS, info)
         elif value is not None:
             text = _json_text(value, "tool_result")
             what = "tool_result (as JSON; cut it with tool_result_preview)"
-            _check_length(text, what, MAX_TOOL_RESULT_PREVIEW_CHARS, info)
+            check_length(text, what, MAX_TOOL_RESULT_PREVIEW_CHARS, info)
         return value
-
-    @field_validator("tags")
-    @classmethod
-    def _bound_tags(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return _check_strings(value, "tags", MAX_TAGS, MAX_TAG_CHARS, info)
 
     @field_validator("tool_result_ref")
     @classmethod
@@ -402,7 +388,7 @@ class RawTraceItem(_TraceModel):
             object.__setattr__(self, "id", raw_trace_id(self.turn_id, self.seq))
         else:
             _check_item_id(self.id, "rt_")
-        if _bounded(info) and self.trace_type in ("tool_call", "tool_result") and not self.tool_call_id:
+        if bounds_apply(info) and self.trace_type in ("tool_call", "tool_result") and not self.tool_call_id:
             raise ValueError(f"a {self.trace_type} trace needs its tool_call_id")
         return self
 
@@ -423,70 +409,31 @@ class EpisodicItem(_TraceModel):
     """Episode id, ``ep_…`` (``""``: derive it from the window)."""
     ts: float = Field(default_factory=time.time, ge=0)
     """When the summary was made, in Unix time (seconds)."""
-    turn_ids: tuple[str, ...] = Field(min_length=1)
+    turn_ids: _TurnIds = Field(min_length=1)
     """The turns summarised, oldest first (at most ``MAX_WINDOW_TURNS``)."""
-    summary: str
+    summary: Annotated[str, bounded_text(MAX_SUMMARY_CHARS)]
     """The narrative summary of those turns (at most ``MAX_SUMMARY_CHARS``)."""
-    tags: tuple[str, ...] = ()
+    tags: _Tags = ()
     """Free labels (at most ``MAX_TAGS``)."""
     salience: float = Field(default=0.0, ge=0.0, le=1.0)
     """How much the episode matters for later turns, 0 (not at all) to 1."""
-    window_id: str = ""
+    window_id: _WindowId = ""
     """Deterministic id of the window of turns (``""``: derive it from ``turn_ids``)."""
-    decisions: tuple[str, ...] = ()
+    decisions: _Notes = ()
     """Decisions made in these turns."""
-    constraints: tuple[str, ...] = ()
+    constraints: _Notes = ()
     """Constraints the user or the task set."""
-    open_questions: tuple[str, ...] = ()
+    open_questions: _Notes = ()
     """Questions still unanswered."""
-    next_steps: tuple[str, ...] = ()
+    next_steps: _Notes = ()
     """What was planned next."""
-    done: tuple[str, ...] = ()
+    done: _Notes = ()
     """Work already finished, so that it is not planned again."""
-    summarizer: str | None = None
+    summarizer: Annotated[str, bounded_text(MAX_SUMMARIZER_CHARS)] | None = None
     """Which summarizer made the item (``extractive``, ``llm``); ``None``: unknown."""
-    fallback_reason: str | None = None
+    fallback_reason: Annotated[str, bounded_text(MAX_REASON_CHARS)] | None = None
     """Why the fallback summarizer was used (timeout, HTTP error, invalid output); ``None``: the
     summarizer asked for made it."""
-
-    @field_validator("turn_ids")
-    @classmethod
-    def _turn_ids(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        if _bounded(info) and len(value) > MAX_WINDOW_TURNS:
-            raise ValueError(f"{len(value):,} turn ids; at most {MAX_WINDOW_TURNS:,} are allowed")
-        for turn_id in value:
-            turn_number(turn_id)
-        return value
-
-    @field_validator("summary")
-    @classmethod
-    def _bound_summary(cls, value: str, info: ValidationInfo) -> str:
-        return _check_length(value, "summary", MAX_SUMMARY_CHARS, info)
-
-    @field_validator("tags")
-    @classmethod
-    def _bound_tags(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return _check_strings(value, "tags", MAX_TAGS, MAX_TAG_CHARS, info)
-
-    @field_validator("decisions", "constraints", "open_questions", "next_steps", "done")
-    @classmethod
-    def _bound_notes(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return _check_strings(value, info.field_name or "notes", MAX_NOTES, MAX_NOTE_CHARS, info)
-
-    @field_validator("summarizer")
-    @classmethod
-    def _bound_summarizer(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "summarizer", MAX_SUMMARIZER_CHARS, info)
-
-    @field_validator("fallback_reason")
-    @classmethod
-    def _bound_reason(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else _check_length(value, "fallback_reason", MAX_REASON_CHARS, info)
-
-    @field_validator("window_id")
-    @classmethod
-    def _window(cls, value: str) -> str:
-        return _check_window_id(value) if value else value
 
     @model_validator(mode="after")
     def _derive_ids(self) -> EpisodicItem:
@@ -512,46 +459,20 @@ class SemanticItem(_TraceModel):
     """Fact id, ``sem_…`` (``""``: derive it from the fact)."""
     ts: float = Field(default_factory=time.time, ge=0)
     """When the fact was recorded, in Unix time (seconds)."""
-    fact: str
+    fact: Annotated[str, bounded_text(MAX_FACT_CHARS, blank="must not be blank")]
     """The fact, one statement, not blank (at most ``MAX_FACT_CHARS``)."""
-    tags: tuple[str, ...] = ()
+    tags: _Tags = ()
     """Free labels such as ``preference``, ``decision`` (at most ``MAX_TAGS``)."""
     confidence: float = Field(default=0.0, ge=0.0, le=1.0)
     """How sure the summarizer is that the fact holds, 0 to 1."""
     salience: float = Field(default=0.0, ge=0.0, le=1.0)
     """How much the fact matters for later turns, 0 to 1."""
-    source_turn_ids: tuple[str, ...] = ()
+    source_turn_ids: _TurnIds = ()
     """The turns the fact was taken from, oldest first; empty when unknown."""
     pinned: bool = False
     """``True``: the fact is shown in every compaction snapshot, whatever the limits."""
-    window_id: str | None = None
+    window_id: _WindowId | None = None
     """The compaction window the fact came from; ``None``: added outside a compaction."""
-
-    @field_validator("fact")
-    @classmethod
-    def _bound_fact(cls, value: str, info: ValidationInfo) -> str:
-        if _bounded(info) and not value.strip():
-            raise ValueError("fact must not be blank")
-        return _check_length(value, "fact", MAX_FACT_CHARS, info)
-
-    @field_validator("tags")
-    @classmethod
-    def _bound_tags(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return _check_strings(value, "tags", MAX_TAGS, MAX_TAG_CHARS, info)
-
-    @field_validator("source_turn_ids")
-    @classmethod
-    def _turn_ids(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        if _bounded(info) and len(value) > MAX_WINDOW_TURNS:
-            raise ValueError(f"{len(value):,} turn ids; at most {MAX_WINDOW_TURNS:,} are allowed")
-        for turn_id in value:
-            turn_number(turn_id)
-        return value
-
-    @field_validator("window_id")
-    @classmethod
-    def _window(cls, value: str | None) -> str | None:
-        return _check_window_id(value) if value else value
 
     @model_validator(mode="after")
     def _derive_id(self) -> SemanticItem:
