@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from agent_memory.models.items import MemoryItem
@@ -25,6 +27,8 @@ KEY_ROWS = 2
 """Rows shown in key content at most."""
 SUMMARY_ROWS = 5
 """First rows shown in a summary (the last row is added when there are more)."""
+KEPT_TABLES = 4
+"""Items whose table :class:`DatabaseResultPlugin` keeps once read."""
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
@@ -37,12 +41,14 @@ class Table:
 
     def column_range(self, index: int) -> tuple[Any, Any] | None:
         """``(min, max)`` of a numeric (or ISO-date) column; ``None`` for other columns."""
-        values = [row[index] for row in self.rows if row[index] is not None]
+        values = [value for value in map(itemgetter(index), self.rows) if value is not None]
         if not values:
             return None
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        kinds = set(map(type, values))
+        if kinds <= _NUMBER_TYPES or all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             return min(values), max(values)
-        if all(isinstance(v, str) and _DATE.match(v) for v in values):
+        if (all(map(_DATE.match, values)) if kinds <= _STR_TYPE
+                else all(isinstance(v, str) and _DATE.match(v) for v in values)):
             lo, hi = min(values), max(values)
             midnight = all(v[10:].strip(" T") in ("", "00:00:00", "00:00") for v in (lo, hi))
             return (lo[:10], hi[:10]) if midnight else (lo, hi)
@@ -61,7 +67,14 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_STR_TYPE = frozenset({str})
+_NUMBER_TYPES = frozenset({int, float})
+
+
 def _flat(row: dict[str, Any]) -> dict[str, Any] | None:
+    if _SCALAR_TYPES.issuperset(map(type, row.values())) and _STR_TYPE.issuperset(map(type, row)):
+        return row  # flat already (the common case: one type check per value, at C speed)
     out: dict[str, Any] = {}
     for key, value in row.items():
         if _is_scalar(value):
@@ -97,7 +110,7 @@ def parse_table(data: Any) -> Table | None:
     for row in flat:
         seen.update(dict.fromkeys(row))
     names = tuple(seen)
-    return Table(names, tuple(tuple(r.get(c) for c in names) for r in flat))
+    return Table(names, tuple(tuple(map(r.get, names)) for r in flat))
 
 
 def _number(cell: str) -> Any:
@@ -139,7 +152,26 @@ class DatabaseResultPlugin(BasePlugin):
     name = "database_result"
     priority = 30
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._tables: OrderedDict[tuple[str, str, str, str], Table | None] = OrderedDict()
+
     def _table(self, item: MemoryItem) -> Table | None:
+        """The item's table, read once per stored content (``matches``, then ``key_content`` or
+        ``summary``: 8,715 rows take ~0.1-0.2 s to read) for the last :data:`KEPT_TABLES` items."""
+        meta = item.metadata
+        if not meta.content_sha256:  # a hand-built item: no hash to know its content by
+            return self._read_table(item)
+        key = (item.id, meta.content_sha256, item.type, meta.media_type or "")  # what _read_table reads
+        if key in self._tables:
+            self._tables.move_to_end(key)
+            return self._tables[key]
+        table = self._tables[key] = self._read_table(item)
+        while len(self._tables) > KEPT_TABLES:
+            self._tables.popitem(last=False)
+        return table
+
+    def _read_table(self, item: MemoryItem) -> Table | None:
         data = item_json(item)
         if data is not NOT_JSON:
             return parse_table(data)

@@ -25,6 +25,10 @@ LIST_KEYS = ("results", "organic_results", "items", "hits", "documents", "web", 
 MIN_HIT_SHARE = 0.6
 """Share of a list's entries that must look like hits for the list to be search results."""
 
+JUDGED_ENTRIES = 200
+"""A list whose first this many entries are not search hits is not read further: a search answers
+tens of hits; a query result of thousands of rows is refused after 200."""
+
 _URL = re.compile(r"https?://\S+")
 
 SearchHit = tuple[str, str, str]
@@ -41,6 +45,9 @@ def _first(entry: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 def _hits_from_list(values: list[Any]) -> list[SearchHit] | None:
     if not values or not all(isinstance(v, dict) for v in values):
+        return None
+    judged = values[:JUDGED_ENTRIES]
+    if sum(1 for v in judged if _first(v, TITLE_KEYS) and _first(v, URL_KEYS)) < MIN_HIT_SHARE * len(judged):
         return None
     hits = [(_first(v, TITLE_KEYS), _first(v, URL_KEYS), _first(v, SNIPPET_KEYS)) for v in values]
     good = sum(1 for title, url, _ in hits if title and url)

@@ -9,6 +9,7 @@ trafilatura's ``extract``, each wrapped to record its calls and then run as is."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -207,6 +208,40 @@ def test_a_json_tool_result_is_serialised_once_on_the_agents_thread(
             content = agent.memory.get(stored[0].id).content
     assert len(stored) == 1 and content == rows
     assert dumped == [threading.current_thread().name], dumped
+
+
+def test_a_large_json_result_is_shown_and_cited_without_tokenizing_it_whole_on_the_agents_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 8,000 rows: ~1 MB of indented JSON, ~330k tokens; the first showing is its head, cut to the
+    # cap, and its citation says its size as an estimate until the indexing thread counted it
+    rows = [{"track_id": n, "name": f"Track number {n}", "composer": "Angus Young", "price": 0.99}
+            for n in range(8_000)]
+    encodes = Encodes(monkeypatch)
+
+    @tool
+    def run_query(sql: str) -> list[dict[str, Any]]:
+        """Run a query.
+
+        Args:
+            sql: the query.
+        """
+        return rows
+
+    longest: list[int] = []
+    with FakeLLMServer() as server:
+        server.enqueue(ScriptedReply(tool_calls=(ScriptedToolCall("run_query", json.dumps({"sql": "SELECT"})),)),
+                       "Done.")
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+        limits = ModelLimits(max_context_tokens=200_000, max_output_tokens=4_096)
+        with MemoryAgent(model, tools=[run_query], memory_dir=tmp_path, agent_id="rows", limits=limits,
+                         memory_config=MemoryConfig(index_on_store=False)) as agent:
+            assert agent.run("Query it.").stopped == "answer"
+            longest.append(encodes.longest_on(threading.get_ident()))
+            text = readable_text(agent.memory.get(agent.memory.records()[0].id))[0]
+        shown = next(m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool")
+    assert len(text) > 900_000 and longest[0] < len(text) // 10, f"{longest[0]:,} characters tokenized at once"
+    assert re.search(r"· ~[0-9,]+ tokens ·", shown), shown[:300]  # an estimate, marked
+    assert "Beginning of the content:" in shown and '"track_id": 0,' in shown and '"track_id": 7999' not in shown
 
 
 def test_a_large_page_is_cited_with_the_exact_tokens_of_what_the_model_reads(large_page: str, tmp_path: Path) -> None:

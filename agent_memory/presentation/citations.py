@@ -63,6 +63,9 @@ class Citation(BaseModel):
     """Title when known."""
     tokens: int
     """Size of the full result as the model would read it, in tokens."""
+    tokens_estimated: bool = False
+    """``tokens`` is an estimate (:func:`~agent_memory.tokens.estimate_tokens`: a large result
+    not counted yet), shown as ``~N tokens`` with two significant digits."""
     key_content: str = ""
     """What the plugin (or LLM citation writer) found most useful; "" for a header-only citation."""
     plugin: str | None = None
@@ -78,12 +81,17 @@ class Citation(BaseModel):
             label = f"{self.title} ({self.source})"
         else:
             label = self.title or self.source or self.type
-        head = f'[{label} · {self.tokens:,} tokens · {self.retrieve_call}(id="{self.item_id}")]'
+        size = f"~{float(f'{self.tokens:.2g}'):,.0f}" if self.tokens_estimated else f"{self.tokens:,}"
+        head = f'[{label} · {size} tokens · {self.retrieve_call}(id="{self.item_id}")]'
         return f"{head}\n{self.key_content}" if self.key_content else head
 
 
 VALUES_LABEL = "values: "
 """Starts the line of a citation that carries the result's key values."""
+
+VALUE_CHARS_PER_TOKEN = 16
+"""Characters of a line of key values that one token holds at most, for reading only as many
+values of a large result as its line can show (o200k: 3-6 characters a token on ids and dates)."""
 
 VALUES_SHARE = 0.5
 """Share of the key-content budget the key values may take when the result has some (the plugin's
@@ -118,14 +126,15 @@ class CitationBuilder:
         self.key_share = key_share
         self.retrieve_call = retrieve_call
 
-    def header(self, item: MemoryItem) -> Citation:
-        """The header-only citation of ``item``."""
+    def header(self, item: MemoryItem, *, tokens: tuple[int, bool] | None = None) -> Citation:
+        """The header-only citation of ``item``; ``tokens``: its readable tokens and whether they
+        are estimated, when the caller knows them (``None``: :func:`readable_tokens`)."""
         meta = item.metadata
         source = shorten(meta.source, LABEL_MAX_CHARS)
         title = shorten(meta.title, LABEL_MAX_CHARS) if meta.title else meta.title
-        return Citation(item_id=item.id, type=item.type, source=source, title=title,
-                        tokens=readable_tokens(item, self.counter),
-                        retrieve_call=self.retrieve_call)
+        size, estimated = tokens if tokens is not None else readable_tokens(item, self.counter)
+        return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=size,
+                        tokens_estimated=estimated, retrieve_call=self.retrieve_call)
 
     def _with_values(self, item: MemoryItem, key_content: str, budget: int) -> str:
         """``key_content`` within ``budget`` tokens, followed by a line of the result's key values
@@ -136,25 +145,29 @@ class CitationBuilder:
         compact JSON (keys, not the paths of lines); nothing from binary content."""
         text = indexable_text(item, item.content, json_format="compact")
         shown = set(values_in(key_content))
-        values = [value for value in values_in(text) if value not in shown]
+        room = int(budget * VALUES_SHARE) if key_content else budget
+        # enough values to fill the room: a token holds at most a few characters of them
+        enough = (room + len(shown)) * VALUE_CHARS_PER_TOKEN + len(" ".join(shown))
+        values = [value for value in values_in(text, max_chars=enough) if value not in shown]
         if not values:
             return shorten(key_content, budget, counter=self.counter)
-        room = int(budget * VALUES_SHARE) if key_content else budget
         line = VALUES_LABEL + " ".join(values)
         if self.counter.count(line) > room:
             line = shorten(line, room, counter=self.counter)
         head = shorten(key_content, budget - self.counter.count(line) - 1, counter=self.counter) if key_content else ""
         return f"{head}\n{line}" if head else line
 
-    def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None) -> Citation:
+    def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None,
+             tokens: tuple[int, bool] | None = None) -> Citation:
         """A citation of ``item``, within ``max_tokens``.
 
         Args:
             item: the stored result.
             key_content: key content made elsewhere (the LLM citation writer); ``None``: the plugin's.
             plugin: name to record with ``key_content``.
+            tokens: see :meth:`header`.
         """
-        base = self.header(item)
+        base = self.header(item, tokens=tokens)
         room = self.max_tokens - self.counter.count(base.render())
         budget = min(room, int(base.tokens * self.key_share))
         if budget < MIN_KEY_TOKENS:

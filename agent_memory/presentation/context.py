@@ -42,7 +42,7 @@ from agent_memory.limits import MAX_AROUND_CHARS, shorten
 from agent_memory.memory import AgentMemory
 from agent_memory.models.items import ExcerptTransform, ItemMetadata, MemoryItem
 from agent_memory.models.messages import Message
-from agent_memory.presentation.citations import CitationBuilder
+from agent_memory.presentation.citations import Citation, CitationBuilder
 from agent_memory.presentation.key_values import values_in
 from agent_memory.presentation.rewrites import (
     CacheRates,
@@ -108,6 +108,12 @@ class ResultView:
     decisions (whether to cite, what starting to cite saves) and is never shown."""
 
 
+ESTIMATE_SURELY_OVER = 2
+"""A result whose estimated tokens are over this many times the cap of its first showing is cut
+without being counted whole (:func:`~agent_memory.tokens.estimate_tokens` was within 13% of the
+exact count on real pages); one nearer the cap is counted exactly first."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Texts:
     """What one result's view is made of: each text with its tokens (counted once)."""
@@ -119,6 +125,9 @@ class _Texts:
     readable_tokens: int
     cited: str
     cited_tokens: int
+    readable_estimated: bool = False
+    """``readable_tokens`` is an estimate (a long result read as stored, JSON or text): it is
+    counted exactly only when it may be shown whole."""
 
 
 @dataclass
@@ -299,22 +308,29 @@ class ContextBuilder:
         item = self._with_origin(self.memory.get(item_id))
         counter = self.memory.tokens
         raw = raw_text(item.content, item.metadata.content_encoding)
-        readable, _ = readable_text(item)
+        readable = raw if item.metadata.content_encoding == "json" else readable_text(item)[0]
+        readable_estimated = False
         if readable == raw:  # text, JSON: read as stored, counted once (and the citation reuses it)
-            raw_tokens = readable_tokens = counter.count(raw)
-            raw_estimated = False
-            counts = {"tokens": raw_tokens, "text_tokens": None}
+            readable = raw
+            raw_tokens = readable_tokens = estimate_tokens(raw, counter)
+            raw_estimated = readable_estimated = len(raw) > EXACT_ESTIMATE_CHARS
+            counts = {} if raw_estimated else {"tokens": raw_tokens, "text_tokens": None}
         else:
             readable_tokens = counter.count(readable)
             raw_tokens, raw_estimated = estimate_tokens(raw, counter), len(raw) > EXACT_ESTIMATE_CHARS
             counts = {} if raw_estimated else {"tokens": raw_tokens, "text_tokens": readable_tokens}
         if item.metadata.tokens is None and counts:
             item = item.model_copy(update={"metadata": item.metadata.model_copy(update=counts)})
-        made = self.citations.cite(item)
+        made: Citation | CitationOutcome
+        if isinstance(self.citations, CitationBuilder):
+            made = self.citations.cite(item, tokens=(readable_tokens, readable_estimated))
+        else:  # an LLM citation writer reads the whole result anyway
+            made = self.citations.cite(item)
         cited = (made.citation if isinstance(made, CitationOutcome) else made).render()
         cited_tokens = counter.count(cited)
         capped_before = self.stats.capped_first_showings
-        shown = _Texts(raw, raw_tokens, raw_estimated, readable, readable_tokens, cited, cited_tokens)
+        shown = _Texts(raw, raw_tokens, raw_estimated, readable, readable_tokens, cited, cited_tokens,
+                       readable_estimated)
         full, full_tokens = self._full(shown)
         view = ResultView(raw=raw, raw_tokens=raw_tokens, full=full, full_tokens=full_tokens, cited=cited,
                           cited_tokens=cited_tokens, capped=self.stats.capped_first_showings > capped_before,
@@ -358,14 +374,17 @@ class ContextBuilder:
         longer (counted exactly then, if its count was an estimate)."""
         counter = self.memory.tokens
         text, tokens = shown.readable, shown.readable_tokens
-        if tokens >= shown.raw_tokens:
+        if shown.readable is not shown.raw and tokens >= shown.raw_tokens:
             raw_tokens = counter.count(shown.raw) if shown.raw_estimated else shown.raw_tokens
             if tokens >= raw_tokens:
                 text, tokens = shown.raw, raw_tokens
+        first = cap is None
         if cap is None:
             cap = self.policy.full_result_max_tokens
-            if tokens > cap:
-                self.stats.capped_first_showings += 1  # once per result: its view is made once
+        if shown.readable_estimated and tokens <= ESTIMATE_SURELY_OVER * cap:
+            tokens = counter.count(text)  # it may be shown whole: counted exactly
+        if first and tokens > cap:
+            self.stats.capped_first_showings += 1  # once per result: its view is made once
         if tokens <= cap:
             return text, tokens  # the id reaches the model with the citation that replaces this showing
         cited, cited_tokens = shown.cited, shown.cited_tokens

@@ -28,8 +28,23 @@ def _is_value(token: str) -> bool:
     )
 
 
-def values_in(text: str | None) -> list[str]:
-    """The key values of ``text`` (see the module docstring), each once, in order of appearance."""
+def values_in(text: str | None, *, max_chars: int | None = None) -> list[str]:
+    """The key values of ``text`` (see the module docstring), each once, in order of appearance.
+
+    ``max_chars``: stop once the values found, joined by spaces, hold this many characters (a
+    citation's line of values fits a few hundred tokens: a 2 MB result is not read whole for it);
+    ``None``: all of them."""
     if not text:
         return []
-    return list(dict.fromkeys(token for token in _TOKEN.findall(text) if _is_value(token)))
+    if max_chars is None:
+        return list(dict.fromkeys(token for token in _TOKEN.findall(text) if _is_value(token)))
+    found: dict[str, None] = {}
+    joined = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token not in found and _is_value(token):
+            found[token] = None
+            joined += len(token) + 1
+            if joined > max_chars:
+                break
+    return list(found)

@@ -40,7 +40,7 @@ from agent_memory.models.items import (
 )
 from agent_memory.storage.contracts import sha256_hex
 from agent_memory.records.items import ItemStore
-from agent_memory.tokens import TokenCounter
+from agent_memory.tokens import EXACT_ESTIMATE_CHARS, TokenCounter, estimate_tokens
 from agent_memory.transforms import raw_text, readable_text
 
 __all__ = [
@@ -203,16 +203,20 @@ def counted_tokens(item: MemoryItem, counter: TokenCounter) -> tuple[int, int | 
     return count_tokens(item, counter)
 
 
-def readable_tokens(item: MemoryItem, counter: TokenCounter) -> int:
-    """Tokens of an item as a model reads it (:func:`~agent_memory.transforms.readable_text`: an
-    HTML page's main text): its metadata's count when it is counted, else its readable text counted
-    now (a large result the indexing thread has not counted yet). Never counts the raw text of an
-    item read otherwise: a 1.6 MB page is 380k tokens of markup for a few hundred of text."""
+def readable_tokens(item: MemoryItem, counter: TokenCounter) -> tuple[int, bool]:
+    """``(tokens, estimated)`` of an item as a model reads it
+    (:func:`~agent_memory.transforms.readable_text`: an HTML page's main text): its metadata's
+    count when it is counted; else (a large result the indexing thread has not counted yet) its
+    readable text counted now, or estimated (``estimated`` ``True``,
+    :func:`~agent_memory.tokens.estimate_tokens`) when it is over
+    :data:`~agent_memory.tokens.EXACT_ESTIMATE_CHARS` characters: 2.2 MB of JSON rows take
+    0.3-1 s to count. Never counts the raw text of an item read otherwise: a 1.6 MB page is 380k
+    tokens of markup for a few hundred of text."""
     meta = item.metadata
     if meta.tokens is not None:
-        return meta.text_tokens if meta.text_tokens is not None else meta.tokens
+        return (meta.text_tokens if meta.text_tokens is not None else meta.tokens), False
     readable, _ = readable_text(item)
-    return counter.count(readable)
+    return estimate_tokens(readable, counter), len(readable) > EXACT_ESTIMATE_CHARS
 
 
 def snapshot_pairs(snapshot: MemorySnapshot) -> list[tuple[ItemRecord, bytes]]:
