@@ -74,7 +74,7 @@ class AgentStep(BaseModel):
     cached_tokens: int | None
     """Cache reads: the part of ``prompt_tokens`` read from the provider's prompt cache
     (``None``: not reported)."""
-    tools_offered: tuple[str, ...]
+    offered_tool_names: tuple[str, ...]
     """Names of the tools sent with the call (the agent's and the memory tools offered)."""
     tool_calls: tuple[str, ...]
     """Names of the tools the model called, in order."""
@@ -230,7 +230,7 @@ class MemoryAgent:
             own.append(self._spawn_schema)
         self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tool_definitions=own,
                                              memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
-        every_definition = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
+        every_definition = [*own, *(self.toolkit.tool_definitions() if self.toolkit is not None else [])]
         self.events = EventProcessor(self.manager, tool_definitions=every_definition)
         self._compacted: list[str] = []
         self.manager.on(self._heard)
@@ -297,7 +297,7 @@ class MemoryAgent:
                 steps.append(AgentStep(
                     index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
                     completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
-                    tools_offered=tuple(t["function"]["name"] for t in package.tool_definitions),
+                    offered_tool_names=tuple(t["function"]["name"] for t in package.tool_definitions),
                     tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
                     cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
                 ))
