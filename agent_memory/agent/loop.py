@@ -10,7 +10,7 @@ model's tool calls run in order: the agent's own tools (plain typed functions,
 cited; the memory tools (``actions``, found through the ``agent_memory.toolkit`` entry point), whose
 answers stay inline; and ``spawn_agent`` when sub-agents are allowed
 (:mod:`agent_memory.agent.sub_agents`). Every memory event (user message, answer, tool intent,
-tool result) goes through the agent's durable event queue (:mod:`agent_memory.agent.events`)
+tool result) goes through the agent's durable event journal (:mod:`agent_memory.agent.events`)
 before it is applied. A model's mistake (unknown tool, bad arguments, a tool that raises) becomes
 an error result the model reads; it never stops the loop.
 
@@ -285,7 +285,7 @@ class MemoryAgent:
                                              timeout_s=self.config.llm_timeout_s)
                 step.enter_context(self.memory.foreground())  # the answer's memory work, up to the next tool
                 # What the model was shown is committed only now that it answered; the answer and the
-                # usage go through the event queue (journaled, then applied). A call whose arguments no
+                # usage go through the event journal (journaled, then applied). A call whose arguments no
                 # tool can take is kept cut (ToolCall.kept); its tool still reads what was sent, to say why.
                 self.manager.commit(package.built)
                 self.events.assistant_response(_kept(result.message))
@@ -391,7 +391,7 @@ class MemoryAgent:
         return merge(self, result, item_ids)
 
     def close(self) -> None:
-        """Close the event queue, and the memory if the agent opened it."""
+        """Close the event journal, and the memory if the agent opened it."""
         self.events.close()
         if self._owns_memory:
             self.memory.close()
