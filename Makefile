@@ -77,7 +77,7 @@ $(LLM_STAMP): $(STAMP)
 
 run: venv
 	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
-		--agent-tools tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
+		--tool-definitions tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
 
 # The type check first (mypy, configured in pyproject.toml: agent_memory, actions, compaction_plugins),
 # then the suite in two processes (pytest-xdist; a file's tests stay in one, so a module's fixtures

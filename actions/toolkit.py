@@ -49,7 +49,7 @@ class MemoryToolkit:
     Args:
         memory: the agent's memory every call runs on.
         actions: the actions offered; ``None``: :func:`default_actions`. Names must be unique.
-        offer: when each tool is offered (see :meth:`openai_tools`); ``None``: ``ToolOffer()``,
+        offer: when each tool is offered (see :meth:`tool_definitions`); ``None``: ``ToolOffer()``,
             each tool from the call it becomes usable.
         form: ``separate`` tools (default) or one ``single`` ``memory`` tool with an ``op``.
         manager: the agent's :class:`~agent_memory.kernel.manager.MemoryManager`, when the
@@ -72,7 +72,7 @@ class MemoryToolkit:
     Example::
 
         toolkit = MemoryToolkit(memory)
-        response = client.chat.completions.create(..., tools=toolkit.openai_tools(state))
+        response = client.chat.completions.create(..., tools=toolkit.tool_definitions(state))
         for call in response.choices[0].message.tool_calls or []:
             result = toolkit.dispatch(call.function.name, call.function.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
@@ -113,7 +113,7 @@ class MemoryToolkit:
         self._single: dict[frozenset[str], CombinedMemoryAction] = {}
 
     def __repr__(self) -> str:
-        return f"MemoryToolkit({self.memory!r}, tools={self.names}, form={self.form!r})"
+        return f"MemoryToolkit({self.memory!r}, tool_names={self.names}, form={self.form!r})"
 
     @property
     def names(self) -> list[str]:
@@ -148,12 +148,12 @@ class MemoryToolkit:
             self._single[key] = CombinedMemoryAction(chosen)
         return self._single[key]
 
-    def openai_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+    def tool_definitions(self, state: OfferState | None = None) -> list[dict[str, Any]]:
         """The ``tools`` list for OpenAI chat completions (function calling) for a prompt in
         ``state``; ``None``: every tool."""
         return [action.openai_schema() for action in self.tools_for(state)]
 
-    def anthropic_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+    def anthropic_tool_definitions(self, state: OfferState | None = None) -> list[dict[str, Any]]:
         """The ``tools`` list for the Anthropic Messages API for a prompt in ``state``."""
         return [action.anthropic_schema() for action in self.tools_for(state)]
 

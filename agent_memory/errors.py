@@ -30,7 +30,7 @@ with ``raise ... from exc`` so callers catch one root::
     │   ├── EmbeddingError          the embedding model could not be loaded or run
     │   └── KeywordIndexError       the keyword index (SQLite FTS5) failed; a damaged file is rebuilt
     ├── MemoryClosedError (RuntimeError)  an AgentMemory used after ``close()``
-    ├── EventFailedError            a queued memory event the manager refused, when another
+    ├── EventFailedError            a journaled memory event the manager refused, when another
     │                               process applied it (the processor that applies an event
     │                               re-raises the manager's own error)
     └── LLMError                    a call to a language model (an OpenAI-compatible server) failed
@@ -305,8 +305,8 @@ class MemoryClosedError(AgentMemoryError, RuntimeError):
 
 
 class EventFailedError(AgentMemoryError):
-    """A queued memory event was refused when it was applied (a bad argument: a tool result for
-    an unknown call, an unknown item id) and marked ``failed`` in the event queue; raised to the
+    """A journaled memory event was refused when it was applied (a bad argument: a tool result for
+    an unknown call, an unknown item id) and marked ``failed`` in the event journal; raised to the
     process that dispatched it when another process applied it (the error's class is not known
     there, only its text). Failed events are not retried.
 

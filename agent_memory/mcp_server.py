@@ -140,11 +140,11 @@ class MemoryMCPServer(MCPServer):
         self.allow_read = allow_read
         self.manager = MemoryManager(memory)
         self.toolkit: MemoryTools = self._load_toolkit(self.manager)
-        self._tools = [self._tool(definition) for definition in self.toolkit.anthropic_tools(None)]
+        self._tools = [self._tool(definition) for definition in self.toolkit.anthropic_tool_definitions(None)]
         self._kernel_mutex = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"MemoryMCPServer({self.memory!r}, tools={[tool.name for tool in self._tools]})"
+        return f"MemoryMCPServer({self.memory!r}, tool_names={[tool.name for tool in self._tools]})"
 
     def _load_toolkit(self, manager: MemoryManager) -> MemoryTools:
         # A client's own tool results are not in memory: store_memory takes long text in parts.

@@ -8,7 +8,7 @@ logger and handed to each observer. The kernel, the agent loop and the event pro
 they did too (a compaction, an LLM call and its cost, a journaled event applied).
 
 "Notice" names only this: what an observer hears. An *event* is what the event processor journals
-and applies (:mod:`agent_memory.agent.events`, :class:`~agent_memory.storage.journal.QueuedEvent`);
+and applies (:mod:`agent_memory.agent.events`, :class:`~agent_memory.storage.journal.JournalEntry`);
 applying one is itself reported as the notice :class:`EventApplied`.
 
 An observer is any object with ``on_notice(notice)`` (:class:`MemoryObserver`); give them to
@@ -313,18 +313,18 @@ class LLMCalled(MemoryNotice):
 
 
 class EventApplied(MemoryNotice):
-    """A queued memory event was applied (or refused) by an
+    """A journaled memory event was applied (or refused) by an
     :class:`~agent_memory.agent.events.EventProcessor`: it is marked ``applied`` (or ``failed``)
-    in the event queue, once."""
+    in the event journal, once."""
 
     kind: Literal["event_applied"] = "event_applied"
     log_level: ClassVar[int] = logging.DEBUG
     event_id: str
-    """The queued event (``qevt_…``)."""
+    """The journaled event (``qevt_…``)."""
     event_kind: str
     """Which event: ``user_message``, ``tool_result``, ... (an ``EventKind`` value)."""
     seq: int
-    """Its place in the queue (1 for the first event ever queued)."""
+    """Its place in the journal (1 for the first event ever journaled)."""
     status: Literal["applied", "failed"]
     """``applied``, or ``failed``: the manager refused it (a bad argument); it is not retried."""
     recovered: bool = False

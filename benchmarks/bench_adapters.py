@@ -79,7 +79,7 @@ from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
 from agent_memory.pricing import HEADLINE_MODELS, CallTokens, PriceModel  # noqa: E402
 from agent_memory.prompt_tokens import FRAMING_TOKENS, count_prompt_tokens, message_tokens, tool_tokens  # noqa: E402
 from agent_memory.replay.engine import StrategyCurve, _agent_prompt  # noqa: E402 - the replay's own prompt
-from agent_memory.replay.loaders import ReplayRun, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
+from agent_memory.replay.loaders import ReplayRun, load_tool_definitions, load_traces, with_tool_definitions  # noqa: E402
 from agent_memory.records.prepare import result_store_arguments  # noqa: E402
 from agent_memory.tokens import default_token_counter  # noqa: E402
 
@@ -105,14 +105,14 @@ def _normalised(run: ReplayRun) -> list[Message]:
 class Reference:
     """The replay's prompt for one policy, results stored under the ids the adapters use."""
 
-    def __init__(self, memory: AgentMemory, own_tools: list[dict[str, Any]], prices: PriceModel, *, offer: ToolOffer):
+    def __init__(self, memory: AgentMemory, own_definitions: list[dict[str, Any]], prices: PriceModel, *, offer: ToolOffer):
         self.memory = memory
         self.toolkit = load_toolkit(memory, offer=offer)
-        cost, own_tokens = offer_cost_tokens(self.toolkit, own_tools, memory.tokens.count, MEMORY_PROMPT)
+        cost, own_tokens = offer_cost_tokens(self.toolkit, own_definitions, memory.tokens.count, MEMORY_PROMPT)
         self.builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=prices, offer_cost_tokens=cost,
                                       fixed_tokens=own_tokens,
                                       citations=CitationBuilder(PluginRegistry.from_entry_points(), memory.tokens))
-        self.own_tools = own_tools
+        self.own_definitions = own_definitions
 
     def history(self, messages: list[Message]) -> list[Message]:
         """``messages`` with each result stored (once) and referenced by its id: the id the
@@ -133,7 +133,7 @@ class Reference:
         return out
 
     def prompt(self, messages: list[Message]) -> tuple[list[Message], list[dict[str, Any]]]:
-        return _agent_prompt(self.builder, self.toolkit, self.history(messages), self.own_tools)
+        return _agent_prompt(self.builder, self.toolkit, self.history(messages), self.own_definitions)
 
 
 def _to_langchain(messages: list[Message]) -> tuple[SystemMessage | None, list[Any]]:
@@ -174,10 +174,10 @@ def _to_responses(messages: list[Message]) -> tuple[str | None, list[Any]]:
 
 def _same(a: tuple[list[Message], list[dict[str, Any]]], b: tuple[list[Message], list[dict[str, Any]]]) -> bool:
     def key(prompt: tuple[list[Message], list[dict[str, Any]]]) -> tuple[Any, ...]:
-        messages, tools = prompt
+        messages, definitions = prompt
         return (tuple((m.role, m.content or "", tuple((c.id, c.name, c.arguments) for c in m.tool_calls),
                        m.tool_call_id) for m in messages),
-                tuple(sorted(json.dumps(t, sort_keys=True) for t in tools)))
+                tuple(sorted(json.dumps(t, sort_keys=True) for t in definitions)))
     return key(a) == key(b)
 
 
@@ -192,23 +192,23 @@ def replay(run: ReplayRun, prices: PriceModel, workdir: Path) -> dict[str, Any]:
 def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMemory]) -> dict[str, Any]:
     counter = default_token_counter()
     messages = _normalised(run)
-    own_tools = [dict(t) for t in run.tool_definitions]
+    own_definitions = [dict(t) for t in run.tool_definitions]
     chat = ChatOpenAI(model="gpt-4o", api_key="not-used", base_url="http://127.0.0.1:9/v1")  # never called
 
-    lc_ref = Reference(memory("lc-ref"), own_tools, prices, offer=ToolOffer())
+    lc_ref = Reference(memory("lc-ref"), own_definitions, prices, offer=ToolOffer())
     middleware = AgentMemoryMiddleware(memory("lc"), prices=prices)
-    sdk_ref = Reference(memory("sdk-ref"), own_tools, prices, offer=ToolOffer(mode="all"))
+    sdk_ref = Reference(memory("sdk-ref"), own_definitions, prices, offer=ToolOffer(mode="all"))
     adapter = OpenAIAgentsMemory(memory("sdk"), prices=prices)
     sdk_tools = [FunctionTool(name=t["function"]["name"], description=t["function"].get("description", ""),
                               params_json_schema=t["function"]["parameters"], on_invoke_tool=_never,
-                              strict_json_schema=False) for t in own_tools]
+                              strict_json_schema=False) for t in own_definitions]
     agent = Agent(name="tau", tools=[*sdk_tools, *adapter.tools])
     memory_tool_defs = [convert_to_openai_tool(t) for t in middleware.tools]
     sdk_memory_defs = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                          "parameters": t.params_json_schema}} for t in adapter.tools]
     # the SDK's policy, restated: the memory tools go from the call after the one where citing would
     # first pay for them and the memory prompt (ContextBuilder.build_ahead)
-    sdk_cost = (tool_tokens(own_tools + sdk_memory_defs, counter.count) - tool_tokens(own_tools, counter.count)
+    sdk_cost = (tool_tokens(own_definitions + sdk_memory_defs, counter.count) - tool_tokens(own_definitions, counter.count)
                 + counter.count(MEMORY_PROMPT))
     sdk_on = False
     row: dict[str, Any] = {"run": run.run_id, "calls": len(run.calls), "naive_tokens": 0,
@@ -219,8 +219,8 @@ def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMem
     count = counter.count
     for call in run.calls:
         prefix = messages[:call]
-        row["naive_tokens"] += count_prompt_tokens(prefix, own_tools, counter=counter)
-        last["naive"] = curves["naive"].record(prefix, own_tools, last["naive"], count)
+        row["naive_tokens"] += count_prompt_tokens(prefix, own_definitions, counter=counter)
+        last["naive"] = curves["naive"].record(prefix, own_definitions, last["naive"], count)
 
         # LangChain: the middleware on the framework's own request.
         system, lc_messages = _to_langchain(prefix)
@@ -231,7 +231,7 @@ def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMem
             return ModelResponse(result=[AIMessage(content="")])
 
         request = ModelRequest(model=chat, messages=lc_messages, system_message=system, tool_choice=None,
-                               tools=[*own_tools, *middleware.tools], response_format=None, state={"messages": []},
+                               tools=[*own_definitions, *middleware.tools], response_format=None, state={"messages": []},
                                runtime=None)
         started = time.perf_counter()
         middleware.wrap_model_call(request, handler)
@@ -254,13 +254,13 @@ def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMem
         row["openai_agents"]["hook_ms"] += (time.perf_counter() - started) * 1000
         sdk_messages, _ = items_to_messages(out.input)
         sdk_prompt = ([Message(role="system", content=out.instructions)] if out.instructions else []) + sdk_messages
-        sdk_sent_tools = own_tools + (sdk_memory_defs if enabled else [])
+        sdk_sent_tools = own_definitions + (sdk_memory_defs if enabled else [])
         ref_on = sdk_on  # decided by the call before, as the SDK decides the tools before the filter
         sdk_ref.builder.offer_cost_tokens = 0 if ref_on else sdk_cost
         built, sdk_on = sdk_ref.builder.build_ahead(sdk_ref.history(prefix), tools_on=ref_on)
         sdk_ref.builder.commit(built)
         ref_messages = with_memory_prompt(built.messages, MEMORY_PROMPT) if ref_on else built.messages
-        ref_tools = own_tools + (sdk_memory_defs if ref_on else [])
+        ref_tools = own_definitions + (sdk_memory_defs if ref_on else [])
         _tally(row["openai_agents"], (sdk_prompt, sdk_sent_tools), (ref_messages, ref_tools), counter)
         last["openai_agents"] = curves["openai_agents"].record(sdk_prompt, sdk_sent_tools, last["openai_agents"], count)
     outputs = [message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls]
@@ -316,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "adapters.json")
     args = parser.parse_args(argv)
     runs = load_traces([args.data / "traces" / "tau_bench"])
-    tools = load_agent_tools(args.data / "agent_tools" / "tau_bench_airline.json")
-    runs = with_agent_tools(runs, {"tau_bench": tools})[: args.runs]
+    definitions = load_tool_definitions(args.data / "agent_tools" / "tau_bench_airline.json")
+    runs = with_tool_definitions(runs, {"tau_bench": definitions})[: args.runs]
     if args.pick:
         runs = [runs[index] for index in args.pick]
     models = args.model or [model for _, model in HEADLINE_MODELS]

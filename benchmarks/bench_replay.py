@@ -31,7 +31,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from agent_memory.replay import engine, report  # noqa: E402
-from agent_memory.replay.loaders import limit_per_source, load_agent_tools, load_traces, with_agent_tools  # noqa: E402
+from agent_memory.replay.loaders import limit_per_source, load_tool_definitions, load_traces, with_tool_definitions  # noqa: E402
 from agent_memory.replay.peers import DEFAULT_PEERS, installed_peers  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     runs = load_traces([args.data / "traces"])
-    runs = with_agent_tools(runs, {"tau_bench": load_agent_tools(args.data / "agent_tools" / "tau_bench_airline.json")})
+    runs = with_tool_definitions(runs, {"tau_bench": load_tool_definitions(args.data / "agent_tools" / "tau_bench_airline.json")})
     if args.limit_runs:
         runs = limit_per_source(runs, args.limit_runs)
     peers, not_replayed = installed_peers(DEFAULT_PEERS)

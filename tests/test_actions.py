@@ -154,8 +154,8 @@ def test_schema_and_arguments_model_agree(case: ArgsCase) -> None:
 def test_toolkit_lists_the_three_tools(embedded_memory: AgentMemory) -> None:
     toolkit = MemoryToolkit(embedded_memory)
     assert toolkit.names == TOOL_NAMES
-    assert [tool["function"]["name"] for tool in toolkit.openai_tools()] == TOOL_NAMES
-    assert [tool["name"] for tool in toolkit.anthropic_tools()] == TOOL_NAMES
+    assert [tool["function"]["name"] for tool in toolkit.tool_definitions()] == TOOL_NAMES
+    assert [tool["name"] for tool in toolkit.anthropic_tool_definitions()] == TOOL_NAMES
     assert isinstance(toolkit.get("retrieve_memory"), RetrieveMemoryAction)
     assert toolkit.get("nope") is None
     with pytest.raises(ValueError, match="unique"):

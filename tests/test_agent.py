@@ -17,7 +17,7 @@ from agent_memory.agent.config import AgentConfig
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.agent.loop import MemoryAgent
 from agent_memory.agent.tools import FunctionTool, tool
-from agent_memory.errors import ConfigurationError
+from agent_memory.errors import ConfigurationError, InvalidArgumentError
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.observers import Compacted, NoticeRecorder
@@ -199,6 +199,30 @@ def test_shared_and_none_sub_agents(server: FakeLLMServer, data_dir: Path, tmp_p
     assert "No memory item" in [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
     assert (tmp_path / "agents" / shared.agent_id / "raw_traces.jsonl").exists()
     assert not (tmp_path / "agents" / shared.agent_id / "items.jsonl").exists()  # shared: no memory of its own
+
+
+def test_a_sub_agent_gets_only_the_tools_named(server: FakeLLMServer, tmp_path: Path) -> None:
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        return term
+
+    def translate(text: str) -> str:
+        """Translate a text."""
+        return text
+
+    parent = MemoryAgent(chat(server), tools=[lookup, translate], memory_dir=tmp_path, agent_id="lead",
+                         memory_config=MemoryConfig(index_on_store=False))
+    with pytest.raises(InvalidArgumentError, match="no tools"):
+        parent.spawn("translate it", tool_names=["summarise"])
+    server.enqueue("child done")
+    child = parent.spawn("translate it", memory="none", tool_names=["translate"])
+    assert child.answer == "child done"
+    sent = [t["function"]["name"] for t in server.requests[-1]["tools"]]
+    assert "translate" in sent and "lookup" not in sent
+    server.enqueue("parent done")
+    (step,) = parent.run("look it up").steps
+    assert {"lookup", "translate"} <= set(step.offered_tool_names)  # names of the tools sent with the call
+    assert set(step.offered_tool_names) == {t["function"]["name"] for t in server.requests[-1]["tools"]}
 
 
 def test_soft_threshold_compact_memory_and_compaction_before_the_next_call(server: FakeLLMServer, tmp_path: Path) -> None:

@@ -307,8 +307,8 @@ def test_the_offer_from_the_first_call_is_priced() -> None:
 @HEADLINE
 def test_a_cached_prompt_with_nothing_to_cite_gets_no_offer_one_rewritten_around_a_result_does(
         memory: AgentMemory, prices: PriceModel) -> None:
-    own_tools, offer = 2_400, 310  # tau-bench's airline tools, retrieve_memory and its prompt section
-    b = builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer)
+    own_tool_tokens, offer = 2_400, 310  # tau-bench's airline tools, retrieve_memory and its prompt section
+    b = builder(memory, prices, fixed_tokens=own_tool_tokens, offer_cost_tokens=offer)
     history = [Message(role="system", content="You are an airline agent."), Message(role="user", content="help")]
     sent(b, history)
     assert not b.citing  # nothing the offer could pay back with: no bet on results to come
@@ -374,10 +374,10 @@ def test_net_tokens_never_above_naive(memory: AgentMemory, prices: PriceModel | 
     """Tokens alone: no prompt is above the naive one. Under a price model the tools may be offered
     before citing saves anything (a cached first prompt): each prompt at most the offer above the
     naive one, and the conversation's prompts together never above the naive ones."""
-    own_tools, offer = 2_000, 350
+    own_tool_tokens, offer = 2_000, 350
     count = memory.tokens.count
     sizes = [3, 30, 150, 8, 260, 40, 90, 330, 12, 200, 70, 300, 25, 180, 120, 60, 240, 15, 100, 280]
-    builders = {name: builder(memory, prices, fixed_tokens=own_tools, offer_cost_tokens=offer, **policy)
+    builders = {name: builder(memory, prices, fixed_tokens=own_tool_tokens, offer_cost_tokens=offer, **policy)
                 for name, policy in (("lindy", {}), ("known", {"expected_calls": 40}),
                                      ("keep", {"kind": "keep_last_k", "k": 2}))}
     totals = dict.fromkeys(builders, 0)
@@ -388,11 +388,11 @@ def test_net_tokens_never_above_naive(memory: AgentMemory, prices: PriceModel | 
         history.append(Message(role="assistant", content=f"Step {n} done."))
         naive = [m.model_copy(update={"content": memory.get(m.tool_result_ref).content}) if m.tool_result_ref else m
                  for m in history]
-        naive_tokens = own_tools + sum(message_tokens(m, count) for m in naive)
+        naive_tokens = own_tool_tokens + sum(message_tokens(m, count) for m in naive)
         naive_total += naive_tokens
         for name, b in builders.items():
             built = sent(b, history)
-            tokens = own_tools + sum(message_tokens(m, count) for m in built) + (offer if b.citing else 0)
+            tokens = own_tool_tokens + sum(message_tokens(m, count) for m in built) + (offer if b.citing else 0)
             assert tokens <= naive_tokens + (offer if prices is not None else 0)
             totals[name] += tokens
     assert all(total <= naive_total for total in totals.values()), (totals, naive_total)

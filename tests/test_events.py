@@ -1,5 +1,5 @@
 """Serial, durable processing of memory events (issue #8 part 3, after team9's agent framework): the
-persistent queue journals before it applies, auto and stepping modes, the order of a step's work,
+the event journal: journaled before applied, auto and stepping modes, the order of a step's work,
 payloads that round-trip, an interrupted event applied once, the step lock across processes (and
 recovered when its holder is killed), and what observers hear. Real files, real SQLite, real
 subprocesses."""
@@ -75,17 +75,17 @@ def test_an_event_is_journaled_and_committed_before_its_effect_is_written(tmp_pa
     assert [item.trace_type for item in traces_of(tmp_path, event.id)] == ["user"]
 
 
-def test_auto_applies_at_once_and_stepping_only_queues_until_a_step(tmp_path: Path) -> None:
+def test_auto_applies_at_once_and_stepping_only_journals_until_a_step(tmp_path: Path) -> None:
     processor = EventProcessor(open_manager(tmp_path), mode="stepping")
     assert processor.user_message("first") is None  # only journaled
-    assert processor.queue_length == 1 and processor.pending_events()[0].kind is EventKind.USER_MESSAGE
+    assert processor.pending_count == 1 and processor.pending_events()[0].kind is EventKind.USER_MESSAGE
     assert traces_of(tmp_path, processor.pending_events()[0].id) == []
     event_id = processor.pending_events()[0].id
 
     processor.execution_mode = "auto"  # switching applies nothing by itself ...
-    assert processor.queue_length == 1
-    assert processor.user_message("second") == "turn_0002"  # ... an auto dispatch applies the queue, in order
-    assert processor.queue_length == 0
+    assert processor.pending_count == 1
+    assert processor.user_message("second") == "turn_0002"  # ... an auto dispatch applies the pending events, in order
+    assert processor.pending_count == 0
     assert [item.content for item in traces_of(tmp_path, event_id)] == ["first"]
     assert [m.content for m in processor.manager.get_working_context_messages()] == ["S", "first", "second"]
     with pytest.raises(InvalidArgumentError):
@@ -119,11 +119,11 @@ def test_an_event_applied_at_once_is_written_to_the_journal_once_and_never_read_
     assert stored[EventKind.ASSISTANT_RESPONSE].payload["message"]["tool_calls"][0]["id"] == "c1"  # models as JSON data
     assert {event.status for event in stored.values()} == {"applied"}
 
-    processor.execution_mode = "stepping"  # an event queued before: applied first, read from the journal
-    processor.user_message("queued earlier")
+    processor.execution_mode = "stepping"  # an event journaled before: applied first, read from the journal
+    processor.user_message("journaled earlier")
     processor.execution_mode = "auto"
     processor.user_message("then this one")
-    assert [m.content for m in processor.manager.get_working_context_messages()][-2:] == ["queued earlier",
+    assert [m.content for m in processor.manager.get_working_context_messages()][-2:] == ["journaled earlier",
                                                                                           "then this one"]
 
 
@@ -161,9 +161,9 @@ def test_a_stored_result_is_journaled_by_its_memory_id_never_as_a_second_copy_of
     stepping = EventProcessor(processor.manager, mode="stepping")  # stepping only journals: the result is held
     processor.assistant_response(Message(role="assistant", content="", tool_calls=(ToolCall(id="c9", name="fetch"),)))
     stepping.tool_result("c9", "a small page")
-    (queued,) = stepping.pending_events()
-    assert queued.payload["result"] == "a small page" and len(processor.manager.memory) == 3
-    assert stepping.step().event.result == {"memory_id": event_memory_id(queued.id)}
+    (pending,) = stepping.pending_events()
+    assert pending.payload["result"] == "a small page" and len(processor.manager.memory) == 3
+    assert stepping.step().event.result == {"memory_id": event_memory_id(pending.id)}
     with pytest.raises(InvalidArgumentError, match="one of them"):
         processor.dispatch("tool_result", {"tool_call_id": "c9", "result": "x", "memory_id": refs[0]})
     with pytest.raises(InvalidArgumentError, match="memory_id"):
@@ -191,15 +191,15 @@ def test_a_step_applies_one_event_else_a_truncation_else_a_compaction(tmp_path: 
 
     first = processor.step()
     assert first.event_processed and first.event.kind is EventKind.USAGE_REPORT
-    assert (first.queued_event_count, first.has_pending_operations) == (1, True)
+    assert (first.pending_event_count, first.has_pending_operations) == (1, True)
     assert not first.truncation_performed and not first.compaction_performed
     assert processor.has_pending_truncation and processor.has_pending_compaction  # but the event comes first
 
     second = processor.step()
     assert second.event_processed and second.event.result == {"turn_id": "turn_0004"}
-    assert second.queued_event_count == 0 and second.has_pending_operations
+    assert second.pending_event_count == 0 and second.has_pending_operations
 
-    third = processor.step()  # nothing queued: the truncation (3 finished turns, all inside the tail of 4)
+    third = processor.step()  # nothing pending: the truncation (3 finished turns, all inside the tail of 4)
     assert (third.event_processed, third.truncation_performed, third.compaction_performed) == (False, True, False)
     assert third.truncated_turn_ids[0] == "turn_0001"
     assert [e.turn_ids for e in recorder.of_type(Truncated)] == [third.truncated_turn_ids]
@@ -228,9 +228,9 @@ def test_payloads_round_trip_bytes_datetimes_and_look_alike_objects(tmp_path: Pa
     manager.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="c1", name="download"),)))
     processor.tool_result("c1", big)
     processor.store({"$bytes": "a user's own object"}, title="look-alike", timestamp=when)
-    queued = processor.pending_events()
-    assert queued[0].payload["result"] == big and queued[1].payload["content"] == {"$bytes": "a user's own object"}
-    assert queued[1].payload["timestamp"] == when
+    pending = processor.pending_events()
+    assert pending[0].payload["result"] == big and pending[1].payload["content"] == {"$bytes": "a user's own object"}
+    assert pending[1].payload["timestamp"] == when
 
     reopened = EventProcessor(open_manager(tmp_path), mode="stepping")  # read back by a new connection
     result_event, store_event = (reopened.step().event for _ in range(2))
@@ -251,7 +251,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
     first = open_manager(tmp_path)
     first.ingest_user_message("before")
     first.ingest_assistant_response(Message(role="assistant", tool_calls=(ToolCall(id="c0", name="fetch"),)))
-    queue = FileJournal(first.memory.agent_dir)
+    journal = FileJournal(first.memory.agent_dir)
     calls = (ToolCall(id="c1", name="search"), ToolCall(id="c2", name="fetch"))
     kind, payload = {
         "user_message": ("user_message", {"content": "hello"}),
@@ -262,8 +262,8 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
         "store": ("memory_store", {"content": "a note"}),
         "nothing_written": ("user_message", {"content": "hello"}),
     }[case]
-    event = queue.push(kind, payload)
-    queue.mark_applying(event.id)
+    event = journal.push(kind, payload)
+    journal.mark_applying(event.id)
     if case == "user_message":  # the effect, written as the processor writes it, then the "crash"
         first.ingest_user_message("hello", correlation_id=event.id)
     elif case == "assistant_with_call":
@@ -283,7 +283,7 @@ def test_an_event_interrupted_while_applied_is_applied_once_after_a_restart(tmp_
     processor = EventProcessor(manager, observers=[recorder], mode="stepping")
     assert processor.pending_events()[0].status == "applying"
     done = processor.step().event
-    assert done.status == "applied" and processor.queue_length == 0
+    assert done.status == "applied" and processor.pending_count == 0
     (heard,) = recorder.of_type(EventApplied)
     assert heard.event_id == event.id
     assert heard.recovered is (case not in ("nothing_written", "tool_result_stored_only"))
@@ -366,16 +366,16 @@ def test_a_process_killed_while_applying_an_event_applies_it_once_on_restart(tmp
     crashed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), point], env=ENV, capture_output=True,
                              text=True, timeout=120, check=False)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    queue = FileJournal(tmp_path / "agents" / "events")
-    (inflight,) = queue.pending()
+    journal = FileJournal(tmp_path / "agents" / "events")
+    (inflight,) = journal.pending()
     assert inflight.status == ("queued" if point == "result-journaled" else "applying")
     resumed = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "resume"], env=ENV,
                              capture_output=True, text=True, timeout=120, check=False)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     recovered = resumed.stdout.split()[1:]
     assert recovered == ([] if point == "result-journaled" else [inflight.id])  # queued: nothing was written yet
-    events = queue.events()
-    assert [e.status for e in events] == ["applied"] * len(events) and queue.pending() == []
+    events = journal.events()
+    assert [e.status for e in events] == ["applied"] * len(events) and journal.pending() == []
     expected = {"user_message": 1, "assistant_response": 3, "tool_result": 1}
     for event in events:
         assert len(traces_of(tmp_path, event.id)) == expected[event.kind.value], event
@@ -398,8 +398,8 @@ def test_a_crash_between_storing_a_result_and_journaling_it_loses_nothing(tmp_pa
                              capture_output=True, text=True, timeout=120, check=False)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     agent_dir = tmp_path / "agents" / "events"
-    queue = FileJournal(agent_dir)
-    assert [(e.kind.value, e.status) for e in queue.events()] == [("user_message", "applied"),
+    journal = FileJournal(agent_dir)
+    assert [(e.kind.value, e.status) for e in journal.events()] == [("user_message", "applied"),
                                                                   ("assistant_response", "applied")]
     page = "page a " * 2_000 + "END-OF-PAGE-A"
     expected_id = result_memory_id("events", "a", hashlib.sha256(page.encode()).hexdigest())
@@ -413,7 +413,7 @@ def test_a_crash_between_storing_a_result_and_journaling_it_loses_nothing(tmp_pa
                              capture_output=True, text=True, timeout=120, check=False)
     assert retried.returncode == 0, retried.stderr[-2000:]
     assert retried.stdout.split()[-2:] == ["stored", expected_id]  # the stored item, found again
-    events = queue.events()
+    events = journal.events()
     assert [(e.kind.value, e.status) for e in events][-1] == ("tool_result", "applied")
     assert events[-1].payload["memory_id"] == expected_id and "result" not in events[-1].payload
     (trace,) = traces_of(tmp_path, events[-1].id)
@@ -449,7 +449,7 @@ def test_the_step_lock_blocks_another_process_and_is_free_once_its_holder_is_kil
             processor.step(timeout_s=0.3)
         with pytest.raises(LockTimeoutError):
             processor.dispatch("user_message", {"content": "journaled while locked"}, timeout_s=0.3)
-        assert processor.queue_length == 1  # journaled; applied once the lock is free
+        assert processor.pending_count == 1  # journaled; applied once the lock is free
     finally:
         holder.kill()  # SIGKILL: the holder cannot clean up
         holder.communicate(timeout=30)
@@ -512,7 +512,7 @@ def test_observers_hear_ingest_retrieval_and_each_event_applied_or_refused(tmp_p
     stepping.tool_result("nope", "again")
     assert stepping.step().event.status == "applied"  # forgetting an unknown item is a no-op
     refused = stepping.step()
-    assert refused.event.status == "failed" and refused.queued_event_count == 0
+    assert refused.event.status == "failed" and refused.pending_event_count == 0
 
 
 def test_forget_and_pin_events(tmp_path: Path) -> None:
@@ -535,7 +535,7 @@ def test_a_processor_whose_manager_missed_events_of_another_live_manager_refuses
     second.user_message("applied by the second manager")
     with pytest.raises(ConfigurationError, match="stale"):
         first.user_message("the first manager would reuse turn_0001")
-    assert first.queue_length == 1  # journaled, not lost
+    assert first.pending_count == 1  # journaled, not lost
     shared = EventProcessor(second.manager, mode="stepping")  # processors sharing one manager are fine
     assert shared.step().event.result == {"turn_id": "turn_0002"}
     fresh = EventProcessor(open_manager(tmp_path))

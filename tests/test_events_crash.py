@@ -2,17 +2,17 @@
 exactly once (issue #8 part 3 "Done when").
 
 A child process drives one memory through an :class:`EventProcessor`, alternately in auto mode
-(each dispatch applies the queue, then runs a requested compaction) and in stepping mode (a batch
+(each dispatch applies the pending events, then runs a requested compaction) and in stepping mode (a batch
 is journaled, then stepped through). Its events follow a fixed script (a turn: user message,
 answer with a tool call, the tool's result, bytes every third turn, a final answer, then a store,
 a pinned fact or a compaction request), so a restarted child continues the script where the
 journal stops. The test kills it with SIGKILL once it has journaled a seeded number of events
 (wherever it is then) and checks the files after every kill: an applied event has its whole
-effect, a queued one none, the one interrupted event all or nothing (its traces are one write). At the end, after a last child has applied
+effect, a pending one none, the one interrupted event all or nothing (its traces are one write). At the end, after a last child has applied
 everything, each event's effect is there exactly once.
 
 In auto mode a tool result is stored before its event is journaled, and the event names it
-(``memory_id``) instead of holding it (issue #38 item 4); a queued event of that form has its item
+(``memory_id``) instead of holding it (issue #38 item 4); a pending event of that form has its item
 stored already. A child killed between the two leaves an item no event names: the next child runs
 the same script step again and, in auto mode, finds that item under the same id
 (:func:`result_memory_id`); in stepping mode it journals the result whole, and the item of the
@@ -77,23 +77,23 @@ memory = AgentMemory("crash", root, config=MemoryConfig(index_on_store=False))
 processor = EventProcessor(MemoryManager(memory, system_prompt="S"), mode=mode, keep_applied=None)
 processor.manager.on(lambda e: print("recovered", e.event_id, flush=True) if getattr(e, "recovered", False) else None)
 print("ready", flush=True)
-queue = processor.journal
+journal = processor.journal
 if mode == "stepping":
     while True:
-        journaled = queue.count()
+        journaled = journal.count()
         for index in range(journaled, min(journaled + 7, total)):
             processor.dispatch(*script_event(index))
             print("journaled", index + 1, flush=True)
         while processor.step().has_pending_operations:
             pass
-        if queue.count() >= total:
+        if journal.count() >= total:
             break
 else:
-    while (journaled := queue.count()) < total:
+    while (journaled := journal.count()) < total:
         processor.dispatch(*script_event(journaled))
         print("journaled", journaled + 1, flush=True)
     processor.drain()
-print("done", queue.count(), flush=True)
+print("done", journal.count(), flush=True)
 '''
 
 namespace: dict = {}
@@ -111,10 +111,10 @@ def expected_traces(kind: str, payload: dict) -> int:
 
 
 def check(agent_dir: Path, *, final: bool) -> dict[str, int]:
-    """Every event's effect is whole if applied, absent if queued, all-or-nothing if interrupted;
+    """Every event's effect is whole if applied, absent if pending, all-or-nothing if interrupted;
     ``final``: every event is applied, exactly once. Returns the count of events per status."""
-    queue = FileJournal(agent_dir)
-    events = queue.events()
+    journal = FileJournal(agent_dir)
+    events = journal.events()
     assert [event.seq for event in events] == list(range(1, len(events) + 1)), "a journaled event is missing"
     for index, event in enumerate(events):  # the journal is the script, in order, each event once
         kind, payload = script_event(index)

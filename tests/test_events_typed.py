@@ -155,8 +155,8 @@ def test_each_kind_round_trips_through_the_journal(tmp_path: Path, request: pyte
         for event in written:
             journal.push(event.kind, event.payload())
         stored = journal.events()
-        assert [read_event(queued.kind, queued.payload) for queued in stored] == written
-        assert [queued.kind.value for queued in stored] == [event.kind for event in written]
+        assert [read_event(entry.kind, entry.payload) for entry in stored] == written
+        assert [entry.kind.value for entry in stored] == [event.kind for event in written]
     finally:
         journal.close()
 
@@ -222,7 +222,7 @@ def test_a_journal_in_the_format_before_typed_events_is_read_back_and_applied(tm
         db.executemany("INSERT INTO events (id, kind, payload, queued_at) VALUES (?, ?, ?, ?)",
                        [(f"qevt_{n:016x}", kind, payload, 1.0 + n) for n, (kind, payload) in enumerate(LEGACY_ROWS)])
     db.close()
-    typed = [read_event(queued.kind, queued.payload) for queued in journal.pending()]
+    typed = [read_event(entry.kind, entry.payload) for entry in journal.pending()]
     assert typed[2] == ToolResultEvent(tool_call_id="c1", result="high tide at 6", name="search", inline=True)
     assert typed[3].store_arguments == StoreArguments(title="raw bytes") and typed[3].result == b"\x00\xff\x00\x01"
     assert typed[4] == MemoryStoreEvent(content={"$bytes": "a user's own object"}, title="look-alike", timestamp=WHEN)

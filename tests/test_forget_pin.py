@@ -77,8 +77,9 @@ def test_forget_leaves_the_conversation_with_a_note(tmp_path: Path) -> None:
 def test_pin_action_pins_items_and_facts_through_compaction(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
     toolkit = MemoryToolkit(manager.memory, manager=manager, offer=ToolOffer(always=frozenset({"pin", "forget"})))
-    assert {"pin_memory", "forget_memory"} <= {t["function"]["name"] for t in toolkit.openai_tools(OfferState())}
-    assert "pin_memory" not in {t["function"]["name"] for t in MemoryToolkit(manager.memory, manager=manager).openai_tools(OfferState())}
+    assert {"pin_memory", "forget_memory"} <= {t["function"]["name"] for t in toolkit.tool_definitions(OfferState())}
+    plain = MemoryToolkit(manager.memory, manager=manager)
+    assert "pin_memory" not in {t["function"]["name"] for t in plain.tool_definitions(OfferState())}
 
     note = manager.memory.store("Budget ceiling: 12,000 EUR, approved by Ana.", title="budget")
     assert toolkit.dispatch("pin_memory", {"id": note}).ok

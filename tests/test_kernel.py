@@ -368,10 +368,10 @@ def test_what_cannot_fit_raises_context_overflow(tmp_path: Path) -> None:
 @pytest.mark.data
 def test_replay_budget_runs_the_kernel_over_real_traces(data_dir: Path, tmp_path: Path) -> None:
     from agent_memory.replay.kernel_replay import replay_kernel
-    from agent_memory.replay.loaders import load_agent_tools, load_traces, with_agent_tools
+    from agent_memory.replay.loaders import load_tool_definitions, load_traces, with_tool_definitions
 
     runs = load_traces([data_dir / "traces" / "tau_bench"])[:12] + load_traces([data_dir / "traces" / "swe_agent"])[:4]
-    runs = with_agent_tools(runs, {"tau_bench": load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")})
+    runs = with_tool_definitions(runs, {"tau_bench": load_tool_definitions(data_dir / "agent_tools" / "tau_bench_airline.json")})
     results = replay_kernel(runs, budget=600)
     assert sum(r.compactions for r in results) >= 5
     for result in results:

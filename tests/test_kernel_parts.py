@@ -52,12 +52,12 @@ def test_thresholds() -> None:
 
 
 def test_our_count_includes_framing_tool_calls_and_tool_definitions() -> None:
-    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
+    definitions = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
     bare = count_prompt_tokens([Message(role="user", content="hello")])
     assert bare == 4 + 1
     with_call = count_prompt_tokens([Message(role="assistant", tool_calls=(ToolCall(id="a", name="f", arguments='{"x": 1}'),))])
     assert with_call > 4 + 1
-    assert count_prompt_tokens([Message(role="user", content="hello")], tools) > bare + 10
+    assert count_prompt_tokens([Message(role="user", content="hello")], definitions) > bare + 10
 
 
 def test_pairing_moves_late_results_fills_pending_and_notes_orphans() -> None:

@@ -182,9 +182,9 @@ def test_the_one_tool_form_uploads_too(tmp_path: Path) -> None:
     started = toolkit.dispatch("memory", {"op": "store", "content": "first half, ", "more": True})
     done = toolkit.dispatch("memory", {"op": "store", "content": "second half", "upload": started.data["upload"]})
     assert done.ok and toolkit.memory.get(done.data["id"]).content == "first half, second half"
-    assert "in parts" in toolkit.openai_tools()[0]["function"]["description"]  # the one tool says how
+    assert "in parts" in toolkit.tool_definitions()[0]["function"]["description"]  # the one tool says how
     plain = MemoryToolkit(toolkit.memory, form="single")
-    assert "in parts" not in plain.openai_tools()[0]["function"]["description"]
+    assert "in parts" not in plain.tool_definitions()[0]["function"]["description"]
 
 
 def test_abandoned_uploads_expire(toolkit: MemoryToolkit) -> None:

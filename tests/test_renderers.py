@@ -243,16 +243,16 @@ def test_reasoning_and_bookkeeping_are_not_sent(name: str) -> None:
 @pytest.mark.parametrize("name", RENDERERS)
 def test_render_is_pure_and_deterministic(name: str) -> None:
     renderer = RENDERERS[name]
-    tools = copy.deepcopy(TOOLS)
-    first = renderer.render(PARALLEL, tool_definitions=tools)
-    assert json.dumps(renderer.render(PARALLEL, tool_definitions=tools)) == json.dumps(first)
+    definitions = copy.deepcopy(TOOLS)
+    first = renderer.render(PARALLEL, tool_definitions=definitions)
+    assert json.dumps(renderer.render(PARALLEL, tool_definitions=definitions)) == json.dumps(first)
     assert isinstance(renderer, PromptRenderer)
     blob = json.dumps(first)
     for value in first.values():  # mutate everything the payload holds
         if isinstance(value, list):
             for entry in value:
                 entry.clear()
-    assert tools == TOOLS  # the caller's tool schemas were copied, not aliased
+    assert definitions == TOOLS  # the caller's tool schemas were copied, not aliased
     assert PARALLEL[2].tool_calls[0].input == {"path": "src"}
     assert json.dumps(renderer.render(PARALLEL, tool_definitions=TOOLS)) == blob
 

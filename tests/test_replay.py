@@ -16,13 +16,13 @@ from agent_memory.plugins import PluginRegistry
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 from agent_memory.replay import (
-    load_agent_tools,
+    load_tool_definitions,
     load_page_session,
     load_traces,
     react_query_check,
     replay_run,
     summarize,
-    with_agent_tools,
+    with_tool_definitions,
     write_report,
 )
 from agent_memory.replay.engine import RunResult, StrategyCurve, memory_tool_sizes
@@ -194,8 +194,8 @@ def test_the_default_never_costs_more_than_naive_on_a_source(traces: Path, data_
     # every figure: prompt caching, the memory tools and their prompt wherever sent, each simulated
     # retrieve. Before the read-back was priced the first five SWE-agent runs cost 3.0% more than
     # naive under gpt-4o and the first five tau-bench runs 0.1% more.
-    runs = limit_per_source(with_agent_tools(load_traces([traces]), {
-        "tau_bench": load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")}), GUARANTEE_RUNS)
+    runs = limit_per_source(with_tool_definitions(load_traces([traces]), {
+        "tau_bench": load_tool_definitions(data_dir / "agent_tools" / "tau_bench_airline.json")}), GUARANTEE_RUNS)
     results = [replay_run(run, strategies=[DEFAULT_STRATEGIES[0]], registry=registry, workdir=tmp_path / str(n))
                for n, run in enumerate(runs)]
     report = summarize(results)
@@ -358,11 +358,11 @@ def test_net_counts_own_tools_every_call_and_memory_tools_once_citing(
     traces: Path, data_dir: Path, registry: PluginRegistry, tmp_path: Path
 ) -> None:
     counter = default_token_counter()
-    own = load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")
+    own = load_tool_definitions(data_dir / "agent_tools" / "tau_bench_airline.json")
     assert len(own) == 14
     own_tokens = counter.count(json.dumps(list(own)))
     assert 2_300 < own_tokens < 2_600  # 2,437 o200k_base tokens as JSON in the public baseline
-    run = max(with_agent_tools(load_traces([traces / "tau_bench"]), {"tau_bench": own})[:20],
+    run = max(with_tool_definitions(load_traces([traces / "tau_bench"]), {"tau_bench": own})[:20],
               key=lambda r: len(r.calls))
     # by tokens alone citing starts early (under a price model it may never pay on a run this short)
     result = replay_run(run, strategies=[parse_strategy("full_once+tokens"), parse_strategy("full_once+eager+all_tools")],
@@ -545,7 +545,7 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
         ["replay", str(traces / "swe_agent"), str(traces / "tau_bench"), "--limit-runs", "2",
          "--pages", str(data_dir / "webpages" / "readability"), "--pages-max", "3",
          "--pages-shape", str(traces / "react_hotpotqa" / "react_trials_1-3.txt"),
-         "--agent-tools", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
+         "--tool-definitions", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
          "--policy", "full_once", "--policy", "keep_last_3", "--no-react-check", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
@@ -577,7 +577,7 @@ def test_cli_replay_usage_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "unknown policy" in bad.output
     no_shape = runner.invoke(app, ["replay", str(tmp_path), "--pages", str(tmp_path)])
     assert no_shape.exit_code == 1 and "--pages-shape" in no_shape.output
-    tools = runner.invoke(app, ["replay", str(tmp_path), "--agent-tools", "tau_bench"])
-    assert tools.exit_code == 1 and "SOURCE=FILE" in tools.output
+    definitions = runner.invoke(app, ["replay", str(tmp_path), "--tool-definitions", "tau_bench"])
+    assert definitions.exit_code == 1 and "SOURCE=FILE" in definitions.output
     price = runner.invoke(app, ["replay", str(tmp_path), "--price-model", "openai:no-such-model"])
     assert price.exit_code == 1 and "no price for model" in price.output

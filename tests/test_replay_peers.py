@@ -17,11 +17,11 @@ from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.prompt_tokens import count_prompt_tokens
 from agent_memory.replay import (
     ReplayRun,
-    load_agent_tools,
+    load_tool_definitions,
     load_traces,
     replay_run,
     summarize,
-    with_agent_tools,
+    with_tool_definitions,
     write_report,
 )
 from agent_memory.replay.peers import (
@@ -45,7 +45,7 @@ SUMMARY_LEAD = "Here is a summary of the conversation to date:\n\n"
 def tau_run(data_dir: Path) -> ReplayRun:
     """A real tau-bench run with many tool results over several user turns."""
     runs = load_traces([data_dir / "traces" / "tau_bench"])
-    runs = with_agent_tools(runs, {"tau_bench": load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")})
+    runs = with_tool_definitions(runs, {"tau_bench": load_tool_definitions(data_dir / "agent_tools" / "tau_bench_airline.json")})
     return next(r for r in runs if sum(m.role == "tool" for m in r.messages) >= 10
                 and sum(m.role == "user" for m in r.messages) >= 4)
 
@@ -285,15 +285,15 @@ def test_report_lists_every_peer_with_net_and_gross_tokens_and_cost(
 @pytest.mark.data
 def test_cli_replays_the_installed_peers_by_default_and_those_named(data_dir: Path, tmp_path: Path) -> None:
     traces = data_dir / "traces" / "tau_bench"
-    tools = f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}"
+    definitions = f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}"
     runner = CliRunner()
-    default = runner.invoke(app, ["replay", str(traces), "--limit-runs", "1", "--agent-tools", tools,
+    default = runner.invoke(app, ["replay", str(traces), "--limit-runs", "1", "--tool-definitions", definitions,
                                   "--no-react-check", "--out", str(tmp_path / "default")])
     assert default.exit_code == 0, default.output
     data = json.loads((tmp_path / "default" / "report.json").read_text(encoding="utf-8"))
     assert data["strategies"][-2 * len(DEFAULT_PEERS):] == [
         name for peer in DEFAULT_PEERS for name in (peer.label, peer.label + RERUN_SUFFIX)]
-    named = runner.invoke(app, ["replay", str(traces), "--limit-runs", "1", "--agent-tools", tools, "--no-react-check",
+    named = runner.invoke(app, ["replay", str(traces), "--limit-runs", "1", "--tool-definitions", definitions, "--no-react-check",
                                 "--policy", "full_once", "--peer", "anthropic_clear_tool_uses_5k",
                                 "--out", str(tmp_path / "named")])
     assert named.exit_code == 0, named.output

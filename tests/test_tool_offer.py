@@ -46,29 +46,29 @@ def names(tools: list[dict]) -> list[str]:
 def test_tools_are_offered_when_usable(memory: AgentMemory, offer: ToolOffer, state: OfferState,
                                        expected: list[str]) -> None:
     toolkit = MemoryToolkit(memory, offer=offer)
-    assert names(toolkit.openai_tools(state)) == expected
-    assert [tool["name"] for tool in toolkit.anthropic_tools(state)] == expected
-    assert names(toolkit.openai_tools()) == ["store_memory", "retrieve_memory", "query_memory"]  # no state: all
+    assert names(toolkit.tool_definitions(state)) == expected
+    assert [tool["name"] for tool in toolkit.anthropic_tool_definitions(state)] == expected
+    assert names(toolkit.tool_definitions()) == ["store_memory", "retrieve_memory", "query_memory"]  # no state: all
 
 
 def test_every_tool_answers_even_when_not_offered(memory: AgentMemory) -> None:
     toolkit = MemoryToolkit(memory)  # nothing offered in the empty state
     item_id = memory.store("kept")
-    assert toolkit.openai_tools(OfferState()) == []
+    assert toolkit.tool_definitions(OfferState()) == []
     assert toolkit.dispatch("retrieve_memory", {"id": item_id}).ok  # a model may call a tool it saw before
 
 
 def test_single_form_is_one_valid_smaller_tool(memory: AgentMemory) -> None:
     count = default_token_counter().count
     separate, single = MemoryToolkit(memory), MemoryToolkit(memory, form="single")
-    (tool,) = single.openai_tools()
+    (tool,) = single.tool_definitions()
     params = tool["function"]["parameters"]
     Draft202012Validator.check_schema(params)
     assert tool["function"]["name"] == "memory" and params["properties"]["op"]["enum"] == ["retrieve", "store", "query"]
     assert "id" not in params.get("required", [])  # op decides what is required
-    assert count(json.dumps(single.openai_tools())) < count(json.dumps(separate.openai_tools()))
+    assert count(json.dumps(single.tool_definitions())) < count(json.dumps(separate.tool_definitions()))
     # only retrieving offered: no op argument at all
-    (citing,) = single.openai_tools(OfferState(citing=True))
+    (citing,) = single.tool_definitions(OfferState(citing=True))
     assert "op" not in citing["function"]["parameters"]["properties"]
     assert "memory(" in citing["function"]["description"]
     assert single.names == ["memory"] and single.get("retrieve_memory") is None
@@ -110,7 +110,7 @@ def test_combined_action_needs_distinct_capabilities() -> None:
 def test_toolkit_is_found_by_entry_point(memory: AgentMemory) -> None:
     toolkit = load_toolkit(memory, offer=ToolOffer(mode="all"), form="single")
     assert isinstance(toolkit, MemoryToolkit) and isinstance(toolkit, MemoryTools)
-    assert names(toolkit.openai_tools(OfferState())) == ["memory"]
+    assert names(toolkit.tool_definitions(OfferState())) == ["memory"]
     with pytest.raises(ConfigurationError, match="no memory toolkit"):
         load_toolkit(memory, group="agent_memory.no_such_group")
 

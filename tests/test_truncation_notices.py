@@ -20,7 +20,7 @@ from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.observers import NoticeRecorder, Truncated
 from agent_memory.replay.kernel_replay import replay_kernel_run
-from agent_memory.replay.loaders import load_agent_tools, load_traces, with_agent_tools
+from agent_memory.replay.loaders import load_tool_definitions, load_traces, with_tool_definitions
 
 TRUNCATING_RUN = "gpt-4o-airline-dev-003-task3-trial0"
 """A tau-bench run whose kernel replay at ``--budget 1000`` truncates once: its last turn grows past
@@ -31,7 +31,7 @@ smaller than the prompt left after the truncation."""
 @pytest.mark.data
 def test_a_truncation_notice_counts_before_and_after_alike(data_dir: Path, tmp_path: Path) -> None:
     runs = load_traces([data_dir / "traces" / "tau_bench"])
-    runs = with_agent_tools(runs, {"tau_bench": load_agent_tools(data_dir / "agent_tools" / "tau_bench_airline.json")})
+    runs = with_tool_definitions(runs, {"tau_bench": load_tool_definitions(data_dir / "agent_tools" / "tau_bench_airline.json")})
     (run,) = [r for r in runs if r.run_id == TRUNCATING_RUN]
     recorder = NoticeRecorder()
     result = replay_kernel_run(run, budget=1_000, workdir=tmp_path, observers=[recorder])
@@ -72,7 +72,7 @@ def test_replay_reports_truncations_once_and_warns_of_none(data_dir: Path, tmp_p
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "agent_memory.cli", "replay", str(data_dir / "traces" / "tau_bench"),
-         "--limit-runs", "4", "--agent-tools", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
+         "--limit-runs", "4", "--tool-definitions", f"tau_bench={data_dir / 'agent_tools' / 'tau_bench_airline.json'}",
          "--budget", "1000", "--policy", "full_once", "--no-react-check", "--out", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )

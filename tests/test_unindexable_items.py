@@ -67,11 +67,11 @@ def test_nul_text_is_stored_indexed_and_found_on_both_backends(where: dict[str, 
 
 def test_nul_text_from_the_model_and_across_a_new_process(where: dict[str, object], tmp_path: Path) -> None:
     memory = AgentMemory("model", **where)  # type: ignore[arg-type]
-    tools = MemoryToolkit(memory)
-    stored = tools.dispatch("store_memory", json.dumps({"content": "\u0000\u0000 The pier light is green.\u0000"}))
-    again = tools.dispatch("store_memory", json.dumps({"content": "two\u0000NULs\u0000 in the tide table"}))
+    toolkit = MemoryToolkit(memory)
+    stored = toolkit.dispatch("store_memory", json.dumps({"content": "\u0000\u0000 The pier light is green.\u0000"}))
+    again = toolkit.dispatch("store_memory", json.dumps({"content": "two\u0000NULs\u0000 in the tide table"}))
     assert stored.ok and again.ok
-    found = tools.dispatch("query_memory", json.dumps({"query": "pier light"}))
+    found = toolkit.dispatch("query_memory", json.dumps({"query": "pier light"}))
     assert found.ok and "green" in found.content
     memory.close()
     script = (

@@ -9,7 +9,7 @@ from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.agent.step_lock import StepLock, StepLockHolder
 from agent_memory.agent.sub_agents import SubAgentResult
 from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool, tool
-from agent_memory.storage.journal import EventKind, QueuedEvent
+from agent_memory.storage.journal import EventKind, JournalEntry
 
 __all__ = [
     "MEMORY_PROMPT",
@@ -26,7 +26,7 @@ __all__ = [
     "EventKind",
     "EventProcessor",
     "ExecutionMode",
-    "QueuedEvent",
+    "JournalEntry",
     "StepLock",
     "StepLockHolder",
     "StepResult",

@@ -1,6 +1,6 @@
 """Serial, durable processing of memory events (after team9's agent framework,
-github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0: persistent queue, execution
-modes, stepping, step lock; observers hear notices).
+github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0: its persistent queue, here
+the event journal; execution modes, stepping, step lock; observers hear notices).
 
 An :class:`EventProcessor` stands in front of a :class:`~agent_memory.kernel.manager.MemoryManager`:
 every event (a user message, an answer, tool calls, a tool result, a store, a forget, a pin, a
@@ -9,7 +9,7 @@ each applied by its own handler: the table ``_HANDLERS`` at the end of this modu
 :class:`~agent_memory.storage.journal.EventJournal` (``events.sqlite3``, or a table), then applied, one at
 a time, oldest first, under the memory's :class:`~agent_memory.agent.step_lock.StepLock`:
 
-- **auto** mode (the default): :meth:`EventProcessor.dispatch` applies the queue at once, then
+- **auto** mode (the default): :meth:`EventProcessor.dispatch` applies the pending events at once, then
   runs a pending truncation and a pending compaction, and returns the applied event.
 - **stepping** mode: ``dispatch`` only journals; each :meth:`EventProcessor.step` does one thing,
   in this order: apply the oldest event; else run a pending truncation
@@ -88,7 +88,7 @@ from agent_memory.models.items import encoded_once
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.models.traces import RawTraceItem, tool_result_preview
 from agent_memory.observers import EventApplied, MemoryObserver, logger
-from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, QueuedEvent
+from agent_memory.storage.journal import EventJournal, EventKind, EventStatus, JournalEntry
 from agent_memory.storage import common
 from agent_memory.storage.contracts import sha256_hex
 
@@ -102,12 +102,12 @@ __all__ = [
 ]
 
 DEFAULT_KEEP_APPLIED_EVENTS = 1_000
-"""Applied (and failed) events kept in the queue for inspection; older ones are deleted (open
+"""Applied (and failed) events kept in the journal for inspection; older ones are deleted (open
 events never are). A tool result journaled whole (stepping mode) can be megabytes, so the journal must not
 grow for ever."""
 
 PRUNE_EVERY_EVENTS = 64
-"""The queue is pruned after every this many applied events."""
+"""The journal is pruned after every this many applied events."""
 
 MAX_ERROR_CHARS = 1_000
 """Longest refusal message kept with a failed event, in characters."""
@@ -116,7 +116,7 @@ REFUSALS = (ValueError, TypeError, ItemNotFoundError, IsolationError)
 """Errors that mean the event itself is wrong and can never apply (``InvalidArgumentError``,
 ``InvalidIdError``, ``TransformError``, ``IngestError`` are ``ValueError`` s; an unknown item; a
 sub-agent's write into its parent's memory):
-it is marked ``failed`` and the queue goes on. Any other error (a full disk, a lock held too long)
+it is marked ``failed`` and the next event is applied. Any other error (a full disk, a lock held too long)
 leaves it open, retried by the next step."""
 
 _MANAGER_TOKENS: weakref.WeakKeyDictionary[MemoryManager, str] = weakref.WeakKeyDictionary()
@@ -130,7 +130,7 @@ def _manager_token(manager: MemoryManager) -> str:
 
 
 def event_memory_id(event_id: str) -> str:
-    """The memory id under which a queued store event, or a tool result event journaled with its
+    """The memory id under which a journaled store event, or a tool result event journaled with its
     content, stores that content when it is applied (unless the store names its own ``item_id``):
     derived from the event id, so a retried event finds it."""
     return derived_memory_id(f"event:{event_id}")
@@ -149,7 +149,7 @@ class ExecutionMode(StrEnum):
     """How :meth:`EventProcessor.dispatch` treats an event."""
 
     AUTO = "auto"
-    """Apply it (and everything queued before it) at once, then pending truncation and compaction."""
+    """Apply it (and everything journaled before it) at once, then pending truncation and compaction."""
     STEPPING = "stepping"
     """Only journal it; :meth:`EventProcessor.step` applies events one at a time."""
 
@@ -163,20 +163,20 @@ class StepResult(BaseModel):
     """The step lock's id for this step (``step_…``)."""
     event_processed: bool
     """Whether an event was applied (or refused: see ``event.status``)."""
-    event: QueuedEvent | None = None
+    event: JournalEntry | None = None
     """The event, as stored after the step (``applied`` or ``failed``); ``None`` if none."""
     truncation_performed: bool = False
-    """Whether the oldest raw turns were truncated (only when no event was queued)."""
+    """Whether the oldest raw turns were truncated (only when no event was pending)."""
     truncated_turn_ids: tuple[str, ...] = ()
     """The turns truncated, oldest first."""
     compaction_performed: bool = False
-    """Whether a compaction ran (only when no event was queued and no truncation was pending)."""
+    """Whether a compaction ran (only when no event and no truncation was pending)."""
     compacted_turn_ids: tuple[str, ...] = ()
     """The turns the compaction moved to the archive, oldest first (may be empty)."""
     has_pending_operations: bool
-    """Whether another step has work: events queued, or a truncation or compaction pending."""
-    queued_event_count: int
-    """Events still waiting in the queue."""
+    """Whether another step has work: events pending, or a truncation or compaction."""
+    pending_event_count: int
+    """Events still waiting in the journal to be applied."""
 
 
 class EventProcessor:
@@ -231,7 +231,7 @@ class EventProcessor:
         self._applied_since_prune = 0
 
     def __repr__(self) -> str:
-        return f"EventProcessor({self.manager.agent_id!r}, mode={self._mode.value}, queued={self.queue_length})"
+        return f"EventProcessor({self.manager.agent_id!r}, mode={self._mode.value}, pending={self.pending_count})"
 
     def close(self) -> None:
         """Close the journal's database connection (reopened by the next use). The manager and its
@@ -241,7 +241,7 @@ class EventProcessor:
     # -- mode and views ------------------------------------------------------------------------
     @property
     def execution_mode(self) -> ExecutionMode:
-        """``auto`` or ``stepping``; set it to switch (events already queued stay queued until
+        """``auto`` or ``stepping``; set it to switch (events already journaled stay pending until
         the next auto dispatch or step)."""
         return self._mode
 
@@ -252,12 +252,12 @@ class EventProcessor:
         except ValueError:
             raise InvalidArgumentError(f"execution mode is 'auto' or 'stepping', not {mode!r}") from None
 
-    def pending_events(self) -> list[QueuedEvent]:
+    def pending_events(self) -> list[JournalEntry]:
         """The events not applied yet, oldest first."""
         return self.journal.pending()
 
     @property
-    def queue_length(self) -> int:
+    def pending_count(self) -> int:
         """How many events wait to be applied."""
         return self.journal.open_count()
 
@@ -281,8 +281,8 @@ class EventProcessor:
 
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch(self, event: Event | EventKind | str, payload: Mapping[str, Any] | None = None, *,
-                 timeout_s: float | None = None) -> QueuedEvent:
-        """Journal an event; in auto mode also apply the queue (this event and every one before
+                 timeout_s: float | None = None) -> JournalEntry:
+        """Journal an event; in auto mode also apply the pending events (this event and every one before
         it), then any pending truncation and compaction.
 
         A tool result to store (a :class:`~agent_memory.models.events.ToolResultEvent` with a
@@ -315,7 +315,7 @@ class EventProcessor:
             LockTimeoutError: in auto mode, if the step lock stayed held; the event is journaled
                 and the next step or dispatch applies it: do not dispatch it again.
             StoreError: if journaling fails (nothing journaled), or applying fails for a reason
-                other than the event (the event stays queued and is retried by the next step).
+                other than the event (the event stays pending and is retried by the next step).
             ConfigurationError: if another live manager applied this memory's events since this
                 processor's manager was built (see the module docstring).
         """
@@ -328,30 +328,30 @@ class EventProcessor:
                                        "kind and its payload")
         if isinstance(typed, ToolResultEvent):
             typed = self._stored_first(typed)
-        queued = self.journal.push(typed.kind, typed.payload())  # the one write of the payload; not read back
+        journaled = self.journal.push(typed.kind, typed.payload())  # the one write of the payload; not read back
         if self._mode is ExecutionMode.STEPPING or self._owner == threading.get_ident():
-            return queued
-        own: QueuedEvent | None = None
+            return journaled
+        own: JournalEntry | None = None
         own_error: BaseException | None = None
         with self._stepping(timeout_s):
-            while (applied := self._apply_next(held=(queued, typed))) is not None:
-                if applied[0].id == queued.id:
+            while (applied := self._apply_next(held=(journaled, typed))) is not None:
+                if applied[0].id == journaled.id:
                     own, own_error = applied
             try:
                 self._maintain()
             except Exception:  # noqa: BLE001 - the event is applied; the maintenance stays pending
-                logger.warning("truncation or compaction after event %s failed; it stays pending", queued.id,
+                logger.warning("truncation or compaction after event %s failed; it stays pending", journaled.id,
                                exc_info=True)
-        done = own if own is not None else self.journal.get(queued.id)  # else another process applied it
+        done = own if own is not None else self.journal.get(journaled.id)  # else another process applied it
         if done.status == "failed":
             if own_error is not None:
                 raise own_error
-            raise EventFailedError(f"event {queued.id} ({typed.kind}) was refused: {done.error}", event_id=queued.id,
+            raise EventFailedError(f"event {journaled.id} ({typed.kind}) was refused: {done.error}", event_id=journaled.id,
                                    error=done.error or "")
         return done
 
     def step(self, *, timeout_s: float | None = None) -> StepResult:
-        """Do one thing under the step lock: apply the oldest queued event; else run a pending
+        """Do one thing under the step lock: apply the oldest pending event; else run a pending
         truncation; else run a pending compaction; and say what was done.
 
         Args:
@@ -360,7 +360,7 @@ class EventProcessor:
         Raises:
             LockTimeoutError: if another step (here or in another process) held the lock longer.
             StoreError: if applying or compacting failed for a reason other than the event (the
-                event stays queued; the compaction stays requested). An event the manager
+                event stays pending; the compaction stays requested). An event the manager
                 refuses does not raise: it is returned ``failed``.
             ConfigurationError: if called from inside a step, or if another live manager applied
                 this memory's events (see the module docstring).
@@ -377,16 +377,16 @@ class EventProcessor:
                     truncated, did_truncate = self.manager.truncate_oldest(tool_definitions=self.tool_definitions), True
                 elif self.manager.compaction_required:
                     compacted, did_compact = self.manager.compact(tool_definitions=self.tool_definitions).turn_ids, True
-            queued = self.journal.open_count()
-            pending = queued > 0 or self.manager.truncation_required or self.manager.compaction_required
+            open_events = self.journal.open_count()
+            pending = open_events > 0 or self.manager.truncation_required or self.manager.compaction_required
             return StepResult(
                 step_id=step_id, event_processed=applied is not None, event=applied[0] if applied else None,
                 truncation_performed=did_truncate, truncated_turn_ids=truncated, compaction_performed=did_compact,
-                compacted_turn_ids=compacted, has_pending_operations=pending, queued_event_count=queued,
+                compacted_turn_ids=compacted, has_pending_operations=pending, pending_event_count=open_events,
             )
 
     def drain(self, *, timeout_s: float | None = None) -> int:
-        """Apply every queued event now, in order (whatever the mode), without truncating or
+        """Apply every pending event now, in order (whatever the mode), without truncating or
         compacting; returns how many were applied or refused. Raises as :meth:`step`."""
         count = 0
         with self._stepping(timeout_s):
@@ -414,7 +414,7 @@ class EventProcessor:
                                memory_id=memory_id, preview=preview)
 
     # -- the manager's operations, journaled ------------------------------------------------------
-    def _result(self, event: QueuedEvent, key: str) -> Any:
+    def _result(self, event: JournalEntry, key: str) -> Any:
         if event.status != "applied" or not isinstance(event.result, dict):
             return None
         return event.result.get(key)
@@ -504,8 +504,8 @@ class EventProcessor:
                 "process apply events (others dispatch in stepping mode)."
             )
 
-    def _apply_next(self, held: tuple[QueuedEvent, Event] | None = None,
-                    ) -> tuple[QueuedEvent, BaseException | None] | None:
+    def _apply_next(self, held: tuple[JournalEntry, Event] | None = None,
+                    ) -> tuple[JournalEntry, BaseException | None] | None:
         """Apply the oldest open event (under the step lock); ``None`` if there is none.
 
         ``held``: an event this processor just journaled, and its typed form in hand: when it is
@@ -514,47 +514,47 @@ class EventProcessor:
         head = self.journal.peek_open() if held is not None else None
         typed: Event | None = None
         if held is not None and head == (held[0].id, "queued"):
-            queued: QueuedEvent | None = held[0]
+            entry: JournalEntry | None = held[0]
             typed = held[1]
         elif held is not None and head is None:
             return None
         else:
-            queued = self.journal.next_open()
-        if queued is None:
+            entry = self.journal.next_open()
+        if entry is None:
             return None
         try:
-            event = typed if typed is not None else read_event(queued.kind, queued.payload)
+            event = typed if typed is not None else read_event(entry.kind, entry.payload)
         except InvalidArgumentError as exc:  # a stored payload its kind no longer reads: never applicable
-            return self._refused(queued, exc)
+            return self._refused(entry, exc)
         handler = _HANDLERS[type(event)]
         recovered, result = False, None
-        if queued.status == "applying":  # interrupted: its effect may be written already
-            recovered, result = handler.effect(self.manager, event, queued.id)
+        if entry.status == "applying":  # interrupted: its effect may be written already
+            recovered, result = handler.effect(self.manager, event, entry.id)
         else:
-            self.journal.mark_applying(queued.id)
+            self.journal.mark_applying(entry.id)
         if not recovered:
             try:
-                result = handler.apply(self.manager, event, queued.id)
+                result = handler.apply(self.manager, event, entry.id)
             except REFUSALS as exc:
-                return self._refused(queued, exc)
-        applied = self._close(queued, "applied", result=result)
+                return self._refused(entry, exc)
+        applied = self._close(entry, "applied", result=result)
         self._closed(applied, recovered=recovered)
         return applied, None
 
-    def _refused(self, event: QueuedEvent, exc: BaseException) -> tuple[QueuedEvent, BaseException]:
+    def _refused(self, event: JournalEntry, exc: BaseException) -> tuple[JournalEntry, BaseException]:
         """Mark an event the manager refused ``failed``, with why."""
         failed = self._close(event, "failed", error=f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
         self._closed(failed, recovered=False)
         return failed, exc
 
-    def _close(self, event: QueuedEvent, status: EventStatus, *, result: Any = None,
-               error: str | None = None) -> QueuedEvent:
+    def _close(self, event: JournalEntry, status: EventStatus, *, result: Any = None,
+               error: str | None = None) -> JournalEntry:
         """Mark ``event`` applied or failed (as :meth:`EventJournal.mark_applied` does, not
         durable at once) and return it as now stored, without reading it back."""
         self.journal.set_status(event.id, status, result=result, error=error, applied_by=self._token, durable=False)
         return event.model_copy(update={"status": status, "result": result, "error": error, "applied_at": time.time()})
 
-    def _closed(self, event: QueuedEvent, *, recovered: bool) -> None:
+    def _closed(self, event: JournalEntry, *, recovered: bool) -> None:
         self._known_seq = max(self._known_seq, event.seq)
         self.manager.observers.notify(EventApplied(
             agent_id=self.manager.agent_id, event_id=event.id, event_kind=event.kind.value, seq=event.seq,
@@ -566,7 +566,7 @@ class EventProcessor:
             self.journal.prune(self.keep_applied)
 
     def _maintain(self) -> None:
-        """Run a pending truncation, then a pending compaction (auto mode, after the queue)."""
+        """Run a pending truncation, then a pending compaction (auto mode, after the pending events)."""
         if self.manager.truncation_required:
             self.manager.truncate_oldest(tool_definitions=self.tool_definitions)
         if self.manager.compaction_required:

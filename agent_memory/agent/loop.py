@@ -10,7 +10,7 @@ model's tool calls run in order: the agent's own tools (plain typed functions,
 cited; the memory tools (``actions``, found through the ``agent_memory.toolkit`` entry point), whose
 answers stay inline; and ``spawn_agent`` when sub-agents are allowed
 (:mod:`agent_memory.agent.sub_agents`). Every memory event (user message, answer, tool intent,
-tool result) goes through the agent's durable event queue (:mod:`agent_memory.agent.events`)
+tool result) goes through the agent's durable event journal (:mod:`agent_memory.agent.events`)
 before it is applied. A model's mistake (unknown tool, bad arguments, a tool that raises) becomes
 an error result the model reads; it never stops the loop.
 
@@ -74,7 +74,7 @@ class AgentStep(BaseModel):
     cached_tokens: int | None
     """Cache reads: the part of ``prompt_tokens`` read from the provider's prompt cache
     (``None``: not reported)."""
-    tools_offered: tuple[str, ...]
+    offered_tool_names: tuple[str, ...]
     """Names of the tools sent with the call (the agent's and the memory tools offered)."""
     tool_calls: tuple[str, ...]
     """Names of the tools the model called, in order."""
@@ -230,7 +230,7 @@ class MemoryAgent:
             own.append(self._spawn_schema)
         self.assembler = LLMRequestAssembler(self.manager, toolkit=self.toolkit, tool_definitions=own,
                                              memory_prompt=self.config.memory_prompt if self.config.enable_memory else None)
-        every_definition = [*own, *(self.toolkit.openai_tools() if self.toolkit is not None else [])]
+        every_definition = [*own, *(self.toolkit.tool_definitions() if self.toolkit is not None else [])]
         self.events = EventProcessor(self.manager, tool_definitions=every_definition)
         self._compacted: list[str] = []
         self.manager.on(self._heard)
@@ -285,7 +285,7 @@ class MemoryAgent:
                                              timeout_s=self.config.llm_timeout_s)
                 step.enter_context(self.memory.foreground())  # the answer's memory work, up to the next tool
                 # What the model was shown is committed only now that it answered; the answer and the
-                # usage go through the event queue (journaled, then applied). A call whose arguments no
+                # usage go through the event journal (journaled, then applied). A call whose arguments no
                 # tool can take is kept cut (ToolCall.kept); its tool still reads what was sent, to say why.
                 self.manager.commit(package.built)
                 self.events.assistant_response(_kept(result.message))
@@ -297,7 +297,7 @@ class MemoryAgent:
                 steps.append(AgentStep(
                     index=index, prompt_tokens=usage.prompt_tokens, estimate_tokens=package.estimate_tokens,
                     completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
-                    tools_offered=tuple(t["function"]["name"] for t in package.tool_definitions),
+                    offered_tool_names=tuple(t["function"]["name"] for t in package.tool_definitions),
                     tool_calls=tuple(call.name for call in calls), compacted_turns=tuple(compacted),
                     cache_write_tokens=usage.cache_write_tokens, cost=cost, unpriced_reason=unpriced,
                 ))
@@ -391,7 +391,7 @@ class MemoryAgent:
         return merge(self, result, item_ids)
 
     def close(self) -> None:
-        """Close the event queue, and the memory if the agent opened it."""
+        """Close the event journal, and the memory if the agent opened it."""
         self.events.close()
         if self._owns_memory:
             self.memory.close()

@@ -10,7 +10,7 @@ Inheritance is declarative: the parent says what the child gets, and nothing els
   with :func:`merge`); ``none``, an empty memory of its own.
 - **pinned facts**: kept verbatim in the child's every prompt, through its compactions.
 - **history**: the parent's last N turns, rendered as context in the child's task message.
-- **tools**: the parent's tools, or the ones named.
+- **tools**: the parent's tools, or the ones named (``tool_names``).
 
 The child's conversation lives under its own agent id in the parent's backend (for files
 ``<memory_dir>/agents/<child id>/``), also when it shares the parent's memory. An isolated child's
@@ -231,7 +231,7 @@ def spawn(
     task: str,
     *,
     memory: MemoryMode | None = None,
-    tools: Sequence[str] | None = None,
+    tool_names: Sequence[str] | None = None,
     pinned_facts: Sequence[str] = (),
     history_turns: int = 0,
     system_prompt: str | None = None,
@@ -246,7 +246,7 @@ def spawn(
         task: the child's task (its first user message).
         memory: ``shared``, ``isolated`` or ``none``; ``None``: shared when the parent's
             ``config.share_memory_with_sub_agents``, else isolated.
-        tools: names of the parent's tools the child gets; ``None``: all of them.
+        tool_names: names of the parent's tools the child gets; ``None``: all of them.
         pinned_facts: facts kept verbatim in every prompt of the child.
         history_turns: the parent's last N turns given to the child as context (0: none).
         system_prompt: the child's instructions; ``None``: the parent's.
@@ -267,7 +267,7 @@ def spawn(
         raise InvalidArgumentError(f"memory must be 'shared', 'isolated' or 'none', not {mode!r}")
     if not isinstance(history_turns, int) or history_turns < 0:
         raise InvalidArgumentError(f"history_turns must be an int >= 0, not {history_turns!r}")
-    names = list(parent.tools) if tools is None else list(tools)
+    names = list(parent.tools) if tool_names is None else list(tool_names)
     unknown = [name for name in names if name not in parent.tools]
     if unknown:
         raise InvalidArgumentError(f"the parent has no tools {unknown}; it has {list(parent.tools)}")

@@ -236,7 +236,7 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
     history_all = messages_from_traces(raw)
     count = memory.tokens.count
     toolkit = load_toolkit(memory)
-    offer = toolkit.openai_tools(OfferState(citing=True))
+    offer = toolkit.tool_definitions(OfferState(citing=True))
     builder = ContextBuilder(memory, policy=PresentationPolicy(), prices=price_model,
                              citations=CitationBuilder(memory.plugins, memory.tokens),
                              offer_cost_tokens=offer_cost_tokens(toolkit, (), count, MEMORY_PROMPT)[0])
@@ -268,10 +268,10 @@ def rebuild_calls(conversation: AgentMemory, memory: AgentMemory, *, price_model
         results = _results(history_all[:position], shown_msgs, compacted, built.state.swapped,
                            built.state.citing, count)
         if built.state.citing:  # what the assembler adds: the memory section and the memory tools
-            sent, tools = with_memory_prompt(shown_msgs, MEMORY_PROMPT), offer
+            sent, definitions = with_memory_prompt(shown_msgs, MEMORY_PROMPT), offer
         else:
-            sent, tools = shown_msgs, []
-        previous = curve.record(sent, tools, previous, count)
+            sent, definitions = shown_msgs, []
+        previous = curve.record(sent, definitions, previous, count)
         prompt, prefix = curve.prompt_tokens[-1], curve.prefix_tokens[-1]
         output = message_tokens(message, count)
         rewrote = bool(made) or bool(built.swapped_now) or (built.state.citing_since == built.state.calls and

@@ -57,7 +57,7 @@ from agent_memory.pricing import BilledTokens, Cost, PriceModel
 from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.records.prepare import result_store_arguments
 
-__all__ = ["DEFAULT_ADAPTER_TOOLS", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
+__all__ = ["DEFAULT_ADAPTER_TOOL_NAMES", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
 
 
 def result_id(agent_id: str, conversation_id: str, tool_call_id: str, content: str) -> str:
@@ -104,7 +104,7 @@ class Presented:
     shown: dict[int, str]
     """Index in the given history → the text to show for that tool message (every tool message
     whose result is stored; an adapter writes these back into its own message objects)."""
-    memory_tools: list[dict[str, Any]]
+    memory_tool_definitions: list[dict[str, Any]]
     """The memory tools to offer with this call, as OpenAI function definitions (empty: none)."""
     memory_prompt: str | None
     """The system-prompt section to add to this call (``None``: no memory tool goes, none)."""
@@ -115,8 +115,8 @@ class Presented:
 
     @property
     def memory_tool_names(self) -> list[str]:
-        """Names of :attr:`memory_tools`."""
-        return [tool["function"]["name"] for tool in self.memory_tools]
+        """Names of :attr:`memory_tool_definitions`."""
+        return [tool["function"]["name"] for tool in self.memory_tool_definitions]
 
 
 @dataclass
@@ -190,10 +190,10 @@ class MemoryChannel:
         form: the memory tools as ``separate`` tools or one ``single`` ``memory`` tool.
         memory_prompt: the system-prompt section that teaches the memory tools, sent with the calls
             that offer one; ``None``: none.
-        own_tools: the agent's own tool definitions (OpenAI function format), sent with every call:
+        own_tool_definitions: the agent's own tool definitions (OpenAI function format), sent with every call:
             they count towards the cached prefix and the tools' share of a prompt.
         registry: compaction plugins for citations; ``None``: the installed ones.
-        tools_ahead: for a framework that fixes a call's tools before its hook runs (with
+        tool_names_ahead: for a framework that fixes a call's tools before its hook runs (with
             ``ToolOffer(mode="all")``): the names of the memory tools it sends, decided a call ahead
             (:attr:`tools_due`, :meth:`ContextBuilder.build_ahead
             <agent_memory.presentation.context.ContextBuilder.build_ahead>`); ``None``: the tools
@@ -217,9 +217,9 @@ class MemoryChannel:
         offer: ToolOffer | None = None,
         form: str = "separate",
         memory_prompt: str | None = MEMORY_PROMPT,
-        own_tools: Sequence[Mapping[str, Any]] = (),
+        own_tool_definitions: Sequence[Mapping[str, Any]] = (),
         registry: PluginRegistry | None = None,
-        tools_ahead: Sequence[str] | None = None,
+        tool_names_ahead: Sequence[str] | None = None,
     ) -> None:
         self.memory = memory
         self.conversation_id = validate_agent_id(conversation_id)
@@ -227,7 +227,7 @@ class MemoryChannel:
             prices = PriceModel.lookup(model)
         self.prices = prices
         self.toolkit: MemoryTools = load_toolkit(memory, offer=offer or ToolOffer(), form=form)
-        self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.openai_tools())
+        self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.tool_definitions())
         self.memory_prompt = memory_prompt
         retrieve_call = "memory" if form == "single" else "retrieve_memory"
         self.builder = ContextBuilder(
@@ -235,15 +235,15 @@ class MemoryChannel:
             citations=CitationBuilder(registry if registry is not None else PluginRegistry.from_entry_points(),
                                       memory.tokens, retrieve_call=retrieve_call),
         )
-        self.own_tools: list[dict[str, Any]] | None = None
-        """The agent's own tool definitions as last told (:meth:`use_tools`)."""
-        self._ahead = None if tools_ahead is None else [
-            {"type": "function", "function": definition} for definition in self.function_definitions(tools_ahead)]
+        self.own_tool_definitions: list[dict[str, Any]] | None = None
+        """The agent's own tool definitions as last told (:meth:`use_tool_definitions`)."""
+        self._ahead = None if tool_names_ahead is None else [
+            {"type": "function", "function": definition} for definition in self.function_definitions(tool_names_ahead)]
         self._ahead_cost = 0
-        """Tokens the ``tools_ahead`` tools and the memory prompt add to a call (while off)."""
+        """Tokens the ``tool_names_ahead`` tools and the memory prompt add to a call (while off)."""
         self._ahead_on = False
-        """The ``tools_ahead`` tools go with the next call."""
-        self.use_tools(own_tools)
+        """The ``tool_names_ahead`` tools go with the next call."""
+        self.use_tool_definitions(own_tool_definitions)
         self.usage = UsageLedger(prices=prices)
         self._lock = threading.RLock()
         self._last: list[Message] = []
@@ -257,20 +257,20 @@ class MemoryChannel:
     def __repr__(self) -> str:
         return f"MemoryChannel({self.memory!r}, conversation_id={self.conversation_id!r})"
 
-    def use_tools(self, own_tools: Sequence[Mapping[str, Any]]) -> None:
+    def use_tool_definitions(self, own_tool_definitions: Sequence[Mapping[str, Any]]) -> None:
         """Tell the channel the agent's own tool definitions (OpenAI function format), sent with
         every call: what the builder weighs citing and swaps against (a framework adapter calls this
         when it sees the agent's tools; a change of them is taken from the next call on)."""
-        tools = [dict(tool) for tool in own_tools]
-        if tools == self.own_tools:
+        definitions = [dict(tool) for tool in own_tool_definitions]
+        if definitions == self.own_tool_definitions:
             return
         count = self.memory.tokens.count
-        cost, own_tokens = offer_cost_tokens(self.toolkit, tools, count, self.memory_prompt)
-        self.own_tools = tools
+        cost, own_tokens = offer_cost_tokens(self.toolkit, definitions, count, self.memory_prompt)
+        self.own_tool_definitions = definitions
         self.builder.fixed_tokens = own_tokens
         self.builder.offer_cost_tokens = cost
         if self._ahead is not None:
-            self._ahead_cost = (tool_tokens(tools + self._ahead, count) - own_tokens
+            self._ahead_cost = (tool_tokens(definitions + self._ahead, count) - own_tokens
                                 + (count(self.memory_prompt) if self.memory_prompt else 0))
 
     def function_definitions(self, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -280,7 +280,7 @@ class MemoryChannel:
         Raises:
             ConfigurationError: if a name is not one of the toolkit's tools.
         """
-        schemas = {tool["function"]["name"]: tool["function"] for tool in self.toolkit.openai_tools()}
+        schemas = {tool["function"]["name"]: tool["function"] for tool in self.toolkit.tool_definitions()}
         unknown = [name for name in names if name not in schemas]
         if unknown:
             raise ConfigurationError(f"no memory tools {unknown}; there are {sorted(schemas)}")
@@ -295,7 +295,7 @@ class MemoryChannel:
         else from the call after the one where citing would first pay for them
         (:meth:`ContextBuilder.build_ahead
         <agent_memory.presentation.context.ContextBuilder.build_ahead>`). Always ``False`` for a
-        channel without ``tools_ahead`` (its tools are chosen per call)."""
+        channel without ``tool_names_ahead`` (its tools are chosen per call)."""
         if self._ahead is None:
             return False
         policy = self.builder.policy
@@ -398,15 +398,15 @@ class MemoryChannel:
             self.builder.commit(prepared)
             built = prepared.messages
             offer = OfferState(citing=self.builder.citing)
-            memory_tools = self.toolkit.openai_tools(offer)
-            prompt = self.memory_prompt if memory_tools else None
+            memory_tool_definitions = self.toolkit.tool_definitions(offer)
+            prompt = self.memory_prompt if memory_tool_definitions else None
             messages = with_memory_prompt(built, prompt) if prompt else built
             shown = {i: built[i].content or "" for i in item_ids}
             for i, text in shown.items():  # a framework may hand this back as the result next time
                 if text != history[i].content:
                     self._known.setdefault(_text_key(history[i].tool_call_id, text), item_ids[i])
-            return Presented(messages=messages, shown=shown, memory_tools=memory_tools, memory_prompt=prompt,
-                             offer=offer, stored=stored)
+            return Presented(messages=messages, shown=shown, memory_tool_definitions=memory_tool_definitions,
+                             memory_prompt=prompt, offer=offer, stored=stored)
 
     def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run a memory tool call of the model (never raises for the model's mistakes)."""
@@ -418,7 +418,7 @@ class MemoryChannel:
 
 
 
-DEFAULT_ADAPTER_TOOLS = ("retrieve_memory", "query_memory")
+DEFAULT_ADAPTER_TOOL_NAMES = ("retrieve_memory", "query_memory")
 """The memory tools an adapter gives its framework's agent by default (``store_memory`` when asked)."""
 
 
@@ -437,7 +437,7 @@ class FixedToolsAdapter:
             or usage is counted and not priced and swaps are decided by tokens.
         prices: the price model (wins over ``model``).
         policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
-        tools: which memory tools the agent gets (names of the toolkit's tools).
+        tool_names: which memory tools the agent gets (names of the toolkit's tools).
         memory_prompt: the system-prompt text sent while the memory tools are; ``None``: none.
 
     Raises:
@@ -453,14 +453,14 @@ class FixedToolsAdapter:
         model: str | None = None,
         prices: PriceModel | None = None,
         policy: PresentationPolicy | None = None,
-        tools: Sequence[str] = DEFAULT_ADAPTER_TOOLS,
+        tool_names: Sequence[str] = DEFAULT_ADAPTER_TOOL_NAMES,
         memory_prompt: str | None = MEMORY_PROMPT,
     ) -> None:
         self.memory = memory
         self.channel = MemoryChannel(memory, conversation_id=conversation_id, model=model, prices=prices,
                                      policy=policy, offer=ToolOffer(mode="all"), memory_prompt=memory_prompt,
-                                     tools_ahead=tools)
-        self.tool_definitions = self.channel.function_definitions(tools)
+                                     tool_names_ahead=tool_names)
+        self.tool_definitions = self.channel.function_definitions(tool_names)
         """The memory tools the agent gets, as function definitions."""
         self._make_tools()
 

@@ -139,7 +139,7 @@ class AgentMemoryMiddleware(AgentMiddleware):
         self._channels: dict[str, MemoryChannel] = {}
         self._lock = threading.Lock()
         first = self.channel("default")
-        self.tools: list[BaseTool] = [self._tool(tool["function"]) for tool in first.toolkit.openai_tools()]
+        self.tools: list[BaseTool] = [self._tool(tool["function"]) for tool in first.toolkit.tool_definitions()]
 
     def __repr__(self) -> str:
         return f"AgentMemoryMiddleware({self.memory!r})"
@@ -178,7 +178,8 @@ class AgentMemoryMiddleware(AgentMiddleware):
                                             args_schema=dict(schema.get("parameters") or {"type": "object"}))
 
     def _prepare(self, request: ModelRequest[Any], channel: MemoryChannel) -> ModelRequest[Any]:
-        channel.use_tools([_openai_tool(tool) for tool in request.tools if _tool_name(tool) not in channel.tool_names])
+        channel.use_tool_definitions([_openai_tool(tool) for tool in request.tools
+                                      if _tool_name(tool) not in channel.tool_names])
         messages: list[AnyMessage] = list(request.messages)
         system = request.system_message
         # counted as sent: the system prompt is part of what a swap rewrites and a cache holds

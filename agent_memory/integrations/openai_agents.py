@@ -154,8 +154,9 @@ class OpenAIAgentsMemory(FixedToolsAdapter):
         """
         own = [tool for tool in getattr(data.agent, "tools", []) if isinstance(tool, FunctionTool)
                and tool.name not in self.channel.tool_names]
-        self.channel.use_tools([{"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                                                  "parameters": tool.params_json_schema}} for tool in own])
+        self.channel.use_tool_definitions([
+            {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                              "parameters": tool.params_json_schema}} for tool in own])
         items: list[Any] = list(data.model_data.input)
         enabled = self.enabled  # what the SDK decided for this call's tools, before any new result
         messages, where = items_to_messages(items)

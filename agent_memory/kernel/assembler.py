@@ -97,7 +97,7 @@ class LLMRequestAssembler:
         self.render_options = dict(render_options or {})
         presentation, count = manager.presentation, manager.memory.tokens.count
         if toolkit is not None:
-            citing = toolkit.openai_tools(OfferState(citing=True))
+            citing = toolkit.tool_definitions(OfferState(citing=True))
             presentation.offer_cost_tokens = tool_tokens(citing, count) + (count(memory_prompt) if memory_prompt else 0)
         presentation.fixed_tokens = tool_tokens(self.tool_definitions, count)
 
@@ -132,8 +132,8 @@ class LLMRequestAssembler:
                             swapped_now=built.swapped_now)
 
     def _definitions_for(self, offer: OfferState) -> list[dict[str, Any]]:
-        memory_tools = self.toolkit.openai_tools(offer) if self.toolkit is not None else []
-        return [*self.tool_definitions, *memory_tools]
+        memory_tool_definitions = self.toolkit.tool_definitions(offer) if self.toolkit is not None else []
+        return [*self.tool_definitions, *memory_tool_definitions]
 
     def _taught(self, built: BuiltContext, tool_definitions: list[dict[str, Any]]) -> BuiltContext:
         """``built`` with the memory prompt in its system prompt, when memory tools go with it."""

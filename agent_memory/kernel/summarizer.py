@@ -171,13 +171,13 @@ class ExtractiveSummarizer:
         for turn_id, items in turns.items():
             asked = " ".join(i.content for i in items if i.trace_type == "user").strip()
             said = [i.content for i in items if i.trace_type == "assistant" and i.content.strip()]
-            tools = [i.tool_name or "tool" for i in items if i.trace_type == "tool_call"]
+            tool_names = [i.tool_name or "tool" for i in items if i.trace_type == "tool_call"]
             errors = [i.tool_name or "tool" for i in items if i.trace_type == "tool_result" and i.tool_error]
             part = [f"{turn_id}:"]
             if asked:
                 part.append(f"user: {shorten(_sentences(asked)[0] if _sentences(asked) else asked, 200, one_line=True)}")
-            if tools:
-                part.append("tools: " + ", ".join(dict.fromkeys(tools)) + (f" (failed: {', '.join(errors)})" if errors else ""))
+            if tool_names:
+                part.append("tools: " + ", ".join(dict.fromkeys(tool_names)) + (f" (failed: {', '.join(errors)})" if errors else ""))
             if said:
                 last = _sentences(said[-1])
                 part.append(f"assistant: {shorten(last[-1] if last else said[-1], 200, one_line=True)}")

@@ -142,11 +142,11 @@ class MemoryTools(Protocol):
 
     offer: ToolOffer
 
-    def openai_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+    def tool_definitions(self, state: OfferState | None = None) -> list[dict[str, Any]]:
         """Definitions of the tools to send with a prompt in ``state`` (``None``: every tool)."""
         ...
 
-    def anthropic_tools(self, state: OfferState | None = None) -> list[dict[str, Any]]:
+    def anthropic_tool_definitions(self, state: OfferState | None = None) -> list[dict[str, Any]]:
         """The same, for the Anthropic Messages API."""
         ...
 
@@ -177,19 +177,19 @@ def load_toolkit(memory: AgentMemory, *, group: str = TOOLKIT_ENTRY_POINT_GROUP,
     return toolkit
 
 
-def offer_cost_tokens(toolkit: MemoryTools, own_tools: Sequence[Mapping[str, Any]], count: Callable[[str], int],
-                      memory_prompt: str | None) -> tuple[int, int]:
+def offer_cost_tokens(toolkit: MemoryTools, own_tool_definitions: Sequence[Mapping[str, Any]],
+                      count: Callable[[str], int], memory_prompt: str | None) -> tuple[int, int]:
     """What citing adds to every call, and what the agent's own tools cost, in tokens:
     ``(offer cost, own tools' tokens)`` for a :class:`~agent_memory.presentation.context.ContextBuilder`'s
     ``offer_cost_tokens`` and ``fixed_tokens``. The offer cost is the tools list grown by the tools
     citing needs (``retrieve_memory``, as the toolkit offers it) plus the memory prompt; 0 when the
     toolkit offers every tool on every call anyway (``ToolOffer(mode="all")``). Tools are counted
     as sent: the list as JSON (:func:`~agent_memory.kernel.budget.tool_tokens`)."""
-    own = [dict(tool) for tool in own_tools]
+    own = [dict(tool) for tool in own_tool_definitions]
     own_tokens = tool_tokens(own, count)
     if toolkit.offer.mode == "all":
         return 0, own_tokens
-    citing = toolkit.openai_tools(OfferState(citing=True))
+    citing = toolkit.tool_definitions(OfferState(citing=True))
     cost = tool_tokens(own + citing, count) - own_tokens + (count(memory_prompt) if memory_prompt else 0)
     return max(0, cost), own_tokens
 

@@ -16,10 +16,10 @@ from agent_memory.replay.loaders import (
     ReplayRun,
     ResultHint,
     call_points,
-    load_agent_tools,
+    load_tool_definitions,
     load_trace_file,
     load_traces,
-    with_agent_tools,
+    with_tool_definitions,
 )
 from agent_memory.replay.pages import load_page_session
 from agent_memory.replay.react_check import ReactCheck, react_query_check
@@ -46,8 +46,8 @@ __all__ = [
     "RunResult",
     "StrategyCurve",
     "call_points",
-    "load_agent_tools",
     "load_page_session",
+    "load_tool_definitions",
     "load_trace_file",
     "load_traces",
     "parse_policy",
@@ -56,6 +56,6 @@ __all__ = [
     "replay_many",
     "replay_run",
     "summarize",
-    "with_agent_tools",
+    "with_tool_definitions",
     "write_report",
 ]

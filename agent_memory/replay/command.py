@@ -45,18 +45,18 @@ def _price_models(names: list[str]) -> list[PriceModel] | None:
     return models
 
 
-def _agent_tools(pairs: list[str]) -> dict[str, tuple[dict, ...]]:
-    from agent_memory.replay.loaders import load_agent_tools
+def _tool_definitions(pairs: list[str]) -> dict[str, tuple[dict, ...]]:
+    from agent_memory.replay.loaders import load_tool_definitions
 
     tool_definitions = {}
     for pair in pairs:
         source, sep, path = pair.partition("=")
         if not sep or not source or not path:
-            raise CliError(f"--agent-tools takes SOURCE=FILE (e.g. tau_bench=tools.json), not {pair!r}")
+            raise CliError(f"--tool-definitions takes SOURCE=FILE (e.g. tau_bench=tools.json), not {pair!r}")
         try:
-            tool_definitions[source] = load_agent_tools(path)
+            tool_definitions[source] = load_tool_definitions(path)
         except (OSError, ValueError) as exc:
-            raise CliError(f"--agent-tools {pair}: {exc}") from exc
+            raise CliError(f"--tool-definitions {pair}: {exc}") from exc
     return tool_definitions
 
 
@@ -77,8 +77,8 @@ def replay(
         "Search/Lookup calls); each Search is answered by the next page. Default: the first ReAct log among "
         "the traces given.",
     ),
-    agent_tools: list[str] = typer.Option(
-        [], "--agent-tools",
+    tool_definition_files: list[str] = typer.Option(
+        [], "--tool-definitions",
         help="SOURCE=FILE: the tool definitions (OpenAI JSON) the agent of SOURCE sent with every call; counted "
         "in every strategy's net figure. Repeat for several sources.",
     ),
@@ -119,7 +119,7 @@ def replay(
     results), agent memory per strategy and the peers (LangChain's, the OpenAI Agents SDK's and
     Anthropic's tool-result clearing); price every call with prompt caching; write a report."""
     from agent_memory.replay import engine, report, report_plots, report_text
-    from agent_memory.replay.loaders import limit_per_source, load_traces, with_agent_tools
+    from agent_memory.replay.loaders import limit_per_source, load_traces, with_tool_definitions
     from agent_memory.replay.pages import find_react_log, load_page_session
     from agent_memory.replay.peers import DEFAULT_PEERS, installed_peers, parse_peer
     from agent_memory.replay.strategies import DEFAULT_STRATEGIES, parse_strategy
@@ -135,8 +135,8 @@ def replay(
             if peer_names and not_replayed:
                 raise CliError("; ".join(not_replayed))
             runs = load_traces(traces or [])
-            if agent_tools:
-                runs = with_agent_tools(runs, _agent_tools(agent_tools))
+            if tool_definition_files:
+                runs = with_tool_definitions(runs, _tool_definitions(tool_definition_files))
         except ValueError as exc:
             raise CliError(str(exc)) from exc
         if limit_runs is not None:

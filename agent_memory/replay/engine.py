@@ -108,10 +108,10 @@ def memory_tool_sizes(counter: TokenCounter | None = None) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="agent-memory-tools-") as tmp:
         memory = AgentMemory("tools", tmp, config=MemoryConfig(index_on_store=False))
         separate = load_toolkit(memory)
-        sizes = {tool["function"]["name"]: count(json.dumps(tool)) for tool in separate.openai_tools()}
-        sizes["all_three"] = count(json.dumps(separate.openai_tools()))
-        sizes["single_all"] = count(json.dumps(load_toolkit(memory, form="single").openai_tools()))
-        sizes["offered_when_citing"] = count(json.dumps(separate.openai_tools(OfferState(citing=True))))
+        sizes = {tool["function"]["name"]: count(json.dumps(tool)) for tool in separate.tool_definitions()}
+        sizes["all_three"] = count(json.dumps(separate.tool_definitions()))
+        sizes["single_all"] = count(json.dumps(load_toolkit(memory, form="single").tool_definitions()))
+        sizes["offered_when_citing"] = count(json.dumps(separate.tool_definitions(OfferState(citing=True))))
         sizes["memory_prompt"] = count(MEMORY_PROMPT)
     return sizes
 
@@ -307,8 +307,8 @@ def replay_run(
     memory = AgentMemory("replay", Path(workdir) / "memory", config=MemoryConfig(index_on_store=False),
                          token_counter=counter)
     messages = run.messages
-    own_tools = list(run.tool_definitions)
-    own_tokens = tool_tokens(own_tools, count)
+    own_tool_definitions = list(run.tool_definitions)
+    own_tokens = tool_tokens(own_tool_definitions, count)
 
     # 1. Each tool result gets its memory id (derived from the run and position: citations, which
     #    quote the id, and every decision that counts their tokens come out the same on every
@@ -349,14 +349,14 @@ def replay_run(
     #    value the prompt misses is retrieved first (agent-memory) or lost (masking, peers).
     chosen = [as_strategy(s) for s in strategies]
     models = list(headline_price_models() if price_models is None else price_models)
-    needed = needed_values(messages, known=[json.dumps(own_tools), *sorted(run.vocabulary)])
+    needed = needed_values(messages, known=[json.dumps(own_tool_definitions), *sorted(run.vocabulary)])
     outputs = [message_tokens(messages[call], count) - FRAMING_TOKENS for call in run.calls]
     tracks: list[_AgentTrack] = []
     builders: dict[str, tuple[ContextBuilder, MemoryTools]] = {}
     for strategy in chosen:
         toolkit = load_toolkit(memory, offer=strategy.offer, form=strategy.form)
         retrieve_call = "memory" if strategy.form == "single" else "retrieve_memory"
-        cost, _ = offer_cost_tokens(toolkit, own_tools, count, MEMORY_PROMPT)
+        cost, _ = offer_cost_tokens(toolkit, own_tool_definitions, count, MEMORY_PROMPT)
         # A cache-aware strategy knows the price model it is billed under: one run per model.
         priced = list(models) if strategy.policy.cache_aware and models else [None]
         for model in priced:
@@ -369,7 +369,7 @@ def replay_run(
     clearing = [_ClearingTrack(NAIVE, _naive_prompts), _ClearingTrack(MASKING, _masking_prompts),
                 _ClearingTrack(MASKING_RERUN, _masking_prompts, rerun=True)]
     for peer in peers:
-        prompts = _peer_prompts(peer, own_tools, counter)
+        prompts = _peer_prompts(peer, own_tool_definitions, counter)
         clearing += [_ClearingTrack(peer.label, prompts), _ClearingTrack(peer.label + RERUN_SUFFIX, prompts, rerun=True)]
     labels = [track.label for track in clearing[:3]] + list(builders) + [track.label for track in clearing[3:]]
     if len(builders) != len(chosen) or len(set(labels)) != len(labels):
@@ -386,9 +386,9 @@ def replay_run(
         want = needed.get(call, [])
         storing = store_upto(call)  # the step's results, stored once for every strategy
         for clear in clearing:
-            clear.call(messages, call, want, own_tools, outputs[n], count)
+            clear.call(messages, call, want, own_tool_definitions, outputs[n], count)
         for track in tracks:
-            track.call(history, call, want, item_id_of, own_tools, outputs[n], count)
+            track.call(history, call, want, item_id_of, own_tool_definitions, outputs[n], count)
             track.curve.memory_ms[-1] += storing * 1_000
     store_upto(len(messages))  # results after the last call
     for track in tracks:
@@ -438,16 +438,16 @@ def replay_run(
 
 
 def _agent_prompt(builder: ContextBuilder, toolkit: MemoryTools, history: Sequence[Message],
-                  own_tools: list[dict[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
+                  own_tool_definitions: list[dict[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
     """The messages (committed) and tools an agent-memory strategy sends with the next call: the
     memory tools it offers, and the memory prompt in the system prompt when it offers one."""
     prepared = builder.build(history)
     builder.commit(prepared)  # a replayed call is always answered: the run's next message
     built = prepared.messages
-    offered = toolkit.openai_tools(OfferState(citing=builder.citing))
+    offered = toolkit.tool_definitions(OfferState(citing=builder.citing))
     if offered:
         built = with_memory_prompt(built, MEMORY_PROMPT)
-    return built, own_tools + offered
+    return built, own_tool_definitions + offered
 
 
 def _masked(prefix: Sequence[Message]) -> list[Message]:
@@ -500,7 +500,7 @@ class _ClearingTrack:
     prompts: Iterator[list[Message]] | None = None
 
     def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue],
-             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
+             own_tool_definitions: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
         """Count the prompt (or, on a miss with :attr:`rerun`, the re-run call and then the
         prompt) of the LLM call that produced ``run_history[call]``."""
         self.history.extend(run_history[self.upto:call])
@@ -510,7 +510,7 @@ class _ClearingTrack:
         self.curve.note(len(want), len(missed))
         if missed and self.rerun:
             asked, results = _rerun(run_history, call, missed)
-            self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+            self.previous = self.curve.record(prompt, own_tool_definitions, self.previous, count)
             self.curve.output_tokens.append(message_tokens(asked, count) - FRAMING_TOKENS)
             self.curve.retrieves += 1
             self.curve.retrieve_tokens += sum(message_tokens(result, count) for result in results)
@@ -518,7 +518,7 @@ class _ClearingTrack:
             prompt = self._next()
             missed = missing(prompt, missed)
         self.curve.lost += len(missed)
-        self.previous = self.curve.record(prompt, own_tools, self.previous, count)
+        self.previous = self.curve.record(prompt, own_tool_definitions, self.previous, count)
         self.curve.output_tokens.append(output)
 
     def _next(self) -> list[Message]:
@@ -562,13 +562,13 @@ class _AgentTrack:
     previous: Any = None
 
     def call(self, run_history: Sequence[Message], call: int, want: Sequence[NeededValue], item_id_of: dict[int, str],
-             own_tools: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
+             own_tool_definitions: list[dict[str, Any]], output: int, count: Callable[[str], int]) -> None:
         """Count the prompt (or, on a miss, the retrieve call and then the prompt) of the LLM call
         that produced ``run_history[call]``."""
         self.history.extend(run_history[self.upto:call])
         self.upto = call
         started = time.perf_counter()
-        built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+        built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tool_definitions)
         spent = time.perf_counter() - started
         missed = missing(built, want)
         self.curve.note(len(want), len(missed))
@@ -582,7 +582,7 @@ class _AgentTrack:
             self.curve.retrieve_tokens += sum(message_tokens(answer, count) for answer in answers)
             self.history += [asked, *answers]
             started = time.perf_counter()
-            built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tools)
+            built, sent = _agent_prompt(self.builder, self.toolkit, self.history, own_tool_definitions)
             spent += time.perf_counter() - started
             self.curve.lost += len(missing(built, missed))
         self.previous = self.curve.record(built, sent, self.previous, count)

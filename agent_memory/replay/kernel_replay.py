@@ -98,7 +98,7 @@ def replay_kernel_run(run: ReplayRun, *, budget: int, workdir: Path, counter: To
     recorder = NoticeRecorder()
     probe = MemoryManager(memory, system_prompt=None)
     task = next((m for m in messages if m.role == "user"), None)
-    every_definition = [*run.tool_definitions, *load_toolkit(memory, manager=probe).openai_tools()]
+    every_definition = [*run.tool_definitions, *load_toolkit(memory, manager=probe).tool_definitions()]
     head = with_memory_prompt([messages[0]] if system else [], MEMORY_PROMPT)  # as the agent sends it
     fixed = probe.count_tokens([*head, *([task] if task is not None else [])], every_definition)
     total = fixed + budget

@@ -45,9 +45,9 @@ __all__ = [
     "load_smolagents",
     "load_tape",
     "load_swe_agent",
-    "load_agent_tools",
+    "load_tool_definitions",
     "load_traces",
-    "with_agent_tools",
+    "with_tool_definitions",
 ]
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".traj", ".txt")
@@ -90,7 +90,7 @@ class ReplayRun:
     tool_definitions: tuple[dict[str, Any], ...] = ()
     """The agent's own tool definitions (OpenAI ``tools`` format), sent with every LLM call of
     the run; ``()`` when the agent had none or they are described in its prompt (SWE-agent,
-    ReAct). Traces rarely carry them: :func:`with_agent_tools` adds them from a file."""
+    ReAct). Traces rarely carry them: :func:`with_tool_definitions` adds them from a file."""
     vocabulary: frozenset[str] = frozenset()
     """Words the agent's framework defines rather than reads in a result (a tape's step kinds):
     never counted as a value the model needed from a result
@@ -549,7 +549,7 @@ def limit_per_source(runs: list[ReplayRun], limit: int) -> list[ReplayRun]:
     return kept
 
 
-def load_agent_tools(path: Path | str) -> tuple[dict[str, Any], ...]:
+def load_tool_definitions(path: Path | str) -> tuple[dict[str, Any], ...]:
     """Tool definitions from a JSON file: a list of OpenAI tools (``{"type": "function",
     "function": {...}}``) or an object with such a ``tools`` list.
 
@@ -567,14 +567,14 @@ def load_agent_tools(path: Path | str) -> tuple[dict[str, Any], ...]:
     return tuple(tool_definitions)
 
 
-def with_agent_tools(runs: list[ReplayRun], tools_by_source: dict[str, tuple[dict[str, Any], ...]]) -> list[ReplayRun]:
+def with_tool_definitions(runs: list[ReplayRun], definitions_by_source: dict[str, tuple[dict[str, Any], ...]]) -> list[ReplayRun]:
     """The runs, each with the tool definitions of its source (runs of other sources unchanged).
 
     Raises:
-        ValueError: if a source named in ``tools_by_source`` has no run (a typo would otherwise
+        ValueError: if a source named in ``definitions_by_source`` has no run (a typo would otherwise
             silently leave the tools uncounted).
     """
-    missing = set(tools_by_source) - {run.source for run in runs}
+    missing = set(definitions_by_source) - {run.source for run in runs}
     if missing:
         raise ValueError(f"no runs of source(s) {', '.join(sorted(missing))} to give tools to")
-    return [replace(run, tool_definitions=tools_by_source[run.source]) if run.source in tools_by_source else run for run in runs]
+    return [replace(run, tool_definitions=definitions_by_source[run.source]) if run.source in definitions_by_source else run for run in runs]

@@ -53,7 +53,7 @@ from agent_memory.storage.journal import (
     EventJournal,
     EventKind,
     EventStatus,
-    QueuedEvent,
+    JournalEntry,
     StatusFilter,
     checked_kind,
     decode_payload,
@@ -199,8 +199,8 @@ _COUNTER_KEY = "$last_seq"
 """The record that holds the last ``seq`` given (so a pruned event's number is never reused)."""
 
 
-def _event(record: dict[str, Any], *, with_payload: bool = True) -> QueuedEvent:
-    return QueuedEvent(
+def _event(record: dict[str, Any], *, with_payload: bool = True) -> JournalEntry:
+    return JournalEntry(
         id=record["id"], seq=record["seq"], kind=EventKind(record["kind"]),
         payload=decode_payload(record["payload"]) if with_payload else {},
         queued_at=record["queued_at"], status=record["status"], applied_at=record.get("applied_at"),
@@ -254,7 +254,7 @@ class LogJournal(EventJournal):
                     continue
         raise StoreError(f"the event journal kept changing under {CONFLICT_RETRIES} writes in a row")
 
-    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> QueuedEvent:
+    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> JournalEntry:
         checked = checked_kind(kind, payload)
         text = encode_payload(payload)
         event_id = EVENT_ID_PREFIX + token_hex(8)
@@ -271,10 +271,10 @@ class LogJournal(EventJournal):
                                   LogEntry(_COUNTER_KEY, _dumped({"id": _COUNTER_KEY, "last_seq": seq}))])
 
         self._write(change)
-        return QueuedEvent(id=event_id, seq=given[0], kind=checked, payload=payload, queued_at=queued_at,
-                           status="queued")
+        return JournalEntry(id=event_id, seq=given[0], kind=checked, payload=payload, queued_at=queued_at,
+                            status="queued")
 
-    def get(self, event_id: str) -> QueuedEvent:
+    def get(self, event_id: str) -> JournalEntry:
         with self._mutex:
             self._events()
             held = self._parsed.get(event_id) if event_id != _COUNTER_KEY else None
@@ -286,7 +286,7 @@ class LogJournal(EventJournal):
         with self._mutex:
             return next((event for event in self._events() if event["status"] in ("queued", "applying")), None)
 
-    def next_open(self) -> QueuedEvent | None:
+    def next_open(self) -> JournalEntry | None:
         found = self._first_open()
         return _event(found) if found is not None else None
 
@@ -314,7 +314,7 @@ class LogJournal(EventJournal):
 
         self._write(change)
 
-    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[QueuedEvent]:
+    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[JournalEntry]:
         wanted = statuses(status)
         with self._mutex:
             chosen = [event for event in self._events() if wanted is None or event["status"] in wanted]

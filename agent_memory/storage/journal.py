@@ -1,4 +1,4 @@
-"""The event journal (the persistent event queue of team9's agent framework,
+"""The event journal (after the persistent event queue of team9's agent framework,
 github.com/team9ai/team9, apps/server/libs/agent-framework/ at b753b7c0): every memory event is
 journaled, committed, before anything applies it.
 
@@ -11,8 +11,9 @@ marks each one applied. An event goes through these states, each change committe
 
 ``applying`` marks the one event being applied: if a process is killed while applying it, the
 next processor finds it still ``applying`` and checks whether its effect was written before it
-applies it (see :class:`~agent_memory.agent.events.EventProcessor`). Nothing is lost: a queued
-event stays queued until applied, across crashes and restarts.
+applies it (see :class:`~agent_memory.agent.events.EventProcessor`). Nothing is lost: a journaled
+event stays pending until applied, across crashes and restarts. (The status ``queued`` is the
+stored name of a pending event not yet being applied.)
 
 :class:`EventJournal` is the contract, as :class:`~agent_memory.storage.traces.TraceStore` and
 LangGraph's ``BaseStore`` are: a backend implements the abstract operations (:meth:`push`,
@@ -43,7 +44,7 @@ __all__ = [
     "EventJournal",
     "EventKind",
     "EventStatus",
-    "QueuedEvent",
+    "JournalEntry",
     "StatusFilter",
     "checked_kind",
     "decode_payload",
@@ -52,7 +53,8 @@ __all__ = [
 ]
 
 EVENT_ID_PREFIX = "qevt_"
-"""Prefix of event ids (team9's ``QueuedEvent`` ids): ``qevt_`` + 16 random hex digits."""
+"""Prefix of event ids (team9's): ``qevt_`` + 16 random hex digits. Stored, so kept until the
+journal's format changes."""
 
 BYTES_TAG = "$bytes"
 DATETIME_TAG = "$datetime"
@@ -61,7 +63,7 @@ _TAGS = frozenset({BYTES_TAG, DATETIME_TAG, ESCAPE_TAG})
 
 
 class EventKind(StrEnum):
-    """What a queued event does when applied (names lower-cased from AutoByteus' ingest operations
+    """What a journaled event does when applied (names lower-cased from AutoByteus' ingest operations
     and team9's ``MEMORY_FORGET`` / ``MEMORY_MARK_CRITICAL`` events)."""
 
     USER_MESSAGE = "user_message"
@@ -88,22 +90,23 @@ EventStatus = Literal["queued", "applying", "applied", "failed"]
 """Where an event is: waiting, being applied (or interrupted while applied), done, refused."""
 
 
-class QueuedEvent(BaseModel):
-    """One event of the queue, as stored (a snapshot: it does not change when the queue does)."""
+class JournalEntry(BaseModel):
+    """One event of the journal, as stored (a snapshot: it does not change when the journal does)."""
 
     model_config = ConfigDict(frozen=True)
 
     id: str
     """``qevt_`` + 16 hex digits."""
     seq: int
-    """Position in the queue: 1 for the first event ever queued, increasing, never reused."""
+    """Position in the journal: 1 for the first event ever journaled, increasing, never reused."""
     kind: EventKind
     payload: dict[str, Any]
     """The event's arguments. Read from the journal: decoded (``bytes`` and ``datetime``
     restored; tuples are lists; a model, such as a message, is its JSON data). As returned by
     :meth:`EventJournal.push`: the payload as given, not read back."""
     queued_at: float
-    """When it was journaled, in Unix time (seconds)."""
+    """When it was journaled, in Unix time (seconds) (the stored column's name, kept until the
+    journal's format changes)."""
     status: EventStatus
     applied_at: float | None = None
     """When it was marked applied or failed (Unix time, seconds); ``None`` while open."""
@@ -214,7 +217,7 @@ class EventJournal(ABC):
 
     # -- the backend -------------------------------------------------------------------------
     @abstractmethod
-    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> QueuedEvent:
+    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> JournalEntry:
         """Journal an event (durable before this returns) and return it, ``queued``, with the next
         ``seq`` (increasing, never reused) and the payload as given (it is written, not read
         back). Check the arguments with :func:`checked_kind` and encode the payload with
@@ -222,16 +225,16 @@ class EventJournal(ABC):
 
         Raises:
             InvalidArgumentError: for an unknown kind or a payload JSON cannot carry.
-            StoreError: if the write fails (nothing is queued).
+            StoreError: if the write fails (nothing is journaled).
         """
 
     @abstractmethod
-    def get(self, event_id: str) -> QueuedEvent:
+    def get(self, event_id: str) -> JournalEntry:
         """The event with this id. Raises :class:`~agent_memory.errors.ItemNotFoundError` if there
-        is none (never queued, or pruned)."""
+        is none (never journaled, or pruned)."""
 
     @abstractmethod
-    def next_open(self) -> QueuedEvent | None:
+    def next_open(self) -> JournalEntry | None:
         """The open event with the lowest ``seq`` (``queued``, or ``applying`` after an
         interruption); ``None`` when none is open."""
 
@@ -252,7 +255,7 @@ class EventJournal(ABC):
         change may be lost to a power cut (not to a killed process) until the next durable write."""
 
     @abstractmethod
-    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[QueuedEvent]:
+    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[JournalEntry]:
         """The stored events (all, or those of ``status``), oldest first; the newest ``limit``."""
 
     @abstractmethod
@@ -274,10 +277,10 @@ class EventJournal(ABC):
 
     # -- built on them -----------------------------------------------------------------------
     def mark_applying(self, event_id: str) -> None:
-        """Mark a queued event as being applied now (durable before its effect is written)."""
+        """Mark a pending event as being applied now (durable before its effect is written)."""
         self.set_status(event_id, "applying")
 
-    def mark_applied(self, event_id: str, result: Any = None, *, applied_by: str | None = None) -> QueuedEvent:
+    def mark_applied(self, event_id: str, result: Any = None, *, applied_by: str | None = None) -> JournalEntry:
         """Mark an event applied, with what applying it returned (JSON data, or ``None``) and
         which manager applied it. Returns the event as now stored.
 
@@ -287,13 +290,13 @@ class EventJournal(ABC):
         self.set_status(event_id, "applied", result=result, applied_by=applied_by, durable=False)
         return self.get(event_id)
 
-    def mark_failed(self, event_id: str, error: str, *, applied_by: str | None = None) -> QueuedEvent:
+    def mark_failed(self, event_id: str, error: str, *, applied_by: str | None = None) -> JournalEntry:
         """Mark an event refused (it is not retried); ``error`` says why. Returns the event."""
         self.set_status(event_id, "failed", error=error, applied_by=applied_by, durable=False)
         return self.get(event_id)
 
-    def discard(self, event_id: str, reason: str = "discarded") -> QueuedEvent:
-        """Give up on an open event (one that fails every time it is applied, blocking the queue):
+    def discard(self, event_id: str, reason: str = "discarded") -> JournalEntry:
+        """Give up on an open event (one that fails every time it is applied, blocking the journal):
         it is marked ``failed`` with ``reason`` and never applied.
 
         Raises:
@@ -305,7 +308,7 @@ class EventJournal(ABC):
         self.set_status(event_id, "failed", error=reason)
         return self.get(event_id)
 
-    def pending(self) -> list[QueuedEvent]:
+    def pending(self) -> list[JournalEntry]:
         """The events not applied yet, oldest first."""
         return self.events(status="open")
 

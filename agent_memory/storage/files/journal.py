@@ -21,7 +21,7 @@ from agent_memory.storage.journal import (
     EventJournal,
     EventKind,
     EventStatus,
-    QueuedEvent,
+    JournalEntry,
     StatusFilter,
     checked_kind,
     decode_payload,
@@ -74,9 +74,9 @@ def _db_error(exc: sqlite3.Error, path: Path) -> StoreError:
     return StoreError(f"event journal {path}: {type(exc).__name__}: {message}")
 
 
-def _row_event(row: tuple[Any, ...]) -> QueuedEvent:
+def _row_event(row: tuple[Any, ...]) -> JournalEntry:
     seq, event_id, kind, payload, queued_at, status, applied_at, result, error = row
-    return QueuedEvent(
+    return JournalEntry(
         id=event_id, seq=seq, kind=EventKind(kind), payload=decode_payload(payload), queued_at=queued_at,
         status=status, applied_at=applied_at, result=decode_payload(result) if result is not None else None,
         error=error,
@@ -152,7 +152,7 @@ class FileJournal(EventJournal):
                 self._conn.close()
                 self._conn = None
 
-    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> QueuedEvent:
+    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> JournalEntry:
         checked = checked_kind(kind, payload)
         text = encode_payload(payload)
         event_id = EVENT_ID_PREFIX + secrets.token_hex(8)
@@ -162,8 +162,8 @@ class FileJournal(EventJournal):
                                 (event_id, checked.value, text, queued_at))
             seq = cursor.lastrowid
         assert seq is not None
-        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
-                           status="queued")
+        return JournalEntry(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
+                            status="queued")
 
     def set_status(self, event_id: str, status: EventStatus, *, result: Any = None, error: str | None = None,
                    applied_by: str | None = None, durable: bool = True) -> None:
@@ -185,7 +185,7 @@ class FileJournal(EventJournal):
             )
             return cursor.rowcount
 
-    def get(self, event_id: str) -> QueuedEvent:
+    def get(self, event_id: str) -> JournalEntry:
         with self._db() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
         if row is None:
@@ -198,13 +198,13 @@ class FileJournal(EventJournal):
                              "ORDER BY seq LIMIT 1").fetchone()
         return (row[0], row[1]) if row is not None else None
 
-    def next_open(self) -> QueuedEvent | None:
+    def next_open(self) -> JournalEntry | None:
         with self._db() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM events WHERE status IN ('queued', 'applying') "
                              "ORDER BY seq LIMIT 1").fetchone()
         return _row_event(row) if row is not None else None
 
-    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[QueuedEvent]:
+    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[JournalEntry]:
         where, params = _where(status)
         query = f"SELECT {_COLUMNS} FROM events{where} ORDER BY seq DESC"
         if limit is not None:

@@ -19,7 +19,7 @@ from agent_memory.storage.journal import (
     EventJournal,
     EventKind,
     EventStatus,
-    QueuedEvent,
+    JournalEntry,
     StatusFilter,
     checked_kind,
     decode_payload,
@@ -40,9 +40,9 @@ def _status(status: StatusFilter | None) -> tuple[str, tuple[Any, ...]]:
     return " AND status = ANY(%s)", (list(kept),)
 
 
-def _event(row: tuple[Any, ...]) -> QueuedEvent:
+def _event(row: tuple[Any, ...]) -> JournalEntry:
     seq, event_id, kind, payload, queued_at, status, applied_at, result, error = row
-    return QueuedEvent(
+    return JournalEntry(
         id=event_id, seq=int(seq), kind=EventKind(kind), payload=decode_payload(payload), queued_at=float(queued_at),
         status=status, applied_at=applied_at, result=decode_payload(result) if result is not None else None,
         error=error,
@@ -60,7 +60,7 @@ class PostgresJournal(EventJournal):
     def __repr__(self) -> str:
         return f"PostgresJournal({self.agent_id!r})"
 
-    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> QueuedEvent:
+    def push(self, kind: EventKind | str, payload: dict[str, Any]) -> JournalEntry:
         checked = checked_kind(kind, payload)
         text = encode_payload(payload)
         event_id = EVENT_ID_PREFIX + secrets.token_hex(8)
@@ -73,10 +73,10 @@ class PostgresJournal(EventJournal):
             seq = int(row[0])
             conn.execute("INSERT INTO am_events (agent_id, seq, id, kind, payload, queued_at) VALUES (%s, %s, %s, %s, %s, %s)",
                          (self.agent_id, seq, event_id, checked.value, text, queued_at))
-        return QueuedEvent(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
-                           status="queued")
+        return JournalEntry(id=event_id, seq=seq, kind=checked, payload=payload, queued_at=queued_at,
+                            status="queued")
 
-    def get(self, event_id: str) -> QueuedEvent:
+    def get(self, event_id: str) -> JournalEntry:
         with self.database.connection() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM am_events WHERE agent_id = %s AND id = %s",
                                (self.agent_id, event_id)).fetchone()
@@ -90,7 +90,7 @@ class PostgresJournal(EventJournal):
                                "ORDER BY seq LIMIT 1", (self.agent_id,)).fetchone()
         return (row[0], row[1]) if row is not None else None
 
-    def next_open(self) -> QueuedEvent | None:
+    def next_open(self) -> JournalEntry | None:
         with self.database.transaction() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM am_events WHERE agent_id = %s AND status IN ('queued', 'applying') "
                                "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", (self.agent_id,)).fetchone()
@@ -109,7 +109,7 @@ class PostgresJournal(EventJournal):
                          (status, time.time(), text, None if error is None else pg_text(error), applied_by,
                           self.agent_id, event_id))
 
-    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[QueuedEvent]:
+    def events(self, *, status: StatusFilter | None = None, limit: int | None = None) -> list[JournalEntry]:
         where, params = _status(status)
         query = f"SELECT {_COLUMNS} FROM am_events WHERE agent_id = %s{where} ORDER BY seq DESC"
         args: tuple[Any, ...] = (self.agent_id, *params)
