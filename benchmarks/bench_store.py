@@ -720,6 +720,59 @@ def agent_steps(data: Path, count: int) -> dict[str, Any]:
     }
 
 
+JSON_STEPS = 2
+"""Steps of the JSON agent-step measurement: each calls the query tool once."""
+
+
+def json_agent_steps(data: Path) -> dict[str, Any]:
+    """A MemoryAgent calls a query tool that answers the 2.43 MB JSON query result
+    (``JSON_QUERIES["playlist_tracks"]``, 8,715 rows, a fresh list each call), once per step,
+    :data:`JSON_STEPS` times (default config): what each step waits for, and writing the result's
+    JSON to a file with fsync, the plain offloader's cost."""
+    from agent_memory import MemoryAgent, ModelLimits, OpenAIChatModel, tool
+    from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
+
+    db = sqlite3.connect(f"file:{data / 'sqlite' / 'Chinook_Sqlite.sqlite'}?mode=ro", uri=True)
+    try:
+        columns, rows = _rows(db, JSON_QUERIES["playlist_tracks"])
+    finally:
+        db.close()
+
+    @tool
+    def run_query(sql: str) -> list[dict[str, Any]]:
+        """Run a read-only SQL query on the music store's database.
+
+        Args:
+            sql: the query.
+        """
+        return [dict(zip(columns, row)) for row in rows]
+
+    result = json.dumps([dict(zip(columns, row)) for row in rows], ensure_ascii=False).encode("utf-8")
+    marks: list[float] = []
+
+    class StepMarks:
+        def on_notice(self, notice: Any) -> None:
+            if getattr(notice, "kind", None) == "llm_called":
+                marks.append(time.perf_counter())
+
+    with tempfile.TemporaryDirectory(prefix="bench-store-agent-") as tmp:
+        baseline = _write_and_fsync_ms(result, Path(tmp))
+        with FakeLLMServer() as server:
+            calls = [ScriptedToolCall("run_query", json.dumps({"sql": f"SELECT * FROM playlist_tracks -- {n}"}))
+                     for n in range(JSON_STEPS)]
+            server.enqueue(*[ScriptedReply(tool_calls=(call,)) for call in calls], "Done.")
+            model = OpenAIChatModel("fake-model", base_url=server.base_url, api_key="x", max_retries=0)
+            limits = ModelLimits(max_context_tokens=200_000, max_output_tokens=8_192)
+            with MemoryAgent(model, tools=[run_query], memory_dir=tmp, agent_id="rows", observers=[StepMarks()],
+                             limits=limits) as agent:
+                run = agent.run("Query the playlists.")
+    if run.stopped != "answer" or len(marks) != JSON_STEPS + 1:
+        raise SystemExit(f"the scripted agent run went astray: {run.stopped}, {len(marks)} LLM calls")
+    return {"result_bytes": len(result), "rows": len(rows),
+            "step_ms": [round(1000 * (b - a), 1) for a, b in zip(marks, marks[1:])],
+            "write_and_fsync_ms": baseline}
+
+
 # -- the whole measurement -----------------------------------------------------------------------
 def measure(data: Path, backends: list[str], max_items: int | None = None, steps: int = STEP_PAGES) -> dict[str, Any]:
     """Every figure of the library on ``sys.path`` for ``backends`` (the first ``max_items`` items:
@@ -749,6 +802,7 @@ def measure(data: Path, backends: list[str], max_items: int | None = None, steps
             postgres.close()
     if steps:
         results["agent_step"] = agent_steps(data, steps)
+        results["agent_step_json"] = json_agent_steps(data)
     return results
 
 
@@ -781,6 +835,9 @@ def ratios(current: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
         out["agent_step_ms"] = [_ratio(a, b) for a, b in zip(now["step_ms"], then["step_ms"])]
         out["agent_step_written_bytes"] = [_ratio(a, b) for a, b in zip(now["written_bytes_per_step"],
                                                                         then["written_bytes_per_step"])]
+    now, then = current.get("agent_step_json"), previous.get("agent_step_json")
+    if now and then:
+        out["agent_step_json_ms"] = [_ratio(a, b) for a, b in zip(now["step_ms"], then["step_ms"])]
     return out
 
 
@@ -843,6 +900,10 @@ def print_table(report: dict[str, Any]) -> None:
                   f"{step['step_ms']} ms (write + fsync {step['write_and_fsync_ms']} ms); wrote "
                   f"{step['written_bytes_per_step']} bytes; the journal holds {step['journal_tool_result_bytes']:,} "
                   "bytes of tool results")
+        rows = figures.get("agent_step_json")
+        if rows:
+            print(f"{label:8} agent steps with a {rows['result_bytes'] / 1e6:.2f} MB JSON query result "
+                  f"({rows['rows']:,} rows): {rows['step_ms']} ms (write + fsync {rows['write_and_fsync_ms']} ms)")
     for backend, met in report.get("targets", {}).items():
         print(f"target   {backend:8} {met}")
 

@@ -126,3 +126,17 @@ def test_citation_is_a_frozen_model() -> None:
     with pytest.raises(ValueError):
         citation.tokens = 6  # type: ignore[misc]
     assert citation.render() == '[agent · 5 tokens · retrieve_memory(id="mem_000000000001")]'
+
+
+@pytest.mark.parametrize("enough", [1, 40, 700, 5_000, 10**9])
+def test_a_json_results_first_values_are_read_from_as_much_of_it_as_they_need(enough: int) -> None:
+    # written lazily, the compact JSON's values are those of the whole text, in order, cut alike
+    from agent_memory.presentation import citations as citations_module
+    from agent_memory.presentation.key_values import values_in
+
+    rows = [{"order_id": f"ORD{n:06d}", "note": "plain words " * (n % 7), "sku": f"sku_{n}x",
+             "amount": n * 1.25, "when": f"2024-05-{n % 28 + 1:02d}"} for n in range(3_000)]
+    item = MemoryItem(id="mem_0000000000b2", type="database_result", content=rows,
+                      metadata=ItemMetadata(content_encoding="json"))
+    whole = json.dumps(rows, ensure_ascii=False)
+    assert citations_module._first_values(item, enough) == values_in(whole, max_chars=enough)

@@ -15,7 +15,9 @@ citation.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 
 from pydantic import BaseModel, ConfigDict
 
@@ -99,6 +101,36 @@ key content gets the rest): what a model goes on to use from a cited result is m
 dates and amounts (:mod:`~agent_memory.presentation.key_values`)."""
 
 
+def _first_values(item: MemoryItem, enough: int) -> list[str]:
+    """The key values of the text ``item`` is indexed as (compact JSON for JSON content), in order,
+    until they fill ``enough`` characters: JSON is written lazily, chunk by chunk, only as far as
+    those values reach (a 2 MB query result's first values are in its first kilobytes)."""
+    if item.metadata.content_encoding != "json":
+        return values_in(indexable_text(item, item.content, json_format="compact"), max_chars=enough)
+    parts: list[str] = []
+    length, look_at = 0, enough * FIRST_VALUES_READ_AHEAD
+    for chunk in _CHUNKED_JSON.iterencode(item.content):
+        parts.append(chunk)
+        length += len(chunk)
+        if length >= look_at:
+            text = "".join(parts)
+            whole = _LAST_TOKEN.search(text)  # a token the head may cut is left out
+            found = values_in(text[: whole.start() if whole else len(text)], max_chars=enough)
+            if len(" ".join(found)) >= enough:
+                return found
+            look_at *= 2  # sparser values: read as far again
+    return values_in("".join(parts), max_chars=enough)
+
+
+_LAST_TOKEN = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+FIRST_VALUES_READ_AHEAD = 4
+"""Characters of JSON read per character of values wanted, before looking for them (and again
+each time as many more are read)."""
+
+_CHUNKED_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps``' compact text (default separators), written piece by piece by ``iterencode``."""
+
+
 class CitationBuilder:
     """Makes citations with the plugins of a registry.
 
@@ -143,12 +175,11 @@ class CitationBuilder:
         (:func:`~agent_memory.index.chunking.indexable_text`): an HTML page's main text, not its
         markup (a stylesheet's or a script's name is no value a model goes on to use); JSON as
         compact JSON (keys, not the paths of lines); nothing from binary content."""
-        text = indexable_text(item, item.content, json_format="compact")
         shown = set(values_in(key_content))
         room = int(budget * VALUES_SHARE) if key_content else budget
         # enough values to fill the room: a token holds at most a few characters of them
         enough = (room + len(shown)) * VALUE_CHARS_PER_TOKEN + len(" ".join(shown))
-        values = [value for value in values_in(text, max_chars=enough) if value not in shown]
+        values = [value for value in _first_values(item, enough) if value not in shown]
         if not values:
             return shorten(key_content, budget, counter=self.counter)
         line = VALUES_LABEL + " ".join(values)
