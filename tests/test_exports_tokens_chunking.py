@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,19 @@ def test_shorten_in_characters_marks_the_cut_and_can_give_the_length() -> None:
     assert shorten("x" * 100, 30, mark_length=True) == "x" * 17 + "… [100 chars]"
     assert shorten("x" * 100, 5, mark_length=True) == "xxxxx"  # no room for the marker
     assert shorten("anything", 0) == ""
+
+
+@pytest.mark.parametrize("limit", [1, 7, 120, 2_000, 6_000])
+def test_a_long_text_is_cut_where_tokenizing_it_whole_would_cut_it(data_dir: Path, limit: int) -> None:
+    # shorten tokenizes only a head a little past the cut: the cut is the whole text's
+    from agent_memory.limits import shorten
+    from agent_memory.tokens import default_token_counter
+
+    counter = default_token_counter()
+    page = (data_dir / "webpages" / "readability" / "yahoo-2" / "source.html").read_text(encoding="utf-8")
+    rows = json.dumps([{"id": n, "name": f"Track {n}", "price": 0.99} for n in range(20_000)], indent=2)
+    for text in (page, rows):
+        offsets = counter.token_char_offsets(text)  # the whole text's, as shorten did before
+        cuts = (text[: offsets[keep]].rstrip() + "…" for keep in range(min(limit, len(offsets) - 1), 0, -1))
+        expected = next((cut for cut in cuts if counter.count(cut) <= limit), "")
+        assert shorten(text, limit, counter=counter) == expected
