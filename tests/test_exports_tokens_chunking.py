@@ -98,3 +98,19 @@ def test_a_long_text_is_cut_where_tokenizing_it_whole_would_cut_it(data_dir: Pat
         cuts = (text[: offsets[keep]].rstrip() + "…" for keep in range(min(limit, len(offsets) - 1), 0, -1))
         expected = next((cut for cut in cuts if counter.count(cut) <= limit), "")
         assert shorten(text, limit, counter=counter) == expected
+
+
+def test_token_offsets_are_each_tokens_characters_on_real_and_multilingual_text(data_dir: Path) -> None:
+    # looked up per token id (numpy), they equal decoding every token and counting its characters
+    from agent_memory.tokens import default_token_counter
+
+    counter = default_token_counter()
+    encoding = counter._encoding
+    page = (data_dir / "webpages" / "readability" / "yahoo-2" / "source.html").read_text(encoding="utf-8")
+    for text in (page[:300_000], "Ünïcödé 中文字符 😀👍🏽 a\u0301 \t\n" * 500):
+        expected, chars = [0], 0
+        for piece in encoding.decode_tokens_bytes(counter.encode(text)):
+            chars += sum(1 for byte in piece if byte & 0xC0 != 0x80)
+            expected.append(chars)
+        expected[-1] = len(text)
+        assert counter.token_char_offsets(text) == expected
