@@ -10,44 +10,15 @@ directory or a ``postgresql://`` URL) on loopback.
   unless asked for.
 
 Starlette, uvicorn and Jinja2 are imported when a page is served, never by ``import agent_memory``.
+The package re-exports every name of its modules' ``__all__`` (each module lists its own names once).
 """
 
-from agent_memory.inspector.readonly import ReadOnlyBackend
-from agent_memory.inspector.server import (
-    CONTENT_SECURITY_POLICY,
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    Inspector,
-    InspectorServer,
-    check_bind_host,
-    is_loopback,
-)
-from agent_memory.inspector.views import (
-    AgentScope,
-    CallView,
-    ConversationView,
-    ReportView,
-    ShownResult,
-    agent_scopes,
-    load_report,
-    rebuild_calls,
-)
+from agent_memory.inspector import readonly, server, views
+from agent_memory.inspector.readonly import *  # noqa: F403 - the face is each module's own __all__
+from agent_memory.inspector.server import *  # noqa: F403
+from agent_memory.inspector.views import *  # noqa: F403
 
-__all__ = [
-    "CONTENT_SECURITY_POLICY",
-    "DEFAULT_HOST",
-    "DEFAULT_PORT",
-    "AgentScope",
-    "CallView",
-    "ConversationView",
-    "Inspector",
-    "InspectorServer",
-    "ReadOnlyBackend",
-    "ReportView",
-    "ShownResult",
-    "agent_scopes",
-    "check_bind_host",
-    "is_loopback",
-    "load_report",
-    "rebuild_calls",
-]
+__all__: list[str] = []
+__all__ += readonly.__all__
+__all__ += server.__all__
+__all__ += views.__all__
