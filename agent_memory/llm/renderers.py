@@ -43,7 +43,7 @@ a malformed tool definition, and an option that would overwrite a rendered key.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -152,6 +152,29 @@ def _specs(tool_definitions: Sequence[Mapping[str, Any]] | None) -> list[ToolSpe
     return specs
 
 
+def _with_tools(
+    rendered: dict[str, Any], tool_definitions: Sequence[Mapping[str, Any]] | None, tool: Callable[[ToolSpec], dict[str, Any]]
+) -> None:
+    """Set ``rendered["tools"]`` to the tool definitions, each in a provider's form (``tool``, a
+    renderer's :meth:`tool`), when any is given; no ``"tools"`` key otherwise."""
+    specs = _specs(tool_definitions)
+    if specs:
+        rendered["tools"] = [tool(spec) for spec in specs]
+
+
+def _named(spec: ToolSpec) -> dict[str, Any]:
+    """A tool's ``name``, then its ``description`` when it has one: how each provider's form starts."""
+    out: dict[str, Any] = {"name": spec.name}
+    if spec.description is not None:
+        out["description"] = spec.description
+    return out
+
+
+def _schema(spec: ToolSpec) -> dict[str, Any]:
+    """A tool's parameters schema; an empty ``object`` schema (a fresh copy) when it has none."""
+    return spec.parameters if spec.parameters is not None else copy.deepcopy(EMPTY_PARAMETERS)
+
+
 def _with_options(rendered: dict[str, Any], options: Mapping[str, Any], reserved: tuple[str, ...]) -> dict[str, Any]:
     clash = sorted(set(options) & set(reserved))
     if clash:
@@ -199,17 +222,13 @@ class OpenAIChatRenderer:
         """See :meth:`PromptRenderer.render`."""
         out = [self._message(n, m) for n, m in enumerate(_checked(messages))]
         rendered: dict[str, Any] = {"messages": out}
-        specs = _specs(tool_definitions)
-        if specs:
-            rendered["tools"] = [self.tool(spec) for spec in specs]
+        _with_tools(rendered, tool_definitions, self.tool)
         return _with_options(rendered, options, self.RESERVED)
 
     @staticmethod
     def tool(spec: ToolSpec) -> dict[str, Any]:
         """One tool in the Chat Completions form."""
-        function: dict[str, Any] = {"name": spec.name}
-        if spec.description is not None:
-            function["description"] = spec.description
+        function = _named(spec)
         if spec.parameters is not None:
             function["parameters"] = spec.parameters
         if spec.strict is not None:
@@ -284,20 +303,13 @@ class OpenAIResponsesRenderer:
         if instructions:
             rendered["instructions"] = instructions
         rendered["input"] = items
-        specs = _specs(tool_definitions)
-        if specs:
-            rendered["tools"] = [self.tool(spec) for spec in specs]
+        _with_tools(rendered, tool_definitions, self.tool)
         return _with_options(rendered, options, self.RESERVED)
 
     @staticmethod
     def tool(spec: ToolSpec) -> dict[str, Any]:
         """One tool in the Responses form."""
-        out: dict[str, Any] = {"type": "function", "name": spec.name}
-        if spec.description is not None:
-            out["description"] = spec.description
-        out["parameters"] = spec.parameters if spec.parameters is not None else copy.deepcopy(EMPTY_PARAMETERS)
-        out["strict"] = bool(spec.strict)
-        return out
+        return {"type": "function", **_named(spec), "parameters": _schema(spec), "strict": bool(spec.strict)}
 
     @staticmethod
     def _parts(message: Message) -> list[dict[str, Any]]:
@@ -441,9 +453,7 @@ class AnthropicRenderer:
             text = SYSTEM_SEPARATOR.join(system)
             rendered["system"] = [{"type": "text", "text": text}] if caching else text
         rendered["messages"] = [turn for turn in turns if turn["content"]]
-        specs = _specs(tool_definitions)
-        if specs:
-            rendered["tools"] = [self.tool(spec) for spec in specs]
+        _with_tools(rendered, tool_definitions, self.tool)
         if caching:
             slots = MAX_CACHE_BREAKPOINTS - (1 if options.get("cache_control") is not None else 0)
             for block in _breakpoints(rendered, notes)[:slots]:
@@ -453,11 +463,7 @@ class AnthropicRenderer:
     @staticmethod
     def tool(spec: ToolSpec) -> dict[str, Any]:
         """One tool in the Anthropic form (``strict`` is not sent)."""
-        out: dict[str, Any] = {"name": spec.name}
-        if spec.description is not None:
-            out["description"] = spec.description
-        out["input_schema"] = spec.parameters if spec.parameters is not None else copy.deepcopy(EMPTY_PARAMETERS)
-        return out
+        return {**_named(spec), "input_schema": _schema(spec)}
 
     @staticmethod
     def _blocks(message: Message) -> list[dict[str, Any]]:
