@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_memory.errors import ConfigurationError, InvalidArgumentError, MemoryClosedError, map_exceptions
+from agent_memory.errors import InvalidArgumentError, MemoryClosedError, map_exceptions
 
-__all__ = ["check_memory_dir", "int_arg", "mapped_init", "public"]
+__all__ = ["int_arg", "mapped_init", "public"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,12 +58,3 @@ def int_arg(name: str, value: object, low: int, high: int | None = None) -> int:
         bounds = f"{low:,} to {high:,}" if high is not None else f"{low:,} or more"
         raise InvalidArgumentError(f"{name} must be {bounds}; got {value:,}")
     return value
-
-
-def check_memory_dir(path: Path) -> None:
-    """Refuse a memory directory that is (or lies under) an existing file."""
-    for candidate in (path / "agents", path, *path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise ConfigurationError(f"memory_dir {path} is unusable: {candidate} is not a directory")
-            return

@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +68,7 @@ from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem
 from agent_memory.storage import open_backend
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry, LogRead
 from agent_memory.storage.contracts import sha256_hex
+from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage import common
 
 __all__ = ["BackendConformance", "cross_process_url"]
@@ -113,7 +115,7 @@ def cross_process_url(backend: Any) -> str:
     """
     if isinstance(backend, str | os.PathLike):
         return os.fspath(backend)
-    shown = getattr(backend, "url", None)
+    shown = backend.url if isinstance(backend, Backend) else None
     pytest.skip(f"cross-process test: the new_backend fixture gave a {type(backend).__name__} object "
                 f"(url {shown!r}), which another process cannot open; return its URL or path from "
                 "`new_backend` instead (a third party's scheme registered in the entry-point group "
@@ -143,14 +145,28 @@ class BackendConformance:
     def url(self, new_backend: Any, backend: Backend) -> str:
         """What another process opens the backend by: its URL or path (skips the test, with
         the reason, when the fixture gave an object, see :func:`cross_process_url`, or a backend
-        that keeps its data in this process, ``in_process = True``)."""
-        if getattr(backend, "in_process", False):
-            pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (in_process = True); "
+        that keeps its data in this process, not ``durable``)."""
+        if not backend.durable:
+            pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (durable = False); "
                         "another process opening the URL sees none of it")
         return cross_process_url(new_backend)
 
     def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
         return AgentMemory(agent_id, backend=backend, **kwargs)
+
+    # -- the contract's parts with a default -------------------------------------------------------
+    def test_backend_answers_every_part_of_its_contract(self, backend: Backend) -> None:
+        """What the library asks a backend besides its logs, locks and vectors, each of a new
+        backend opened to write (``BackendDefaults`` answers them for a backend that leaves them)."""
+        assert isinstance(backend, Backend)
+        where = backend.describe("agent")
+        assert isinstance(where, str) and where
+        assert backend.read_only("agent") is False
+        assert isinstance(backend.durable, bool) and backend.closed is False
+        local = backend.local_dir("agent")
+        assert local is None or isinstance(local, Path)
+        keyword = backend.keyword_index("agent", FAST)
+        assert keyword is None or isinstance(keyword, KeywordIndex)
 
     # -- the item log -----------------------------------------------------------------------------
     def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
