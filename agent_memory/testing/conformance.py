@@ -61,6 +61,7 @@ from agent_memory.errors import (
     IsolationError,
     ItemNotFoundError,
     LockTimeoutError,
+    MemoryClosedError,
     OutsideSnapshotError,
     StoreError,
 )
@@ -204,6 +205,14 @@ class BackendConformance:
         assert local is None or isinstance(local, Path)
         keyword = backend.keyword_index("agent", FAST)
         assert keyword is None or isinstance(keyword, KeywordIndex)
+
+    def test_a_closed_memory_says_so_naming_where_it_is(self, backend: Backend) -> None:
+        memory = self.memory(backend, config=FAST)
+        memory.store("kept")
+        memory.close()
+        with pytest.raises(MemoryClosedError, match="is closed; open a new one on") as raised:
+            memory.get("mem_000000000000")
+        assert common.describe(backend, "agent") in str(raised.value)
 
     # -- the item log -----------------------------------------------------------------------------
     def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
