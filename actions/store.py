@@ -57,7 +57,6 @@ from agent_memory.ids import new_memory_id
 from agent_memory.ingest import read_file
 from agent_memory.limits import check_text
 from agent_memory.records.prepare import counted_tokens
-from agent_memory.storage import FileBackend
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -112,11 +111,13 @@ UPLOADS_DIR = "uploads"
 
 
 def uploads_dir(memory: AgentMemory) -> Path:
-    """Where the uploads in progress of ``memory`` are kept: ``<agent_dir>/uploads`` for a memory
-    directory; for a memory in a database, ``agent-memory-uploads/<hash of the store's URL>/<agent id>``
+    """Where the uploads in progress of ``memory`` are kept: ``uploads`` in the agent's directory
+    when its backend keeps one on this machine (``local_dir``: a memory directory); else (a memory
+    in a database), ``agent-memory-uploads/<hash of the store's URL>/<agent id>``
     in the system's temporary directory (the machine serving the upload keeps its parts)."""
-    if isinstance(memory.backend, FileBackend):
-        return memory.agent_dir / UPLOADS_DIR
+    local = memory.backend.local_dir(memory.agent_id)
+    if local is not None:
+        return local / UPLOADS_DIR
     store = hashlib.sha256(memory.backend.url.encode("utf-8")).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / "agent-memory-uploads" / store / memory.agent_id
 

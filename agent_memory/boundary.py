@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent_memory.errors import ConfigurationError, InvalidArgumentError, MemoryClosedError, map_exceptions
+from agent_memory.errors import InvalidArgumentError, MemoryClosedError, map_exceptions
+from agent_memory.storage import common
+from agent_memory.storage.contracts import Backend
 
-__all__ = ["check_memory_dir", "int_arg", "mapped_init", "public"]
+__all__ = ["int_arg", "mapped_init", "public"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,9 +21,8 @@ class _Guarded(Protocol):
     """What :func:`public` reads of the memory whose method it guards."""
 
     _closed: bool
-
-    @property
-    def agent_dir(self) -> Path: ...
+    agent_id: str
+    backend: Backend
 
 
 def public(method: F) -> F:
@@ -32,7 +32,8 @@ def public(method: F) -> F:
     @functools.wraps(method)
     def wrapper(self: _Guarded, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
-            raise MemoryClosedError(f"{what}: this AgentMemory is closed; open a new one on {self.agent_dir}")
+            where = common.describe(self.backend, self.agent_id)  # any backend: not only a directory
+            raise MemoryClosedError(f"{what}: this AgentMemory is closed; open a new one on {where}")
         with map_exceptions(what):
             return method(self, *args, **kwargs)
 
@@ -58,12 +59,3 @@ def int_arg(name: str, value: object, low: int, high: int | None = None) -> int:
         bounds = f"{low:,} to {high:,}" if high is not None else f"{low:,} or more"
         raise InvalidArgumentError(f"{name} must be {bounds}; got {value:,}")
     return value
-
-
-def check_memory_dir(path: Path) -> None:
-    """Refuse a memory directory that is (or lies under) an existing file."""
-    for candidate in (path / "agents", path, *path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise ConfigurationError(f"memory_dir {path} is unusable: {candidate} is not a directory")
-            return

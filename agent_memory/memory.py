@@ -33,7 +33,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from agent_memory.boundary import check_memory_dir as _check_memory_dir
 from agent_memory.boundary import int_arg as _int_arg
 from agent_memory.boundary import mapped_init as _mapped_init
 from agent_memory.boundary import public as _public
@@ -66,7 +65,7 @@ from agent_memory.observers import (
     logger,
 )
 from agent_memory.plugins import PluginRegistry
-from agent_memory.storage import Backend, FileBackend, common, open_backend
+from agent_memory.storage import Backend, common, open_backend
 from agent_memory.storage.contracts import ITEMS_LOG
 from agent_memory.records.items import ItemStore, UnreadableRecord, decode_record
 from agent_memory.records.prepare import prepare_item, snapshot_pairs, str_list
@@ -166,8 +165,6 @@ class AgentMemory:
         if memory_dir is not None and not isinstance(memory_dir, str | os.PathLike):
             raise InvalidArgumentError(f"memory_dir must be a path, not {type(memory_dir).__name__}")
         self.backend: Backend = open_backend(backend, memory_dir)
-        if isinstance(self.backend, FileBackend):
-            _check_memory_dir(self.backend.memory_dir)
         for name, value, kind in (
             ("config", config, MemoryConfig),
             ("token_counter", token_counter, TokenCounter),
@@ -203,27 +200,27 @@ class AgentMemory:
 
     @property
     def memory_dir(self) -> Path:
-        """The memory directory of a file backend.
+        """The memory directory of a file backend (the agent directory's grandparent:
+        ``<memory_dir>/agents/<agent_id>``).
 
         Raises:
             ConfigurationError: for a memory in a database (it has no directory: use
                 :attr:`backend`).
         """
-        return self._files().memory_dir
+        return self.agent_dir.parent.parent
 
     @property
     def agent_dir(self) -> Path:
-        """The agent's directory of a file backend (``<memory_dir>/agents/<agent_id>``).
+        """The agent's directory of a file backend (``<memory_dir>/agents/<agent_id>``): the
+        backend's ``local_dir``.
 
         Raises:
             ConfigurationError: for a memory in a database.
         """
-        return self._files().agent_dir(self.agent_id)
-
-    def _files(self) -> FileBackend:
-        if not isinstance(self.backend, FileBackend):
+        local = self.backend.local_dir(self.agent_id)
+        if local is None:
             raise ConfigurationError(f"the memory of {self.agent_id!r} is in {self.backend.url}, not in a directory")
-        return self.backend
+        return local
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""

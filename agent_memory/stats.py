@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_memory.errors import AgentMemoryError
 from agent_memory.memory import AgentMemory
-from agent_memory.storage import FileBackend
 
 __all__ = ["MemoryStats", "TypeStats", "disk_bytes", "holds_anything", "memory_stats"]
 
@@ -88,7 +87,8 @@ def holds_anything(memory: AgentMemory) -> bool:
     """Whether the agent may hold anything: its directory exists (files), or always (a database,
     whose empty answers cost nothing). Lets a command on a directory never made answer without
     creating it or loading the embedding model."""
-    return not isinstance(memory.backend, FileBackend) or memory.path.exists()
+    local = memory.backend.local_dir(memory.agent_id)
+    return local is None or local.exists()
 
 
 def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> MemoryStats:
@@ -110,8 +110,8 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
         row.update(items=1, size_bytes=record.metadata.size_bytes, tokens=record.metadata.tokens or 0,
                    uncounted=record.metadata.tokens is None)
     pending: int | None = len(records)
-    files = isinstance(memory.backend, FileBackend)
-    if holds_anything(memory) and (not files or (memory.path / "index").exists()):
+    local = memory.backend.local_dir(memory.agent_id)
+    if holds_anything(memory) and (local is None or (local / "index").exists()):
         try:
             indexed = memory.index.item_ids()
             if memory.lexical is not None:
@@ -123,7 +123,7 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
     tags = Counter(tag for record in records for tag in record.metadata.tags)
     return MemoryStats(
         agent_id=memory.agent_id,
-        path=str(memory.path) if files else None,
+        path=str(local) if local is not None else None,
         backend=memory.backend.url,
         items=len(records),
         size_bytes=sum(row["size_bytes"] for row in by_type.values()),
@@ -135,6 +135,6 @@ def memory_stats(memory: AgentMemory, *, pinned_items: Sequence[str] = ()) -> Me
         top_tags=dict(tags.most_common(TOP_TAGS)),
         oldest=min(stamps).isoformat() if stamps else None,
         newest=max(stamps).isoformat() if stamps else None,
-        disk_bytes=disk_bytes(memory.path) if files else None,
+        disk_bytes=disk_bytes(local) if local is not None else None,
     )
 

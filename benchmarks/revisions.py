@@ -8,7 +8,7 @@ read: no worktree is added to it). The subprocess is given ``--out FILE --measur
 write its figures as JSON to ``FILE``; :func:`at_revision` returns them.
 
 Used by ``bench_key_lookup.py`` and ``bench_store.py`` (a sibling module: ``benchmarks/`` is on
-``sys.path`` when a script there runs).
+``sys.path`` when a script there runs), and :func:`exported` by ``tests/fixtures/main-8e79ebe/make.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +50,26 @@ def at_revision(script: str | os.PathLike[str], revision: str, argv: Sequence[st
         subprocess.CalledProcessError: if the revision cannot be exported or the script fails (its
             output went to this process's stdout and stderr).
     """
+    with exported(revision) as tree:
+        out = tree.parent / "previous.json"
+        run_env = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
+        subprocess.run([sys.executable, str(script), *argv, "--out", str(out), "--measure-only"], check=True,
+                       env=run_env)
+        return dict(json.loads(out.read_text(encoding="utf-8")))
+
+
+@contextmanager
+def exported(revision: str) -> Iterator[Path]:
+    """The files of git ``revision`` of this repository (``git archive``), in a temporary
+    directory removed on exit: put it first on ``PYTHONPATH`` to run that revision's library.
+
+    Raises:
+        subprocess.CalledProcessError: if the revision cannot be exported.
+    """
     with tempfile.TemporaryDirectory(prefix="bench-previous-") as tmp:
         tree = Path(tmp) / "tree"
         tree.mkdir()
         archive = subprocess.run(["git", "-C", str(PROJECT_ROOT), "archive", "--format=tar", revision],
                                  check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, capture_output=True)
-        out = Path(tmp) / "previous.json"
-        run_env = {**os.environ, **(env or {}), "PYTHONPATH": str(tree)}
-        subprocess.run([sys.executable, str(script), *argv, "--out", str(out), "--measure-only"], check=True,
-                       env=run_env)
-        return dict(json.loads(out.read_text(encoding="utf-8")))
+        yield tree

@@ -14,7 +14,7 @@ import pytest
 from agent_memory.config import MemoryConfig
 from agent_memory.storage.vector import VectorIndex
 from agent_memory.storage import FileBackend, open_backend
-from agent_memory.storage.contracts import Backend, Locks, Log, QuarantineHook
+from agent_memory.storage.contracts import Backend, BackendDefaults, Locks, Log, QuarantineHook
 from agent_memory.testing import PostgresServer
 from agent_memory.testing.conformance import BackendConformance
 from agent_memory.tokens import TokenCounter
@@ -41,10 +41,11 @@ class TestInProcessBackend(BackendConformance):
         return f"memory://{request.node.name}"  # a new, empty backend per test
 
 
-class _RequiredOnly:
-    """A built-in backend seen through the required contract alone (no keyword index, no documents,
-    traces or journal of its own): the library then builds those on its durable logs
-    (agent_memory.storage.common), which the suite checks here on real files and a real database."""
+class _RequiredOnly(BackendDefaults):
+    """A built-in backend seen through the required contract alone, the rest left to
+    BackendDefaults (no keyword index, no documents, traces or journal of its own): the library
+    then builds those on its durable logs (agent_memory.storage.common), which the suite checks
+    here on real files and a real database."""
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
@@ -86,7 +87,8 @@ class TestPostgresLogsOnly(BackendConformance):
 
 
 def test_the_required_contract_is_four_classes_and_few_methods() -> None:
-    """What a third party implements: the Backend, its Log, its Locks and its VectorIndex."""
+    """What a third party implements: the Backend, its Log, its Locks and its VectorIndex; of the
+    Backend only what BackendDefaults leaves abstract."""
     from agent_memory.storage import inprocess
 
     classes = [inprocess.InProcessBackend, inprocess.InProcessLog, inprocess.InProcessLocks,
@@ -96,9 +98,30 @@ def test_the_required_contract_is_four_classes_and_few_methods() -> None:
     for contract, implementation in required.items():
         names = [n for n, v in vars(contract).items() if callable(v) and not n.startswith("_")]
         assert all(callable(getattr(implementation, n, None)) for n in names), contract.__name__
+        if contract is Backend:
+            assert set(BackendDefaults.__abstractmethods__) <= set(names)
+            names = sorted(BackendDefaults.__abstractmethods__)
         methods += len(names)
     assert methods == 19  # Backend 7, Log 3, Locks 2, VectorIndex 7
     source = Path(inprocess.__file__).read_text(encoding="utf-8")
     assert len(source.splitlines()) <= 400
     assert sorted(name for name in vars(inprocess) if isinstance(getattr(inprocess, name), type)
                   and getattr(inprocess, name).__module__ == inprocess.__name__) == sorted(c.__name__ for c in classes)
+
+
+def test_backend_defaults_give_every_part_the_contract_does_not_leave_to_a_backend(tmp_path: Path) -> None:
+    """A third party writes the seven abstract methods; every other part of the Backend contract
+    has its default, so the library asks every backend the same way (no optional parts)."""
+    parts = {name for name, value in vars(Backend).items()
+             if not name.startswith("_") and (callable(value) or isinstance(value, property))}
+    defaulted = {name for name in vars(BackendDefaults) if not name.startswith("_")} - BackendDefaults.__abstractmethods__
+    assert parts == defaulted | BackendDefaults.__abstractmethods__
+    assert defaulted == {"closed", "describe", "durable", "keyword_index", "local_dir", "read_only"}
+
+    backend = _RequiredOnly(FileBackend(tmp_path / "memory"))
+    assert isinstance(backend, Backend)
+    assert backend.describe("a") == f"{backend.url} (agent a)"
+    assert (backend.read_only("a"), backend.local_dir("a"), backend.durable, backend.closed) == (False, None, True, False)
+    assert backend.keyword_index("a", MemoryConfig()) is None
+    with pytest.raises(TypeError, match="abstract"):
+        type("Partial", (BackendDefaults,), {"url": "x"})()

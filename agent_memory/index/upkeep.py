@@ -188,9 +188,9 @@ class IndexUpkeep:
         self._scanned: str | None = None
         """The store's version when a query last caught up with every item the indexes lacked."""
         self._read_only: bool | None = None
-        self._no_lexical = getattr(backend, "keyword_index", None) is None
-        """No keyword index (a backend without one, or read-only and none was made): dense search
-        only, the item records filtering."""
+        self._no_lexical = False
+        """No keyword index (the backend answered it has none, or read-only and none was made):
+        dense search only, the item records filtering."""
         self.lock_timeout_s = INDEX_LOCK_TIMEOUT_S
         """How long an index write waits for another process's, in seconds."""
         self._foreground = Foreground()
@@ -203,7 +203,7 @@ class IndexUpkeep:
         indexes then open read-only and catch-up indexing is skipped)."""
         with self._mutex:
             if self._read_only is None:
-                self._read_only = common.read_only(self.backend, self.agent_id)
+                self._read_only = bool(self.backend.read_only(self.agent_id))
             return self._read_only
 
     # -- the indexes, opened lazily (chromadb and torch are heavy imports) ---------------------
@@ -294,7 +294,6 @@ class IndexUpkeep:
         search only from then on) when there is none. Called under ``_mutex``."""
         self._lexical = self._keyword_index(read_only=True)
         if self._lexical is None:
-            self._no_lexical = True
             detail = "there is no keyword index to read: dense search only"
         else:
             detail = "keyword index opened read-only"
@@ -1057,10 +1056,11 @@ class IndexUpkeep:
             self._settled = self._scanned = None
 
     def _keyword_index(self, *, read_only: bool = False, recreate: bool = False) -> KeywordIndex | None:
-        """The backend's keyword index (``keyword_index`` is optional in the contract: a backend
-        without one is never asked, :attr:`_no_lexical` says so first)."""
-        opened: KeywordIndex | None = getattr(self.backend, "keyword_index")(
-            self.agent_id, self.config, read_only=read_only, recreate=recreate)
+        """The backend's keyword index; ``None`` when it has none (to read), and then it is not
+        asked again (:attr:`_no_lexical`)."""
+        opened = self.backend.keyword_index(self.agent_id, self.config, read_only=read_only, recreate=recreate)
+        if opened is None:
+            self._no_lexical = True
         return opened
 
     def _reset_lexical(self) -> None:
@@ -1071,8 +1071,8 @@ class IndexUpkeep:
                 if self._lexical is None:
                     self._lexical = self._keyword_index()
                 lexical = self._lexical
-            assert lexical is not None  # not read-only
-            lexical.reset()
+            if lexical is not None:  # None: the backend has no keyword index
+                lexical.reset()
         except KeywordIndexError as exc:
             if not is_corruption(exc):
                 raise

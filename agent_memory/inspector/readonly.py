@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import StoreError
@@ -132,8 +133,19 @@ class ReadOnlyBackend:
     def __repr__(self) -> str:
         return f"ReadOnlyBackend({self.inner!r})"
 
+    @property
+    def durable(self) -> bool:
+        return self.inner.durable
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
     def describe(self, agent_id: str) -> str:
-        return common.describe(self.inner, agent_id)
+        return self.inner.describe(agent_id)
+
+    def local_dir(self, agent_id: str) -> Path | None:
+        return self.inner.local_dir(agent_id)
 
     def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> Log:
         return _ReadOnlyLog(self.inner.log(agent_id, name, on_quarantine=on_quarantine))
@@ -145,8 +157,7 @@ class ReadOnlyBackend:
                       recreate: bool = False) -> KeywordIndex | None:
         if recreate:
             raise _refused("recreating the keyword index")
-        opener = getattr(self.inner, "keyword_index", None)
-        return opener(agent_id, config, read_only=True) if opener is not None else None
+        return self.inner.keyword_index(agent_id, config, read_only=True)
 
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_memory.errors import ConfigurationError
-from agent_memory.storage.contracts import Backend
+from agent_memory.storage.contracts import Backend, BackendDefaults
 from agent_memory.storage.files import FileBackend
 from agent_memory.storage.schemes import BACKEND_ENTRY_POINT_GROUP, BackendFactory, backend_schemes, open_url
 from agent_memory.storage.urls import checked_url, is_database_url, redacted_url, url_scheme
@@ -26,6 +26,7 @@ __all__ = [
     "BACKEND_ENTRY_POINT_GROUP",
     "BACKEND_URL_ENV",
     "Backend",
+    "BackendDefaults",
     "BackendFactory",
     "FileBackend",
     "backend_schemes",
@@ -68,7 +69,7 @@ def open_backend(backend: str | os.PathLike[str] | Backend | None = None,
 
     A URL's backend (any scheme but ``file``) is kept per URL and ``read_only`` in a process, so
     every memory of the process that names the same database shares its connection pool; one
-    that was closed (its ``closed`` attribute is true) is replaced by a new one.
+    that was closed (its ``closed`` is true) is replaced by a new one.
 
     Raises:
         ConfigurationError: if both ``backend`` and ``memory_dir`` are given; if a string meant as
@@ -106,7 +107,7 @@ def _shared(key: tuple[str, bool], make: Callable[[], Backend]) -> Backend:
     closed)."""
     with _OPEN_LOCK:
         backend = _OPEN.get(key)
-        if backend is None or getattr(backend, "closed", False):
+        if backend is None or backend.closed:
             backend = _OPEN[key] = make()
         return backend
 

@@ -1,5 +1,5 @@
 """What every backend shares: documents, traces and the event journal built on its keyed logs and
-locks, and the defaults of what a backend may leave out.
+locks, and how a backend's description of an agent is shown.
 
 A backend has to implement only the few shapes of :mod:`~agent_memory.storage.contracts`: the
 keyed log with its ``expect`` token, named locks, and the vector index. Everything else memory
@@ -63,7 +63,7 @@ from agent_memory.storage.journal import (
 from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
 from agent_memory.storage.urls import redacted_text
 
-__all__ = ["LogDocument", "LogJournal", "LogTraceStore", "describe", "document", "journal", "read_only", "traces"]
+__all__ = ["LogDocument", "LogJournal", "LogTraceStore", "describe", "document", "journal", "traces"]
 
 CONFLICT_RETRIES = 50
 """Writes of the journal retried after a :class:`~agent_memory.errors.ConflictError` (another
@@ -351,17 +351,10 @@ class LogJournal(EventJournal):
 # -- what the library asks a backend for ----------------------------------------------------------
 def describe(backend: Backend, agent_id: str) -> str:
     """Where the agent's records are, for messages and notices: the backend's
-    ``describe(agent_id)`` when it has one (a path), else its URL and the agent id; without any
-    password a third party's backend puts in it (:func:`~agent_memory.storage.urls.redacted_text`)."""
-    own = getattr(backend, "describe", None)
-    return redacted_text(str(own(agent_id)) if own is not None else f"{backend.url} (agent {agent_id})")
-
-
-def read_only(backend: Backend, agent_id: str) -> bool:
-    """Whether the agent's storage cannot be written: the backend's ``read_only(agent_id)`` when
-    it has one (a read-only mount, a read-only role), else ``False``."""
-    own = getattr(backend, "read_only", None)
-    return bool(own(agent_id)) if own is not None else False
+    ``describe(agent_id)`` (a path; its URL and the agent id), without any password a third
+    party's backend puts in it (:func:`~agent_memory.storage.urls.redacted_text`): the one place
+    the library turns it into text."""
+    return redacted_text(str(backend.describe(agent_id)))
 
 
 def document(backend: Backend, agent_id: str, name: str) -> DocumentSlot:

@@ -1,7 +1,7 @@
 """What agent-memory keeps, as the few shapes a storage backend implements.
 
-A backend is four classes and nineteen methods: a :class:`Backend` that hands out, per agent
-id, **keyed logs** (:class:`Log`: read since a token, write with an ``expect`` token, content
+A backend is four classes, of which a third party writes nineteen methods: a :class:`Backend` that
+hands out, per agent id, **keyed logs** (:class:`Log`: read since a token, write with an ``expect`` token, content
 blobs), **named locks** (:class:`Locks`) and a **vector index**
 (:class:`~agent_memory.storage.vector.VectorIndex`: the vectors the library embeds, searched by
 meaning). Everything else memory keeps is one of these shapes again, and the library builds it on them
@@ -21,15 +21,18 @@ locks                              named locks                             :clas
 =================================  ======================================  =====================
 
 The in-process backend (:mod:`~agent_memory.storage.inprocess`, ``memory://``) is a complete
-backend in one module of these four classes. A backend *may* offer more, and the library then uses
-it instead of its default: ``describe(agent_id)`` (where the agent's records are, for messages;
-default: the URL and the agent id), ``read_only(agent_id)`` (the agent's storage cannot be written,
-a read-only mount or role: the memory then reads without writing anything; default ``False``),
-``keyword_index(agent_id, config, *, read_only=False,
-recreate=False)`` (a :class:`~agent_memory.storage.keyword.KeywordIndex`, for hybrid search; without
-one a query is searched by meaning alone and filtered by the item records), and ``document``,
-``traces`` or ``journal`` of their own (the built-in backends keep their on-disk formats so: the
-file backend's traces are AutoByteus' JSONL files, its journal SQLite).
+backend in one module of these four classes. The :class:`Backend` contract says everything a
+backend offers, the parts with a default too: ``describe(agent_id)`` (where the agent's records
+are, for messages), ``read_only(agent_id)`` (the agent's storage cannot be written, a read-only
+mount or role: the memory then reads without writing anything), ``keyword_index(agent_id, config,
+*, read_only=False, recreate=False)`` (a :class:`~agent_memory.storage.keyword.KeywordIndex`, for
+hybrid search; ``None``: a query is searched by meaning alone and filtered by the item records),
+``local_dir(agent_id)`` (the agent's directory on this machine, for files kept beside its records;
+``None``: none), ``durable`` (what it keeps outlives this process) and ``closed``. A third party
+subclasses :class:`BackendDefaults`, which gives those defaults, and writes the seven methods the
+contract leaves to it. The built-in backends also keep a ``document``, ``traces`` and ``journal``
+of their own, in their earlier on-disk formats (the file backend's traces are AutoByteus' JSONL
+files, its journal SQLite), which :mod:`~agent_memory.storage.common` uses when a backend has them.
 
 Two rules every backend keeps, and the conformance suite (:mod:`agent_memory.testing.conformance`)
 checks:
@@ -49,19 +52,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import InvalidArgumentError
+from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import VectorIndex
 from agent_memory.tokens import TokenCounter
 
 __all__ = [
     "Backend",
+    "BackendDefaults",
     "ITEMS_LOG",
     "ChangeToken",
     "DocumentSlot",
@@ -258,11 +264,54 @@ class Backend(Protocol):
     (:class:`~agent_memory.storage.postgres.PostgresBackend`) that processes on many machines
     share, this process's memory (:class:`~agent_memory.storage.inprocess.InProcessBackend`), or a
     third party's, opened by URL (:mod:`~agent_memory.storage.schemes`). Every method takes a
-    validated agent id; one backend serves any number of agents."""
+    validated agent id; one backend serves any number of agents.
+
+    Everything the library asks of a backend is here. A third party writes the seven methods
+    from :meth:`log` on and :attr:`url`; :class:`BackendDefaults` gives the rest a default."""
 
     url: str
     """How another process opens the same backend (:func:`~agent_memory.storage.open_backend`):
     the memory directory's absolute path, or a URL (a database's without its password)."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether what it keeps outlives this process, so that another process opening
+        :attr:`url` sees it (files, a database); ``False`` for ``memory://``, whose data lives in
+        this process (the conformance suite skips its tests of several processes so). Default
+        ``True``."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: the process's next
+        :func:`~agent_memory.storage.open_backend` of the URL then opens a new one. Default
+        ``False`` (a backend whose ``close`` releases nothing for good)."""
+        ...
+
+    def describe(self, agent_id: str) -> str:
+        """Where the agent's records are, for messages and notices (a path; the URL and the agent
+        id). The library hides any password in it before it shows it
+        (:func:`~agent_memory.storage.common.describe`). Default: ``"<url> (agent <agent_id>)"``."""
+        ...
+
+    def read_only(self, agent_id: str) -> bool:
+        """Whether the agent's storage cannot be written (a read-only mount, a read-only role):
+        the memory then reads without writing anything, indexes included. Default ``False``."""
+        ...
+
+    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
+                      recreate: bool = False) -> KeywordIndex | None:
+        """The agent's keyword index, for hybrid search; ``None``: the backend has none (or, with
+        ``read_only``, none to read yet), and a query is searched by meaning alone, filtered by the
+        item records. ``read_only``: open it without writing; ``recreate``: empty it first (a
+        damaged one). Default ``None``."""
+        ...
+
+    def local_dir(self, agent_id: str) -> Path | None:
+        """The agent's directory on this machine, where files that belong beside its records are
+        kept (a memory tool's uploads in progress); ``None``: the backend keeps none (a database,
+        ``memory://``). Default ``None``."""
+        ...
 
     def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> Log:
         """The agent's log ``name`` (created empty on first write). Names are short ASCII words
@@ -298,3 +347,66 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release connections and clients. Idempotent."""
         ...
+
+
+class BackendDefaults(ABC):
+    """The defaults of a :class:`Backend`'s parts that a backend may leave as they are: subclass it
+    and write :attr:`url` and the seven abstract methods (STYLE 2: the contract is a Protocol,
+    the shared implementation a small ABC, as the OpenAI Agents SDK's ``SessionABC`` beside its
+    ``Session`` protocol). Every built-in backend is one."""
+
+    url: str
+
+    durable: bool = True
+    """See :attr:`Backend.durable`."""
+
+    @property
+    def closed(self) -> bool:
+        """``False``: see :attr:`Backend.closed`."""
+        return False
+
+    def describe(self, agent_id: str) -> str:
+        """``"<url> (agent <agent_id>)"``: see :meth:`Backend.describe`."""
+        return f"{self.url} (agent {agent_id})"
+
+    def read_only(self, agent_id: str) -> bool:
+        """``False``: see :meth:`Backend.read_only`."""
+        return False
+
+    def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
+                      recreate: bool = False) -> KeywordIndex | None:
+        """``None``, no keyword index: see :meth:`Backend.keyword_index`."""
+        return None
+
+    def local_dir(self, agent_id: str) -> Path | None:
+        """``None``, no directory: see :meth:`Backend.local_dir`."""
+        return None
+
+    @abstractmethod
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> Log:
+        """See :meth:`Backend.log`."""
+
+    @abstractmethod
+    def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
+                     read_only: bool = False) -> VectorIndex:
+        """See :meth:`Backend.vector_index`."""
+
+    @abstractmethod
+    def locks(self, agent_id: str) -> Locks:
+        """See :meth:`Backend.locks`."""
+
+    @abstractmethod
+    def claim(self, agent_id: str) -> bool:
+        """See :meth:`Backend.claim`."""
+
+    @abstractmethod
+    def release_claim(self, agent_id: str) -> None:
+        """See :meth:`Backend.release_claim`."""
+
+    @abstractmethod
+    def agent_ids(self) -> list[str]:
+        """See :meth:`Backend.agent_ids`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """See :meth:`Backend.close`."""

@@ -40,7 +40,7 @@ from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.storage.lexical import LexicalIndex
 from agent_memory.storage.vector import ChunkHit, ChunkVectors, IndexChunk, ItemFilter, as_rows, has_filters
 from agent_memory.models.items import MemoryCriteria
-from agent_memory.storage.contracts import ChangeToken, LockHolder, LogChange, LogRead, QuarantineHook
+from agent_memory.storage.contracts import BackendDefaults, ChangeToken, LockHolder, LogChange, LogRead, QuarantineHook
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["SCHEME", "InProcessBackend", "InProcessLocks", "InProcessLog", "InProcessVectorIndex", "open_inprocess"]
@@ -279,7 +279,7 @@ def _id(chunk: IndexChunk | None) -> str:
     return f"{chunk.item_id}:{chunk.chunk_index}" if chunk is not None else ""
 
 
-class InProcessBackend:
+class InProcessBackend(BackendDefaults):
     """:class:`~agent_memory.storage.contracts.Backend` in this process's memory. Open it by URL
     (``AgentMemory("a", backend="memory://tests")``): every opening of one name shares the data.
 
@@ -287,7 +287,7 @@ class InProcessBackend:
         name: what the data is shared under; ``""``: ``default``.
     """
 
-    in_process = True
+    durable = False
     """Its data lives in this process: another process opening the URL sees none of it (the
     conformance suite skips its tests of several processes so)."""
 

@@ -21,18 +21,22 @@ whose scheme is a third party's (``mybackend://``) needs the scheme registered a
 the group ``agent_memory.backends`` (:mod:`agent_memory.storage.schemes`) where the other processes
 see it too: they run the current Python with this process's environment (installed packages, and
 ``PYTHONPATH`` for a package that is not installed). A ``Backend`` object cannot be handed to another
-process, so the five tests that need one (a lock dying with its process, processes writing at once,
-a ``kill -9`` mid-write, a ``kill -9`` mid-forget, a memory seen from another process) are skipped,
-each with a reason that says so (``pytest -rs`` lists them). The tests load the real embedding
+process, so the nine tests that need one (a lock dying with its process, processes writing items,
+pushing events, appending and archiving traces or updating one document at once, a ``kill -9``
+mid-write, mid-forget and mid-push, a memory seen from another process) are skipped, each with a
+reason that says so (``pytest -rs`` lists them); so are they for a backend that is not ``durable``
+(``memory://``). The tests load the real embedding
 model (all-MiniLM-L6-v2 from its local package) and need nothing else.
 
-What is checked, by group: the item log (incremental reads, tokens, optimistic concurrency,
-blobs), documents, locks (exclusion, timeouts, holders, death with the holder), the event journal,
+What is checked, by group: the parts of the contract with a default (``describe``, ``read_only``,
+``keyword_index``, ``local_dir``, ``durable``, ``closed``), the item log (incremental reads, tokens,
+optimistic concurrency, blobs), documents, locks (exclusion, timeouts, holders, death with the holder), the event journal,
 traces, the vector index (it keeps the vectors the library gives it and ranks chunks by their
 cosine to a query vector: a backend never embeds), and AgentMemory on the backend (round trips,
 search, filters, listing, paging, forget, rewrite, clear, snapshot and restore, forks without
-re-embedding, agent scopes, claims), then concurrency (threads, processes) and crashes (``kill -9``
-mid-write loses nothing acknowledged and leaves no lock held).
+re-embedding, agent scopes, claims), then concurrency (threads; processes writing items, events,
+traces and a document at once) and crashes (``kill -9`` mid-write, mid-forget or mid-push loses
+nothing acknowledged and leaves no lock held).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +61,7 @@ from agent_memory.errors import (
     IsolationError,
     ItemNotFoundError,
     LockTimeoutError,
+    MemoryClosedError,
     OutsideSnapshotError,
     StoreError,
 )
@@ -67,6 +73,7 @@ from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem
 from agent_memory.storage import open_backend
 from agent_memory.storage.contracts import Backend, LogChange, LogEntry, LogRead
 from agent_memory.storage.contracts import sha256_hex
+from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage import common
 
 __all__ = ["BackendConformance", "cross_process_url"]
@@ -113,11 +120,44 @@ def cross_process_url(backend: Any) -> str:
     """
     if isinstance(backend, str | os.PathLike):
         return os.fspath(backend)
-    shown = getattr(backend, "url", None)
+    shown = backend.url if isinstance(backend, Backend) else None
     pytest.skip(f"cross-process test: the new_backend fixture gave a {type(backend).__name__} object "
                 f"(url {shown!r}), which another process cannot open; return its URL or path from "
                 "`new_backend` instead (a third party's scheme registered in the entry-point group "
                 "agent_memory.backends) to run it")
+
+
+def _run_children(script: str, count: int) -> list[str]:
+    """Run ``script`` in ``count`` processes at once (``python -c script <n>``, n from 0) and
+    return what each printed, in that order; a process that fails fails the test with its stderr."""
+    children = [subprocess.Popen([sys.executable, "-c", script, str(n)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=_child_env()) for n in range(count)]
+    outputs: list[str] = []
+    for child in children:
+        out, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
+        assert child.returncode == 0, err
+        outputs.append(out)
+    return outputs
+
+
+def _acknowledged_until_killed(script: str, count: int) -> list[str]:
+    """Run ``script`` (which prints one id per acknowledged write, forever), ``kill -9`` it once it
+    printed ``count`` lines, and return every line it printed (the test fails with its stderr if it
+    printed fewer)."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=_child_env())
+    acknowledged: list[str] = []
+    assert child.stdout is not None
+    while len(acknowledged) < count:
+        line = child.stdout.readline()
+        if not line:
+            break
+        acknowledged.append(line.strip())
+    os.kill(child.pid, signal.SIGKILL)
+    rest, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
+    acknowledged += rest.split()
+    assert len(acknowledged) >= count, err
+    return acknowledged
 
 
 def _child_env() -> dict[str, str]:
@@ -143,14 +183,36 @@ class BackendConformance:
     def url(self, new_backend: Any, backend: Backend) -> str:
         """What another process opens the backend by: its URL or path (skips the test, with
         the reason, when the fixture gave an object, see :func:`cross_process_url`, or a backend
-        that keeps its data in this process, ``in_process = True``)."""
-        if getattr(backend, "in_process", False):
-            pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (in_process = True); "
+        that keeps its data in this process, not ``durable``)."""
+        if not backend.durable:
+            pytest.skip(f"cross-process test: {backend.url} keeps its data in this process (durable = False); "
                         "another process opening the URL sees none of it")
         return cross_process_url(new_backend)
 
     def memory(self, backend: Backend, agent_id: str = "agent", **kwargs: Any) -> AgentMemory:
         return AgentMemory(agent_id, backend=backend, **kwargs)
+
+    # -- the contract's parts with a default -------------------------------------------------------
+    def test_backend_answers_every_part_of_its_contract(self, backend: Backend) -> None:
+        """What the library asks a backend besides its logs, locks and vectors, each of a new
+        backend opened to write (``BackendDefaults`` answers them for a backend that leaves them)."""
+        assert isinstance(backend, Backend)
+        where = backend.describe("agent")
+        assert isinstance(where, str) and where
+        assert backend.read_only("agent") is False
+        assert isinstance(backend.durable, bool) and backend.closed is False
+        local = backend.local_dir("agent")
+        assert local is None or isinstance(local, Path)
+        keyword = backend.keyword_index("agent", FAST)
+        assert keyword is None or isinstance(keyword, KeywordIndex)
+
+    def test_a_closed_memory_says_so_naming_where_it_is(self, backend: Backend) -> None:
+        memory = self.memory(backend, config=FAST)
+        memory.store("kept")
+        memory.close()
+        with pytest.raises(MemoryClosedError, match="is closed; open a new one on") as raised:
+            memory.get("mem_000000000000")
+        assert common.describe(backend, "agent") in str(raised.value)
 
     # -- the item log -----------------------------------------------------------------------------
     def test_item_log_reads_additions_incrementally(self, backend: Backend) -> None:
@@ -579,15 +641,87 @@ class BackendConformance:
             memory.forget(victim)
             print("\\n".join(ids[1:]), flush=True)
             """)
-        children = [subprocess.Popen([sys.executable, "-c", script, str(n)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=_child_env()) for n in range(3)]
-        acknowledged: list[str] = []
-        for child in children:
-            out, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
-            assert child.returncode == 0, err
-            acknowledged += out.split()
+        acknowledged = [item_id for out in _run_children(script, 3) for item_id in out.split()]
         ids = [r.id for r in self.memory(backend, "shared", config=FAST).records()]
         assert sorted(ids) == sorted(acknowledged) and len(ids) == 72
+
+    def test_processes_pushing_events_at_once_get_distinct_increasing_seqs(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            import sys
+            from agent_memory.storage import common, open_backend
+            journal = common.journal(open_backend({url!r}), "journal")
+            for k in range(15):
+                event = journal.push("user_message", {{"content": f"{{sys.argv[1]}}.{{k}}"}})
+                print(event.id, event.seq, flush=True)
+            """)
+        pushed = [[line.split() for line in out.splitlines()] for out in _run_children(script, 3)]
+        for own in pushed:  # each process's events in the order it pushed them
+            assert len(own) == 15 and [int(seq) for _, seq in own] == sorted(int(seq) for _, seq in own)
+        every = sorted(((int(seq), event_id) for own in pushed for event_id, seq in own))
+        assert len({seq for seq, _ in every}) == 45  # no number given twice
+        events = common.journal(backend, "journal").events()
+        assert [(event.seq, event.id) for event in events] == every  # none lost, in seq order
+        assert sorted(event.payload["content"] for event in events) == sorted(f"{n}.{k}" for n in range(3)
+                                                                              for k in range(15))
+
+    def test_processes_appending_and_archiving_traces_at_once_lose_nothing(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            import sys
+            from agent_memory.models.traces import RawTraceItem
+            from agent_memory.storage import common, open_backend
+            n = int(sys.argv[1])
+            traces = common.traces(open_backend({url!r}), "traces")
+            for k in range(12):
+                traces.add_raw([RawTraceItem(turn_id=f"turn_{{n + 1}}{{k:03d}}", seq=1, trace_type="user",
+                                             content=f"{{n}}.{{k}}", source_event="test")])
+                if k % 3 == 2:  # a rewrite of both files while the other processes append
+                    traces.archive_turns([f"turn_{{n + 1}}{{k - 2:03d}}"])
+            """)
+        _run_children(script, 2)
+        traces = common.traces(backend, "traces")
+        archived = sorted(item.content for item in traces.read_archive())
+        assert archived == sorted(f"{n}.{k}" for n in range(2) for k in range(0, 12, 3))
+        assert sorted(item.content for item in traces.list_raw()) == sorted(
+            f"{n}.{k}" for n in range(2) for k in range(12) if k % 3 != 0)
+
+    def test_processes_updating_one_document_lose_no_update(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            from agent_memory.errors import ConflictError
+            from agent_memory.storage import common, open_backend
+            slot = common.document(open_backend({url!r}), "agent", "counter")
+            conflicts = 0
+            for _ in range(20):
+                while True:  # read, add one, write if nobody wrote in between, else read again
+                    data, token = slot.get()
+                    try:
+                        slot.put(str(int(data or b"0") + 1).encode(), expect=token)
+                        break
+                    except ConflictError:
+                        conflicts += 1
+            print(conflicts)
+            """)
+        _run_children(script, 2)
+        assert common.document(backend, "agent", "counter").get()[0] == b"40"
+
+    def test_a_killed_pusher_loses_no_event_it_acknowledged(self, backend: Backend, url: str) -> None:
+        script = textwrap.dedent(f"""
+            from agent_memory.storage import common, open_backend
+            journal = common.journal(open_backend({url!r}), "pusher")
+            k = 0
+            while True:
+                print(journal.push("tool_result", {{"tool_call_id": f"c{{k}}", "result": "page " * 4000}}).id,
+                      flush=True)
+                k += 1
+            """)
+        acknowledged = _acknowledged_until_killed(script, 20)
+        journal = common.journal(backend, "pusher")
+        events = journal.events()
+        assert set(acknowledged) <= {event.id for event in events}
+        assert len({event.seq for event in events}) == len(events)
+        for event_id in acknowledged:
+            assert journal.get(event_id).payload["result"] == "page " * 4000
+        after = journal.push("usage_report", {"prompt_tokens": 1})  # nothing is left locked
+        assert after.seq > max(event.seq for event in events)
 
     def test_a_killed_writer_loses_nothing_it_acknowledged(self, backend: Backend, url: str) -> None:
         script = textwrap.dedent(f"""
@@ -598,19 +732,7 @@ class BackendConformance:
                 print(memory.store(f"note {{k}} " + "payload " * 200), flush=True)
                 k += 1
             """)
-        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=_child_env())
-        acknowledged: list[str] = []
-        assert child.stdout is not None
-        while len(acknowledged) < 30:
-            line = child.stdout.readline()
-            if not line:
-                break
-            acknowledged.append(line.strip())
-        os.kill(child.pid, signal.SIGKILL)
-        rest, err = child.communicate(timeout=PROCESS_TIMEOUT_S)
-        acknowledged += rest.split()
-        assert len(acknowledged) >= 30, err
+        acknowledged = _acknowledged_until_killed(script, 30)
         memory = self.memory(backend, "crash", config=FAST)
         ids = [r.id for r in memory.records()]
         assert set(acknowledged) <= set(ids) and len(ids) == len(set(ids))

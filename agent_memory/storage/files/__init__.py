@@ -18,14 +18,14 @@ import threading
 from pathlib import Path
 
 from agent_memory.config import MemoryConfig, resolve_memory_dir
-from agent_memory.errors import StoreError
+from agent_memory.errors import ConfigurationError, StoreError
 from agent_memory.fileio import writable_dir
 from agent_memory.ids import validate_agent_id
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.lexical import LexicalIndex
 from agent_memory.storage.vector import VectorIndex
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name
+from agent_memory.storage.contracts import ITEMS_LOG, BackendDefaults, QuarantineHook, checked_log_name
 from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.files.journal import FileJournal
@@ -42,7 +42,7 @@ LOGS_DIR = "logs"
 """The directory of an agent's logs other than ``items`` (each in a directory of its name)."""
 
 
-class FileBackend:
+class FileBackend(BackendDefaults):
     """:class:`~agent_memory.storage.contracts.Backend` on ``<memory_dir>/agents/<agent_id>/``.
 
     Args:
@@ -51,10 +51,14 @@ class FileBackend:
         read_only: open every agent as on a read-only mount (``read_only`` is ``True``): the
             indexes are read without writing and a damaged line of ``items.jsonl`` is only
             skipped, never moved (what the inspector opens a directory with).
+
+    Raises:
+        ConfigurationError: if the memory directory is, or lies under, an existing file.
     """
 
     def __init__(self, memory_dir: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.memory_dir = resolve_memory_dir(memory_dir)
+        _check_memory_dir(self.memory_dir)
         self._read_only = read_only
         self.url = str(self.memory_dir)
         self._locks: dict[str, FileLocks] = {}
@@ -71,6 +75,10 @@ class FileBackend:
         """Where an agent's records are, for messages: its ``items.jsonl``."""
         return str(self.agent_dir(agent_id) / "items.jsonl")
 
+    def local_dir(self, agent_id: str) -> Path:
+        """The agent's directory, :meth:`agent_dir` (it may not exist yet)."""
+        return self.agent_dir(agent_id)
+
     def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
         """The log ``items`` is ``items.jsonl`` and ``content/`` in the agent directory; any other
         log ``<name>`` the same files under ``logs/<name>/`` (keys of any form)."""
@@ -86,6 +94,8 @@ class FileBackend:
         return log
 
     def read_only(self, agent_id: str) -> bool:
+        """``True`` when opened ``read_only``, or when the agent's ``index/`` cannot be written (a
+        read-only mount)."""
         return self._read_only or not writable_dir(self.agent_dir(agent_id) / "index")
 
     def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
@@ -146,3 +156,12 @@ class FileBackend:
 
     def close(self) -> None:
         """Nothing to release: every object it handed out closes its own files."""
+
+
+def _check_memory_dir(path: Path) -> None:
+    """Refuse a memory directory that is (or lies under) an existing file."""
+    for candidate in (path / AGENTS_DIR, path, *path.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise ConfigurationError(f"memory_dir {path} is unusable: {candidate} is not a directory")
+            return

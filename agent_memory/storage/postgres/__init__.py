@@ -24,7 +24,7 @@ from agent_memory.ids import validate_agent_id
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.vector import VectorIndex
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.storage.contracts import ITEMS_LOG, QuarantineHook, checked_log_name
+from agent_memory.storage.contracts import ITEMS_LOG, BackendDefaults, QuarantineHook, checked_log_name
 from agent_memory.storage.postgres.database import Database
 from agent_memory.storage.postgres.documents import PostgresDocumentSlot
 from agent_memory.storage.postgres.items import PostgresItemLog
@@ -37,7 +37,7 @@ from agent_memory.tokens import TokenCounter
 __all__ = ["PostgresBackend"]
 
 
-class PostgresBackend:
+class PostgresBackend(BackendDefaults):
     """:class:`~agent_memory.storage.contracts.Backend` in the database ``url``.
 
     Args:
@@ -71,9 +71,6 @@ class PostgresBackend:
         quarantine."""
         agent_id = validate_agent_id(agent_id)
         return PostgresItemLog(self.database, agent_id if name == ITEMS_LOG else f"{agent_id}/{checked_log_name(name)}")
-
-    def read_only(self, agent_id: str) -> bool:
-        return False
 
     def keyword_index(self, agent_id: str, config: MemoryConfig, *, read_only: bool = False,
                       recreate: bool = False) -> KeywordIndex | None:
