@@ -339,12 +339,12 @@ processor.user_message("fetch two pages")
 if point == "assistant-written":  # the effect is written, the mark is not
     FileJournal.set_status = die_when_marked("applied")
 if point == "assistant-appended":  # right after the first append of the answer's traces
-    from agent_memory.storage.files.traces import FileTraceStore
-    append = FileTraceStore._append
+    from agent_memory.storage.common import LogTraceStore
+    append = LogTraceStore._append
     def append_then_die(self, kind, records):
         append(self, kind, records)
         die()
-    FileTraceStore._append = append_then_die
+    LogTraceStore._append = append_then_die
 processor.assistant_response(Message(role="assistant", content="fetching",
                                      tool_calls=(ToolCall(id="a", name="fetch"), ToolCall(id="b", name="fetch"))))
 if point == "result-stored":  # between the store of the result and the journal write of its event

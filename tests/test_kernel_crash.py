@@ -101,7 +101,7 @@ from agent_memory.kernel import compactor as compactor_module
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.storage.files.traces import FileTraceStore
+from agent_memory.storage.common import LogTraceStore
 
 point = sys.argv[3]
 
@@ -131,15 +131,15 @@ def before(cls, name, when=lambda *a, **k: True):
 
 
 if point == "episode-written":
-    after(FileTraceStore, "add_episodic")
+    after(LogTraceStore, "add_episodic")
 elif point == "facts-written":
-    after(FileTraceStore, "add_semantic")
+    after(LogTraceStore, "add_semantic")
 elif point == "turns-indexed":
     after(AgentMemory, "store_many")
 elif point == "archive-synced":  # archive lines appended and synced, active file not rewritten yet
-    before(FileTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
+    before(LogTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
 elif point == "active-rewritten":
-    after(FileTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
+    after(LogTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
 
 memory = AgentMemory("crash", sys.argv[1], config=MemoryConfig(index_on_store=False))
 manager = MemoryManager(memory, system_prompt="S", limits=ModelLimits(max_context_tokens=4_000, max_output_tokens=500))

@@ -27,10 +27,21 @@ from pydantic import TypeAdapter
 from agent_memory.errors import ConflictError, StoreError
 from agent_memory.fileio import atomic_write_bytes
 from agent_memory.models.items import STORED_CONTEXT
+from agent_memory.models.traces import EPISODIC_ADAPTER, RAW_TRACE_ADAPTER, SEMANTIC_ADAPTER
 from agent_memory.storage.contracts import ChangeToken, LogChange, LogRead
 from agent_memory.storage.files.jsonl import JsonlFile, JsonlPosition, QuarantineReport
+from agent_memory.storage.traces import trace_key
 
-__all__ = ["FileTraceLog", "line_key"]
+__all__ = ["TRACE_LOGS", "FileTraceLog"]
+
+TRACE_LOGS: dict[str, tuple[str, TypeAdapter[Any]]] = {
+    "traces.raw": ("raw_traces.jsonl", RAW_TRACE_ADAPTER),
+    "traces.archive": ("raw_traces_archive.jsonl", RAW_TRACE_ADAPTER),
+    "traces.episodic": ("episodic.jsonl", EPISODIC_ADAPTER),
+    "traces.semantic": ("semantic.jsonl", SEMANTIC_ADAPTER),
+}
+"""The file of each trace log in the agent directory, and its record type (AutoByteus' file store
+layout, github.com/AutoByteus/autobyteus, autobyteus/memory/)."""
 
 
 class _LineCodec:
@@ -46,20 +57,6 @@ class _LineCodec:
 
     def dump_json(self, instance: bytes, /) -> bytes:
         return instance
-
-
-def line_key(record: dict[str, Any], held: dict[str, bytes]) -> str:
-    """The key of a line whose JSON is ``record``, given the lines ``held`` before it (by key):
-    its ``"id"``, or ``<id>#<turn_id>/<seq>`` when an earlier line holds that id with another turn
-    or seq (AutoByteus' repeated ids)."""
-    item_id = str(record.get("id", ""))
-    earlier = held.get(item_id)
-    if earlier is None:
-        return item_id
-    first = json.loads(earlier)
-    if (first.get("turn_id"), first.get("seq")) == (record.get("turn_id"), record.get("seq")):
-        return item_id  # the same line written again: it replaces the earlier one
-    return f"{item_id}#{record.get('turn_id')}/{record.get('seq')}"
 
 
 def _token(position: JsonlPosition) -> ChangeToken:
@@ -100,7 +97,7 @@ class FileTraceLog:
         pairs: list[tuple[str, bytes]] = []
         for line in found.records:
             try:
-                key = line_key(json.loads(line), self._held)
+                key = trace_key(json.loads(line), self._held)
             except ValueError as exc:  # the adapter read it: not reached unless the file changed under us
                 raise StoreError(f"{self.jsonl.path}: a line is not JSON: {exc}") from exc
             self._held[key] = line
