@@ -5,8 +5,7 @@ a backend implements three methods over four *kinds* of records — ``_append(ki
 ``_read(kind)`` and ``_rewrite(kind, records)`` — and may override ``_locked(kind)`` to make a
 read-modify-write atomic across processes. The kinds are ``raw`` (the active
 ``raw_traces.jsonl``), ``archive`` (``raw_traces_archive.jsonl``), ``episodic`` and ``semantic``.
-Every backend but Postgres (its own, until step a2 of issue 39 moves it) keeps them on its logs
-``traces.<kind>`` (:class:`~agent_memory.storage.common.LogTraceStore`, a record per trace keyed
+Every backend keeps them on its logs ``traces.<kind>`` (:class:`~agent_memory.storage.common.LogTraceStore`, a record per trace keyed
 by :func:`trace_key`): the file backend's are AutoByteus' JSONL files
 (:class:`~agent_memory.storage.files.trace_log.FileTraceLog`); on ``memory://`` they live in this
 process only, for tests and throwaway agents. (:class:`~agent_memory.storage.files.traces.FileTraceStore`
