@@ -39,7 +39,7 @@ from agent_memory.observers import Compacted, EventApplied, NoticeRecorder, Trac
 from agent_memory.storage.files.journal import EVENTS_FILE, FileJournal
 from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
 from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -51,7 +51,7 @@ def open_manager(root: Path, *, observers=(), **limits: int) -> MemoryManager:
 
 
 def traces_of(root: Path, event_id: str) -> list:
-    store = FileTraceStore(root / "agents" / "events")
+    store = file_traces(root / "agents" / "events")
     lines = {item.id: item for item in (*store.read_archive(), *store.list_raw())}
     return [item for item in lines.values() if item.correlation_id == event_id]
 
@@ -406,7 +406,7 @@ def test_a_crash_between_storing_a_result_and_journaling_it_loses_nothing(tmp_pa
     with AgentMemory("events", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
         assert [record.id for record in memory.records()] == [expected_id]  # durable before the kill
         assert memory.get(expected_id).content == page
-    assert not any(item.tool_result_ref for item in FileTraceStore(agent_dir).list_raw())  # named by nothing yet
+    assert not any(item.tool_result_ref for item in file_traces(agent_dir).list_raw())  # named by nothing yet
     assert sorted(open_manager(tmp_path).pending_tool_calls) == ["a", "b"]
 
     retried = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "retry"], env=ENV,

@@ -8,8 +8,7 @@ read-modify-write atomic across processes. The kinds are ``raw`` (the active
 Every backend keeps them on its logs ``traces.<kind>`` (:class:`~agent_memory.storage.common.LogTraceStore`, a record per trace keyed
 by :func:`trace_key`): the file backend's are AutoByteus' JSONL files
 (:class:`~agent_memory.storage.files.trace_log.FileTraceLog`); on ``memory://`` they live in this
-process only, for tests and throwaway agents. (:class:`~agent_memory.storage.files.traces.FileTraceStore`
-reads the same files directly; it goes once the tests that use it are ported.)
+process only, for tests and throwaway agents.
 
 **Crash order of** :meth:`TraceStore.archive_turns`: the turns' lines are appended to the archive
 and synced, *then* the active file is atomically rewritten without them. A process killed in
