@@ -21,11 +21,12 @@ the event journal           ``journal``                      one record per even
                                                              never given twice
 ==========================  ==============================  ====================================
 
-A backend may hand out its own instead (:func:`document`, :func:`traces` and :func:`journal` use
-a backend's ``document``, ``traces`` or ``journal`` method when it has one): the built-in ones do,
-to keep their on-disk formats (the file backend's traces are AutoByteus' JSONL files, read by
-AutoByteus' own reader: github.com/AutoByteus/autobyteus, ``autobyteus/memory/``). A third
-party's backend needs none of them.
+A backend may hand out its own document or journal instead (:func:`document` and :func:`journal`
+use a backend's ``document`` or ``journal`` method when it has one): the built-in ones do, to
+keep their on-disk formats until issue 39's steps a3 and a4 move them onto logs too. Traces are
+logs on every backend; the file backend keeps its logs ``traces.<kind>`` as AutoByteus' JSONL
+files, read by AutoByteus' own reader (github.com/AutoByteus/autobyteus, ``autobyteus/memory/``).
+A third party's backend needs none of them.
 
 Each object reads its log incrementally (``LogRead`` since its last token) and keeps what it read,
 so a read costs what changed since, and a change another process made is seen on the next read.
@@ -60,7 +61,7 @@ from agent_memory.storage.journal import (
     encode_payload,
     statuses,
 )
-from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore, trace_key
+from agent_memory.storage.traces import KINDS, TraceKind, TraceRecord, TraceStore, trace_key
 from agent_memory.storage.urls import redacted_text
 
 __all__ = ["LogDocument", "LogJournal", "LogTraceStore", "describe", "document", "journal", "traces"]
@@ -370,14 +371,9 @@ def document(backend: Backend, agent_id: str, name: str) -> DocumentSlot:
 
 
 def traces(backend: Backend, agent_id: str) -> TraceStore:
-    """The agent's traces: the backend's own (``backend.traces``) when it has one, else a
-    :class:`LogTraceStore` on its logs ``traces.<kind>``."""
-    own = getattr(backend, "traces", None)
-    if own is not None:
-        store: TraceStore = own(agent_id)
-        return store
-    kinds: tuple[TraceKind, ...] = ("raw", "archive", "episodic", "semantic")
-    return LogTraceStore({kind: backend.log(agent_id, f"traces.{kind}") for kind in kinds}, backend.locks(agent_id))
+    """The agent's traces: a :class:`LogTraceStore` on its logs ``traces.<kind>`` and its locks
+    (every backend's; the file backend's logs are AutoByteus' JSONL files)."""
+    return LogTraceStore({kind: backend.log(agent_id, f"traces.{kind}") for kind in KINDS}, backend.locks(agent_id))
 
 
 def journal(backend: Backend, agent_id: str) -> EventJournal:
