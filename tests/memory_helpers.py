@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 
 from agent_memory import AgentMemory, MemoryConfig, QueryHit
+from agent_memory.storage import FileBackend
+from agent_memory.storage.common import LogTraceStore
+from agent_memory.storage.files.trace_log import TRACE_LOGS
+from agent_memory.storage.traces import KINDS, TraceKind
 from agent_memory.index.fusion import SCORE_TOLERANCE
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -127,3 +131,15 @@ TOPICS = {
 def unindexed_memory(path: Path) -> AgentMemory:
     """A memory whose stores skip embedding (retrieve never needs the index; a query catches up)."""
     return AgentMemory("plain", path, config=MemoryConfig(index_on_store=False))
+
+
+def file_traces(agent_dir: Path, cls: type[LogTraceStore] = LogTraceStore) -> LogTraceStore:
+    """The traces of the agent whose directory is ``agent_dir`` (``<memory_dir>/agents/<id>``), as
+    the file backend keeps them (``common.traces``); ``cls``: a subclass, for a test that breaks it."""
+    backend = FileBackend(agent_dir.parent.parent)
+    return cls({kind: backend.log(agent_dir.name, f"traces.{kind}") for kind in KINDS}, backend.locks(agent_dir.name))
+
+
+def trace_file(agent_dir: Path, kind: TraceKind) -> Path:
+    """The AutoByteus JSONL file of ``kind`` in ``agent_dir``."""
+    return agent_dir / TRACE_LOGS[f"traces.{kind}"][0]

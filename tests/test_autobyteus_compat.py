@@ -25,7 +25,9 @@ import pytest
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.tool_interactions import build_tool_interactions
 from agent_memory.models.traces import EpisodicItem, RawTraceItem, SemanticItem, TraceMedia, tool_result_preview
-from agent_memory.storage.files.traces import FileTraceStore
+from agent_memory.storage import FileBackend, common
+from agent_memory.storage.files.trace_log import TRACE_LOGS
+from agent_memory.storage.traces import TraceKind, TraceStore
 
 AUTOBYTEUS_VERSION = "1.4.4"
 RUN_TIMEOUT_S = 120.0
@@ -185,10 +187,20 @@ def as_autobyteus(record: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k in fields and not (k == "tags" and not v)}
 
 
-def write_conversation(memory_dir: Path, agent_id: str) -> FileTraceStore:
+def open_traces(memory_dir: Path, agent_id: str) -> TraceStore:
+    """The agent's traces in the file backend of ``memory_dir``, as the library opens them."""
+    return common.traces(FileBackend(memory_dir), agent_id)
+
+
+def trace_file(memory_dir: Path, agent_id: str, kind: TraceKind) -> Path:
+    """The AutoByteus JSONL file that holds the agent's traces of ``kind``."""
+    return memory_dir / "agents" / agent_id / TRACE_LOGS[f"traces.{kind}"][0]
+
+
+def write_conversation(memory_dir: Path, agent_id: str) -> TraceStore:
     """Six turns through our store and TurnTracker, with media, parallel tool calls, an error, a
     1 MB result kept as a preview and a reference, reasoning, a compaction of turns 1-3."""
-    store = FileTraceStore.for_agent(agent_id, memory_dir)
+    store = open_traces(memory_dir, agent_id)
     tracker = TurnTracker(store)
     for n in range(1, 7):
         tid = tracker.start_turn()
@@ -231,13 +243,13 @@ def test_autobyteus_reads_our_directory(tmp_path: Path, autobyteus_python: Path)
     store = write_conversation(memory_dir, "agent-1")
     got = read_with_autobyteus(autobyteus_python, memory_dir, "agent-1")
 
-    ours_raw = lines(store.path("raw"))
+    ours_raw = lines(trace_file(memory_dir, "agent-1", "raw"))
     assert got["raw_dicts"] == ours_raw  # the lines, as JSON, unchanged
     assert got["raw"] == [as_autobyteus(line, AB_RAW_FIELDS) for line in ours_raw]  # into its RawTraceItem
-    assert got["archive"] == lines(store.path("archive"))
+    assert got["archive"] == lines(trace_file(memory_dir, "agent-1", "archive"))
     assert [line["turn_id"] for line in got["archive"]] == ["turn_0001"] * 6 + ["turn_0002"] * 6 + ["turn_0003"] * 6
-    assert got["episodic"] == [as_autobyteus(line, AB_EPISODIC_FIELDS) for line in lines(store.path("episodic"))]
-    assert got["semantic"] == [as_autobyteus(line, AB_SEMANTIC_FIELDS) for line in lines(store.path("semantic"))]
+    assert got["episodic"] == [as_autobyteus(line, AB_EPISODIC_FIELDS) for line in lines(trace_file(memory_dir, "agent-1", "episodic"))]
+    assert got["semantic"] == [as_autobyteus(line, AB_SEMANTIC_FIELDS) for line in lines(trace_file(memory_dir, "agent-1", "semantic"))]
 
     # Its tool pairing agrees with ours, status by status.
     ours = [(i.tool_call_id, i.turn_id, i.status) for i in build_tool_interactions(store.list_raw())]
@@ -259,7 +271,7 @@ def test_autobyteus_reads_our_directory(tmp_path: Path, autobyteus_python: Path)
 def test_we_read_a_directory_autobyteus_wrote(tmp_path: Path, autobyteus_python: Path) -> None:
     memory_dir = tmp_path / "memory"
     written = run_autobyteus(autobyteus_python, WRITER, str(memory_dir), "ab-agent")
-    store = FileTraceStore.for_agent("ab-agent", memory_dir)
+    store = open_traces(memory_dir, "ab-agent")
 
     def as_json(items: list[Any]) -> list[dict[str, Any]]:
         return [item.model_dump(mode="json") for item in items]

@@ -39,7 +39,7 @@ from agent_memory.observers import Compacted, EventApplied, NoticeRecorder, Trac
 from agent_memory.storage.files.journal import EVENTS_FILE, FileJournal
 from agent_memory.storage.files.locks import LOCK_FILES, FileLocks
 from agent_memory.storage.journal import EventKind, decode_payload, encode_payload
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -51,7 +51,7 @@ def open_manager(root: Path, *, observers=(), **limits: int) -> MemoryManager:
 
 
 def traces_of(root: Path, event_id: str) -> list:
-    store = FileTraceStore(root / "agents" / "events")
+    store = file_traces(root / "agents" / "events")
     lines = {item.id: item for item in (*store.read_archive(), *store.list_raw())}
     return [item for item in lines.values() if item.correlation_id == event_id]
 
@@ -339,12 +339,12 @@ processor.user_message("fetch two pages")
 if point == "assistant-written":  # the effect is written, the mark is not
     FileJournal.set_status = die_when_marked("applied")
 if point == "assistant-appended":  # right after the first append of the answer's traces
-    from agent_memory.storage.files.traces import FileTraceStore
-    append = FileTraceStore._append
+    from agent_memory.storage.common import LogTraceStore
+    append = LogTraceStore._append
     def append_then_die(self, kind, records):
         append(self, kind, records)
         die()
-    FileTraceStore._append = append_then_die
+    LogTraceStore._append = append_then_die
 processor.assistant_response(Message(role="assistant", content="fetching",
                                      tool_calls=(ToolCall(id="a", name="fetch"), ToolCall(id="b", name="fetch"))))
 if point == "result-stored":  # between the store of the result and the journal write of its event
@@ -406,7 +406,7 @@ def test_a_crash_between_storing_a_result_and_journaling_it_loses_nothing(tmp_pa
     with AgentMemory("events", tmp_path, config=MemoryConfig(index_on_store=False)) as memory:
         assert [record.id for record in memory.records()] == [expected_id]  # durable before the kill
         assert memory.get(expected_id).content == page
-    assert not any(item.tool_result_ref for item in FileTraceStore(agent_dir).list_raw())  # named by nothing yet
+    assert not any(item.tool_result_ref for item in file_traces(agent_dir).list_raw())  # named by nothing yet
     assert sorted(open_manager(tmp_path).pending_tool_calls) == ["a", "b"]
 
     retried = subprocess.run([sys.executable, "-c", KILL_CHILD, str(tmp_path), "retry"], env=ENV,

@@ -38,7 +38,7 @@ from agent_memory.agent.events import event_memory_id, result_memory_id
 from agent_memory.models.items import content_to_bytes
 from agent_memory.storage.files.journal import FileJournal
 from agent_memory.models.traces import turn_number
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces
 
 KILLS = 18
 EVENTS_BEFORE_KILL = (4, 12)
@@ -127,7 +127,7 @@ def check(agent_dir: Path, *, final: bool) -> dict[str, int]:
             assert set(event.payload) == {"tool_call_id", "memory_id", "preview"}, index
         else:
             assert event.payload == payload, index
-    store = FileTraceStore(agent_dir)
+    store = file_traces(agent_dir)
     lines = {item.id: item for item in (*store.read_archive(), *store.list_raw())}
     assert all(item.correlation_id for item in lines.values()), "a trace not written by an event"
     by_event: dict[str, list] = {}

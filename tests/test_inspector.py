@@ -474,3 +474,17 @@ def test_postgres_store_is_inspected_the_same_way(postgres_server) -> None:  # t
         assert row is not None and "scope-shared" in row.group(0) and "<code>researcher</code>" in row.group(0)
         child = get(served.url, "/calls", agent="researcher.bridge").text
         assert '<b>shared</b>' in child and len(re.findall(r'<tr id="call-\d+">', child)) == 2
+
+
+def test_read_only_backend_reads_the_traces_and_refuses_to_write_them(memory_root: Path) -> None:
+    """The traces of a read-only backend are its read-only logs (no wrapper of their own): read as
+    written, a write refused with nothing changed on disk."""
+    from agent_memory.models.traces import RawTraceItem
+    from agent_memory.storage import common
+
+    before = tree(memory_root)
+    traces = common.traces(ReadOnlyBackend(open_backend(str(memory_root), read_only=True)), "researcher")
+    assert traces.turn_ids() and traces.list_episodic()
+    with pytest.raises(StoreError, match="read-only"):
+        traces.add_raw([RawTraceItem(turn_id="turn_0099", seq=1, trace_type="user", content="x", source_event="t")])
+    assert tree(memory_root) == before

@@ -20,7 +20,8 @@ from agent_memory.kernel.manager import MemoryManager
 from agent_memory.llm.chat import OpenAIChatModel
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.observers import Compacted, NoticeRecorder, Truncated
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces
+from agent_memory.storage.common import LogTraceStore
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage
 
 SYSTEM = "You are a careful research agent."
@@ -259,7 +260,7 @@ def test_restart_resumes_epoch_turns_and_what_was_shown(tmp_path: Path) -> None:
     assert again.ingest_user_message("next") == "turn_0011"
 
 
-class ArchiveFailsOnce(FileTraceStore):
+class ArchiveFailsOnce(LogTraceStore):
     """The real file store whose first archive fails, as a crash between the summary and the
     archive would leave things."""
 
@@ -273,7 +274,7 @@ class ArchiveFailsOnce(FileTraceStore):
 
 
 def test_a_retried_compaction_adds_no_second_summary(tmp_path: Path) -> None:
-    store = ArchiveFailsOnce(tmp_path / "agents" / "kernel")
+    store = file_traces(tmp_path / "agents" / "kernel", ArchiveFailsOnce)
     manager = make_manager(tmp_path, context=6_000, output=1_000, traces=store)
     for i in range(10):
         manager.ingest_user_message(f"message {i}")
@@ -290,7 +291,7 @@ def test_a_retried_compaction_adds_no_second_summary(tmp_path: Path) -> None:
 
 def test_a_long_conversation_compacts_a_bounded_number_of_times(tmp_path: Path) -> None:
     recorder = NoticeRecorder()
-    store = FileTraceStore(tmp_path / "agents" / "kernel", fsync=False)  # durability is tested elsewhere
+    store = file_traces(tmp_path / "agents" / "kernel")
     manager = make_manager(tmp_path, context=8_000, output=1_000, observers=[recorder], traces=store)
     largest = 0
     for i in range(2_000):

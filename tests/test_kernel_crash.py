@@ -22,7 +22,7 @@ from kills import kill_after
 from agent_memory import AgentMemory, MemoryConfig
 from agent_memory.ids import turn_memory_id
 from agent_memory.models.traces import turn_number
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces
 
 KILLS = 12
 TURNS_PER_CHILD = 100_000
@@ -51,7 +51,7 @@ for i in range(int(sys.argv[2])):
 
 
 def check(agent_dir: Path, acknowledged: set[str]) -> None:
-    store = FileTraceStore(agent_dir)
+    store = file_traces(agent_dir)
     active = store.list_raw()
     archived = store.read_archive()
     active_ids = [item.id for item in active]
@@ -101,7 +101,7 @@ from agent_memory.kernel import compactor as compactor_module
 from agent_memory.kernel.budget import ModelLimits
 from agent_memory.kernel.manager import MemoryManager
 from agent_memory.models.messages import Message, ToolCall
-from agent_memory.storage.files.traces import FileTraceStore
+from agent_memory.storage.common import LogTraceStore
 
 point = sys.argv[3]
 
@@ -131,15 +131,15 @@ def before(cls, name, when=lambda *a, **k: True):
 
 
 if point == "episode-written":
-    after(FileTraceStore, "add_episodic")
+    after(LogTraceStore, "add_episodic")
 elif point == "facts-written":
-    after(FileTraceStore, "add_semantic")
+    after(LogTraceStore, "add_semantic")
 elif point == "turns-indexed":
     after(AgentMemory, "store_many")
 elif point == "archive-synced":  # archive lines appended and synced, active file not rewritten yet
-    before(FileTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
+    before(LogTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
 elif point == "active-rewritten":
-    after(FileTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
+    after(LogTraceStore, "_rewrite", when=lambda self, kind, records: kind == "raw")
 
 memory = AgentMemory("crash", sys.argv[1], config=MemoryConfig(index_on_store=False))
 manager = MemoryManager(memory, system_prompt="S", limits=ModelLimits(max_context_tokens=4_000, max_output_tokens=500))
@@ -169,7 +169,7 @@ def test_kill_9_at_each_step_of_a_compaction(tmp_path: Path, point: str) -> None
     acknowledged = {line.strip() for line in crashed.stdout.splitlines() if line.startswith("turn_")}
     assert len(acknowledged) == 6  # killed inside the first compaction with work: after turn 6, tail of 4
     check(agent_dir, acknowledged)
-    before = FileTraceStore(agent_dir)
+    before = file_traces(agent_dir)
     episodes_before = before.list_episodic()
     assert len(episodes_before) == 1  # every crash point comes after the summary was written
 
@@ -179,7 +179,7 @@ def test_kill_9_at_each_step_of_a_compaction(tmp_path: Path, point: str) -> None
     acknowledged |= {line.strip() for line in resumed.stdout.splitlines() if line.startswith("turn_")}
     assert len(acknowledged) == 12
     check(agent_dir, acknowledged)
-    store = FileTraceStore(agent_dir)
+    store = file_traces(agent_dir)
     episodes = store.list_episodic()
     # the interrupted compaction's summary, if it was written, is the one kept for those turns
     for episode in episodes_before:

@@ -28,7 +28,8 @@ from agent_memory.models.traces import RAW_TRACE_ADAPTER, EpisodicItem, RawTrace
 from agent_memory.storage.files import jsonl as jsonl_module
 from agent_memory.storage import common, open_backend
 from agent_memory.storage.traces import TraceStore
-from agent_memory.storage.files.traces import FileTraceStore
+from memory_helpers import file_traces, trace_file
+from agent_memory.storage import FileBackend
 
 EVENTS = {"user": "LLMUserMessageReadyEvent", "assistant": "LLMCompleteResponseReceivedEvent"}
 
@@ -61,7 +62,7 @@ def keys(items: list[RawTraceItem]) -> list[tuple[str, int]]:
 @pytest.fixture(params=["file", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> TraceStore:
     if request.param == "file":
-        return FileTraceStore(tmp_path / "memory" / "agents" / "a1")
+        return file_traces(tmp_path / "memory" / "agents" / "a1")
     return common.traces(open_backend(f"memory://traces-{request.node.name}"), "a1")  # on memory:// logs
 
 
@@ -294,29 +295,30 @@ def strict_lines(path: Path) -> list[dict]:
 
 def test_files_sit_beside_the_agent_memory_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_MEMORY_DIR", str(tmp_path / "mem"))
-    store = FileTraceStore.for_agent("agent-7")
+    store = common.traces(FileBackend(), "agent-7")
     store.add_raw(turn(1) + turn(2))
     store.archive_turns(["turn_0001"])
     store.add_episodic(EpisodicItem(turn_ids=("turn_0001",), summary="s"))
     store.add_semantic([SemanticItem(fact="f")])
     agent_dir = tmp_path / "mem" / "agents" / "agent-7"
-    assert store.agent_dir == agent_dir
     files = {p.name for p in agent_dir.iterdir() if p.suffix == ".jsonl"}
     assert files == {"raw_traces.jsonl", "raw_traces_archive.jsonl", "episodic.jsonl", "semantic.jsonl"}
     assert [line["id"] for line in strict_lines(agent_dir / "raw_traces.jsonl")] == [t.id for t in turn(2)]
     assert [line["id"] for line in strict_lines(agent_dir / "raw_traces_archive.jsonl")] == [t.id for t in turn(1)]
     with pytest.raises(InvalidIdError):
-        FileTraceStore.for_agent("../escape", tmp_path)
+        common.traces(FileBackend(tmp_path), "../escape")
 
 
 def test_a_crash_between_archive_and_rewrite_leaves_no_turn_lost_or_doubled(tmp_path: Path) -> None:
-    store = FileTraceStore(tmp_path / "a")
+    agent_dir = tmp_path / "agents" / "a"
+    store = file_traces(agent_dir)
     for n in range(1, 5):
         store.add_raw(turn(n))
     # The crash: the archive got turn 1 and 2, the active file was never rewritten.
     store._append("archive", turn(1) + turn(2))
-    fresh = FileTraceStore(tmp_path / "a")  # as a restarted process
-    assert len(strict_lines(fresh.path("raw"))) == 16 and len(strict_lines(fresh.path("archive"))) == 8
+    fresh = file_traces(agent_dir)  # as a restarted process
+    assert len(strict_lines(trace_file(agent_dir, "raw"))) == 16
+    assert len(strict_lines(trace_file(agent_dir, "archive"))) == 8
     assert fresh.turn_ids() == ["turn_0001", "turn_0002", "turn_0003", "turn_0004"]
     assert fresh.find_turn("turn_0001") == turn(1)
     assert keys(fresh.read_archive()) == keys(turn(1) + turn(2))
@@ -324,14 +326,15 @@ def test_a_crash_between_archive_and_rewrite_leaves_no_turn_lost_or_doubled(tmp_
     # The next archive (of other turns) finishes the interrupted move without doubling a line.
     assert fresh.archive_turns(["turn_0003"]) == 12
     assert keys(fresh.list_raw()) == keys(turn(4))
-    archived = [(line["turn_id"], line["seq"]) for line in strict_lines(fresh.path("archive"))]
+    archived = [(line["turn_id"], line["seq"]) for line in strict_lines(trace_file(agent_dir, "archive"))]
     assert archived == keys(turn(1) + turn(2) + turn(3))
 
 
 def test_a_failed_rewrite_keeps_every_line_and_the_next_archive_completes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = FileTraceStore(tmp_path / "a")
+    agent_dir = tmp_path / "agents" / "a"
+    store = file_traces(agent_dir)
     store.add_raw(turn(1) + turn(2))
 
     def broken_replace(src: object, dst: object) -> None:
@@ -345,11 +348,11 @@ def test_a_failed_rewrite_keeps_every_line_and_the_next_archive_completes(
     assert keys(store.read_archive()) == keys(turn(1))  # archive already holds the copy
     assert store.turn_ids() == ["turn_0001", "turn_0002"]
     assert store.archive_turns(["turn_0001"]) == 4
-    assert keys(store.read_archive()) == keys(turn(1)) and len(strict_lines(store.path("archive"))) == 4
+    assert keys(store.read_archive()) == keys(turn(1)) and len(strict_lines(trace_file(agent_dir, "archive"))) == 4
 
 
 def test_two_stores_on_one_directory_see_each_others_writes(tmp_path: Path) -> None:
-    one, two = FileTraceStore(tmp_path / "a"), FileTraceStore(tmp_path / "a")
+    one, two = file_traces(tmp_path / "agents" / "a"), file_traces(tmp_path / "agents" / "a")
     one.add_raw(turn(1))
     assert two.list_raw() == turn(1)
     two.add_raw(turn(2))
@@ -362,11 +365,12 @@ def test_two_stores_on_one_directory_see_each_others_writes(tmp_path: Path) -> N
 
 def test_a_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
     """Same inode, other bytes (an editor, or an inode number reused by a later rewrite)."""
-    one, two = FileTraceStore(tmp_path / "a"), FileTraceStore(tmp_path / "a")
+    one, two = file_traces(tmp_path / "agents" / "a"), file_traces(tmp_path / "agents" / "a")
     one.add_raw(turn(1) + turn(2))
     assert len(two.list_raw()) == 8
-    lines = one.path("raw").read_bytes().splitlines(keepends=True)
-    with open(one.path("raw"), "r+b") as handle:  # drop turn 1, add turn 3: longer than before
+    raw = trace_file(tmp_path / "agents" / "a", "raw")
+    lines = raw.read_bytes().splitlines(keepends=True)
+    with open(raw, "r+b") as handle:  # drop turn 1, add turn 3: longer than before
         handle.truncate(0)
         turn_3 = b"".join(RAW_TRACE_ADAPTER.dump_json(t) + b"\n" for t in turn(3))
         handle.write(b"".join(lines[4:]) + turn_3 + b"\n" * 200)
@@ -374,27 +378,29 @@ def test_a_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_line_is_quarantined_and_the_rest_stays_readable(tmp_path: Path) -> None:
-    reported: list[tuple[int, Path | None]] = []
-    store = FileTraceStore(tmp_path / "a", on_quarantine=lambda line, where: reported.append((line.line_no, where)))
+    agent_dir = tmp_path / "agents" / "a"
+    store = file_traces(agent_dir)
     store.add_raw(turn(1))
-    with open(store.path("raw"), "ab") as handle:
+    raw = trace_file(agent_dir, "raw")
+    with open(raw, "ab") as handle:
         handle.write(b'{"id":"rt_0002_0001","turn_id":"turn_2"}\n')  # complete, but not a trace
     store.add_raw(turn(2))
     assert keys(store.list_raw()) == keys(turn(1) + turn(2))
-    assert reported == [(5, store._files["raw"].jsonl.corrupt_path)]
-    assert len(strict_lines(store.path("raw"))) == 8
+    assert [line["line_no"] for line in strict_lines(Path(f"{raw}.corrupt"))] == [5]  # moved out of the way
+    assert len(strict_lines(raw)) == 8
 
 
 def test_a_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
-    store = FileTraceStore(tmp_path / "a")
+    agent_dir = tmp_path / "agents" / "a"
+    store = file_traces(agent_dir)
     store.add_raw(turn(1))
-    with open(store.path("raw"), "ab") as handle:
+    with open(trace_file(agent_dir, "raw"), "ab") as handle:
         handle.write(b'{"id":"rt_0002_0001","ts":1.0,"turn_')  # a writer killed mid-line
-    fresh = FileTraceStore(tmp_path / "a")
+    fresh = file_traces(agent_dir)
     assert keys(fresh.list_raw()) == keys(turn(1))
     fresh.add_raw(turn(2))
     assert keys(fresh.list_raw()) == keys(turn(1) + turn(2))
-    assert len(strict_lines(fresh.path("raw"))) == 8
+    assert len(strict_lines(trace_file(agent_dir, "raw"))) == 8
 
 
 # -- a real kill -9 in the middle of archiving --------------------------------------------------
@@ -403,8 +409,10 @@ CHILD = r"""
 import sys
 from agent_memory.kernel.turns import TurnTracker
 from agent_memory.models.traces import EpisodicItem, RawTraceItem
-from agent_memory.storage.files.traces import FileTraceStore
-store = FileTraceStore(sys.argv[1])
+from pathlib import Path
+from agent_memory.storage import FileBackend, common
+agent_dir = Path(sys.argv[1])
+store = common.traces(FileBackend(agent_dir.parent.parent), agent_dir.name)
 tracker = TurnTracker(store)
 TAIL = 2
 print("ready", flush=True)
@@ -434,10 +442,11 @@ TURNS_BEFORE_KILL = (2, 5)
 
 def check_invariants(directory: Path, written: dict[str, int]) -> bool:
     """No line lost or doubled; returns whether the kill left a move half done."""
-    store = FileTraceStore(directory)
+    store = file_traces(directory)
     active, archive = store.list_raw(), store.read_archive()
     assert len(set(keys(active))) == len(active) and len(set(keys(archive))) == len(archive)
-    raw_active = strict_lines(store.path("raw")) if store.path("raw").exists() else []
+    raw_path = trace_file(directory, "raw")
+    raw_active = strict_lines(raw_path) if raw_path.exists() else []
     half_done = bool({(l["turn_id"], l["seq"]) for l in raw_active} & set(keys(archive)))
     turns = store.turn_ids()
     assert len(turns) == len(set(turns))

@@ -102,3 +102,43 @@ def test_a_postgres_database_of_the_previous_main_reads_back(postgres_server: Po
 
 def test_the_fixture_stays_small() -> None:
     assert sum(path.stat().st_size for path in FIXTURE.iterdir() if path.is_file()) < 150_000
+
+
+def test_postgres_traces_with_repeated_ids_move_onto_the_logs_keyed_as_the_library_keys_them(
+        postgres_server: PostgresServer) -> None:
+    """Migration 4 (am_traces onto the item logs) keys each row as trace_key does: AutoByteus'
+    repeated ids in another turn stay apart, the same line written again replaces the first in its
+    place; the logs '<agent>/traces.<kind>' are the agent's, not agents of their own."""
+    from agent_memory.models.traces import RAW_TRACE_ADAPTER, RawTraceItem
+    from agent_memory.storage import common, open_backend
+
+    def line(turn: int, seq: int, content: str, item_id: str = "rt_1738100000123") -> str:
+        item = RawTraceItem(id=item_id, turn_id=f"turn_{turn:04d}", seq=seq, trace_type="user", content=content,
+                            source_event="test")
+        return RAW_TRACE_ADAPTER.dump_json(item).decode()
+
+    url = postgres_server.new_database()
+    with psycopg.connect(url, autocommit=True) as conn:  # a database the old code wrote
+        conn.execute("CREATE TABLE am_schema (version integer NOT NULL)")
+        for number, migration in enumerate(MIGRATIONS[:3], start=1):
+            conn.execute(migration)
+            conn.execute("INSERT INTO am_schema (version) VALUES (%s)", (number,))
+        rows = [line(1, 1, "first"), line(2, 1, "again, turn 2"), line(3, 1, "other", "rt_other"),
+                line(1, 1, "first, written again"), line(2, 1, "turn 2, written again")]
+        for record in rows:
+            conn.execute("INSERT INTO am_traces (agent_id, kind, record) VALUES ('a', 'raw', %s)", (record,))
+        conn.execute("INSERT INTO am_agents (agent_id) VALUES ('a')")
+    backend = open_backend(url)
+    found = backend.log("a", "traces.raw").read()
+    assert [(key, json.loads(record)["content"]) for key, record in found.records] == [
+        ("rt_1738100000123", "first, written again"),
+        ("rt_1738100000123#turn_0002/1", "turn 2, written again"),
+        ("rt_other", "other"),
+    ]
+    assert [item.content for item in common.traces(backend, "a").list_raw()] == [
+        "first, written again", "turn 2, written again", "other"]
+    assert backend.agent_ids() == ["a"] and not backend.claim("a")
+    backend.release_claim("a")
+    assert backend.agent_ids() == [] and backend.log("a", "traces.raw").read().records == []
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('am_traces')").fetchone() == (None,)

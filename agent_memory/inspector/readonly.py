@@ -19,7 +19,6 @@ does; a database already at this version is not written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -40,7 +39,6 @@ from agent_memory.storage.contracts import (
 )
 from agent_memory.storage import common
 from agent_memory.storage.journal import EventJournal
-from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["ReadOnlyBackend"]
@@ -95,23 +93,6 @@ class _ReadOnlyLocks:
         return self._inner.probe(name)
 
 
-class _ReadOnlyTraces(TraceStore):
-    """A :class:`~agent_memory.storage.traces.TraceStore` that reads through another and writes nothing."""
-
-    def __init__(self, inner: TraceStore) -> None:
-        super().__init__()
-        self._inner = inner
-
-    def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        raise _refused(f"append to the {kind} traces")
-
-    def _read(self, kind: TraceKind) -> list[TraceRecord]:
-        return self._inner._read(kind)
-
-    def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        raise _refused(f"rewrite of the {kind} traces")
-
-
 class ReadOnlyBackend:
     """``inner`` (a :class:`~agent_memory.storage.contracts.Backend`), read only.
 
@@ -162,9 +143,6 @@ class ReadOnlyBackend:
     def vector_index(self, agent_id: str, config: MemoryConfig, tokens: TokenCounter, *,
                      read_only: bool = False) -> VectorIndex:
         return self.inner.vector_index(agent_id, config, tokens, read_only=True)
-
-    def traces(self, agent_id: str) -> TraceStore:
-        return _ReadOnlyTraces(common.traces(self.inner, agent_id))
 
     def document(self, agent_id: str, name: str) -> DocumentSlot:
         return _ReadOnlyDocument(common.document(self.inner, agent_id, name))

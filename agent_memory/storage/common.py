@@ -21,11 +21,12 @@ the event journal           ``journal``                      one record per even
                                                              never given twice
 ==========================  ==============================  ====================================
 
-A backend may hand out its own instead (:func:`document`, :func:`traces` and :func:`journal` use
-a backend's ``document``, ``traces`` or ``journal`` method when it has one): the built-in ones do,
-to keep their on-disk formats (the file backend's traces are AutoByteus' JSONL files, read by
-AutoByteus' own reader: github.com/AutoByteus/autobyteus, ``autobyteus/memory/``). A third
-party's backend needs none of them.
+A backend may hand out its own document or journal instead (:func:`document` and :func:`journal`
+use a backend's ``document`` or ``journal`` method when it has one): the built-in ones do, to
+keep their on-disk formats until issue 39's steps a3 and a4 move them onto logs too. Traces are
+logs on every backend; the file backend keeps its logs ``traces.<kind>`` as AutoByteus' JSONL
+files, read by AutoByteus' own reader (github.com/AutoByteus/autobyteus, ``autobyteus/memory/``).
+A third party's backend needs none of them.
 
 Each object reads its log incrementally (``LogRead`` since its last token) and keeps what it read,
 so a read costs what changed since, and a change another process made is seen on the next read.
@@ -60,7 +61,7 @@ from agent_memory.storage.journal import (
     encode_payload,
     statuses,
 )
-from agent_memory.storage.traces import TraceKind, TraceRecord, TraceStore
+from agent_memory.storage.traces import KINDS, TraceKind, TraceRecord, TraceStore, trace_key
 from agent_memory.storage.urls import redacted_text
 
 __all__ = ["LogDocument", "LogJournal", "LogTraceStore", "describe", "document", "journal", "traces"]
@@ -141,8 +142,9 @@ class LogDocument:
 # -- traces ---------------------------------------------------------------------------------------
 class LogTraceStore(TraceStore):
     """:class:`~agent_memory.storage.traces.TraceStore` on four logs (``traces.<kind>``), one record
-    per trace record under a fresh random key, and the backend's locks for read-modify-writes
-    (re-entrant in a thread, as :meth:`TraceStore._locked` must be).
+    per trace record: its JSON, keyed by its id (:func:`~agent_memory.storage.traces.trace_key`),
+    and the backend's locks for read-modify-writes (re-entrant in a thread, as
+    :meth:`TraceStore._locked` must be).
 
     Args:
         logs: the log of each kind (``raw``, ``archive``, ``episodic``, ``semantic``).
@@ -157,19 +159,24 @@ class LogTraceStore(TraceStore):
         self._mutex = threading.Lock()
 
     @staticmethod
-    def _entries(kind: TraceKind, records: Sequence[TraceRecord]) -> list[LogEntry]:
-        """One entry per record under a fresh key (a trace record's own id may repeat): the log
-        record ``{"id": <key>, "record": <the trace record>}``."""
+    def _entries(kind: TraceKind, records: Sequence[TraceRecord], held: dict[str, bytes]) -> list[LogEntry]:
+        """One entry per record, keyed by its id, or ``<id>#<turn_id>/<seq>`` when ``held`` (the
+        log's records before them) or an earlier one of them holds that id for another line."""
         adapter = _ADAPTERS[kind]
+        seen = dict(held)
         entries = []
         for record in records:
-            key = token_hex(8)
-            entries.append(LogEntry(key, b'{"id":"' + key.encode() + b'","record":' + adapter.dump_json(record) + b"}"))
+            data = adapter.dump_json(record)
+            key = trace_key(json.loads(data), seen)
+            seen[key] = data
+            entries.append(LogEntry(key, data))
         return entries
 
     def _append(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
         if records:
-            self._held[kind].log.write(LogChange(put=self._entries(kind, records)))
+            with self._mutex:
+                held = dict(self._held[kind].refresh())
+            self._held[kind].log.write(LogChange(put=self._entries(kind, records, held)))
 
     def _read(self, kind: TraceKind) -> list[TraceRecord]:
         adapter = _ADAPTERS[kind]
@@ -180,15 +187,14 @@ class LogTraceStore(TraceStore):
             for key, record in records.items():  # each record validated once, not on every read
                 held = parsed.get(key)
                 if held is None or held[0] is not record:
-                    held = parsed[key] = (record, adapter.validate_python(json.loads(record)["record"],
-                                                                          context=STORED_CONTEXT))
+                    held = parsed[key] = (record, adapter.validate_json(record, context=STORED_CONTEXT))
                 out.append(held[1])
             if len(parsed) > len(records):
                 self._parsed[kind] = {key: value for key, value in parsed.items() if key in records}
         return out
 
     def _rewrite(self, kind: TraceKind, records: Sequence[TraceRecord]) -> None:
-        self._held[kind].log.write(LogChange(put=self._entries(kind, records), replace_all=True))
+        self._held[kind].log.write(LogChange(put=self._entries(kind, records, {}), replace_all=True))
 
     def _locked(self, kind: TraceKind) -> AbstractContextManager[None]:
         return self._locked_across(self._locks, kind)
@@ -365,14 +371,9 @@ def document(backend: Backend, agent_id: str, name: str) -> DocumentSlot:
 
 
 def traces(backend: Backend, agent_id: str) -> TraceStore:
-    """The agent's traces: the backend's own (``backend.traces``) when it has one, else a
-    :class:`LogTraceStore` on its logs ``traces.<kind>``."""
-    own = getattr(backend, "traces", None)
-    if own is not None:
-        store: TraceStore = own(agent_id)
-        return store
-    kinds: tuple[TraceKind, ...] = ("raw", "archive", "episodic", "semantic")
-    return LogTraceStore({kind: backend.log(agent_id, f"traces.{kind}") for kind in kinds}, backend.locks(agent_id))
+    """The agent's traces: a :class:`LogTraceStore` on its logs ``traces.<kind>`` and its locks
+    (every backend's; the file backend's logs are AutoByteus' JSONL files)."""
+    return LogTraceStore({kind: backend.log(agent_id, f"traces.{kind}") for kind in KINDS}, backend.locks(agent_id))
 
 
 def journal(backend: Backend, agent_id: str) -> EventJournal:

@@ -30,9 +30,10 @@ hybrid search; ``None``: a query is searched by meaning alone and filtered by th
 ``local_dir(agent_id)`` (the agent's directory on this machine, for files kept beside its records;
 ``None``: none), ``durable`` (what it keeps outlives this process) and ``closed``. A third party
 subclasses :class:`BackendDefaults`, which gives those defaults, and writes the seven methods the
-contract leaves to it. The built-in backends also keep a ``document``, ``traces`` and ``journal``
-of their own, in their earlier on-disk formats (the file backend's traces are AutoByteus' JSONL
-files, its journal SQLite), which :mod:`~agent_memory.storage.common` uses when a backend has them.
+contract leaves to it. The built-in backends also keep a ``document`` and a ``journal`` of their
+own, in their earlier on-disk formats (the file backend's journal is SQLite), which
+:mod:`~agent_memory.storage.common` uses when a backend has them; the file backend's logs
+``traces.<kind>`` are AutoByteus' JSONL files.
 
 Two rules every backend keeps, and the conformance suite (:mod:`agent_memory.testing.conformance`)
 checks:

@@ -5,10 +5,10 @@ a backend implements three methods over four *kinds* of records — ``_append(ki
 ``_read(kind)`` and ``_rewrite(kind, records)`` — and may override ``_locked(kind)`` to make a
 read-modify-write atomic across processes. The kinds are ``raw`` (the active
 ``raw_traces.jsonl``), ``archive`` (``raw_traces_archive.jsonl``), ``episodic`` and ``semantic``.
-The file backend keeps them as AutoByteus' JSONL files
-(:class:`~agent_memory.storage.files.traces.FileTraceStore`); a backend without traces of its own
-gets them on its logs (:class:`~agent_memory.storage.common.LogTraceStore`; on ``memory://``
-logs they live in this process only, for tests and throwaway agents).
+Every backend keeps them on its logs ``traces.<kind>`` (:class:`~agent_memory.storage.common.LogTraceStore`, a record per trace keyed
+by :func:`trace_key`): the file backend's are AutoByteus' JSONL files
+(:class:`~agent_memory.storage.files.trace_log.FileTraceLog`); on ``memory://`` they live in this
+process only, for tests and throwaway agents.
 
 **Crash order of** :meth:`TraceStore.archive_turns`: the turns' lines are appended to the archive
 and synced, *then* the active file is atomically rewritten without them. A process killed in
@@ -28,6 +28,7 @@ Every public method maps dependency errors to :mod:`agent_memory.errors`: a bad 
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -46,7 +47,7 @@ from agent_memory.models.traces import (
 )
 from agent_memory.storage.contracts import Locks
 
-__all__ = ["KINDS", "RawKind", "TraceKind", "TraceRecord", "TraceStore", "typed_records"]
+__all__ = ["KINDS", "RawKind", "TraceKind", "TraceRecord", "TraceStore", "trace_key", "typed_records"]
 
 TraceKind = Literal["raw", "archive", "episodic", "semantic"]
 """Which records: ``raw`` (active raw traces), ``archive`` (compacted or truncated raw traces),
@@ -85,6 +86,21 @@ def _line_key(item: RawTraceItem) -> tuple[str, str, int]:
     """What makes two raw lines the same line: id, turn and seq (ids of other writers, such as
     AutoByteus' millisecond ids, may repeat across turns)."""
     return (item.id, item.turn_id, item.seq)
+
+
+def trace_key(record: dict[str, Any], held: dict[str, bytes]) -> str:
+    """The key of a trace record in its log (``record``: its JSON, ``held``: the records before it,
+    by key): its ``"id"``, or ``<id>#<turn_id>/<seq>`` when a record before it holds that id with
+    another turn or seq (ids of other writers, AutoByteus' millisecond ids, may repeat across
+    turns). A record with a held id and the same turn and seq is the same line: it replaces it."""
+    item_id = str(record.get("id", ""))
+    earlier = held.get(item_id)
+    if earlier is None:
+        return item_id
+    first = json.loads(earlier)
+    if (first.get("turn_id"), first.get("seq")) == (record.get("turn_id"), record.get("seq")):
+        return item_id
+    return f"{item_id}#{record.get('turn_id')}/{record.get('seq')}"
 
 
 def _merged(*sources: Iterable[RawTraceItem]) -> list[RawTraceItem]:

@@ -2,8 +2,8 @@
 
 Per agent: ``items.jsonl`` and ``content/`` (:mod:`~agent_memory.storage.files.items`), the
 indexes under ``index/`` (embedded Chroma, or a Chroma server named by the config; the keyword
-index ``lexical.sqlite3``), the conversation's JSONL files
-(:class:`~agent_memory.storage.traces.FileTraceStore`), ``working_context_snapshot.json`` and
+index ``lexical.sqlite3``), the conversation's JSONL files (the logs ``traces.<kind>``:
+:class:`~agent_memory.storage.files.trace_log.FileTraceLog`), ``working_context_snapshot.json`` and
 ``fork.json`` (:mod:`~agent_memory.storage.files.documents`), ``events.sqlite3``
 (:mod:`~agent_memory.storage.files.journal`) and lock files (:mod:`~agent_memory.storage.files.locks`).
 Processes on one machine share it safely; for processes on several machines use the Postgres
@@ -30,7 +30,7 @@ from agent_memory.storage.files.documents import FileDocumentSlot, document_file
 from agent_memory.storage.files.items import FileItemLog
 from agent_memory.storage.files.journal import FileJournal
 from agent_memory.storage.files.locks import FileLocks
-from agent_memory.storage.files.traces import FileTraceStore
+from agent_memory.storage.files.trace_log import TRACE_LOGS, FileTraceLog
 from agent_memory.tokens import TokenCounter
 
 __all__ = ["AGENTS_DIR", "FileBackend"]
@@ -79,10 +79,18 @@ class FileBackend(BackendDefaults):
         """The agent's directory, :meth:`agent_dir` (it may not exist yet)."""
         return self.agent_dir(agent_id)
 
-    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog:
-        """The log ``items`` is ``items.jsonl`` and ``content/`` in the agent directory; any other
-        log ``<name>`` the same files under ``logs/<name>/`` (keys of any form)."""
+    def log(self, agent_id: str, name: str, *, on_quarantine: QuarantineHook | None = None) -> FileItemLog | FileTraceLog:
+        """The log ``items`` is ``items.jsonl`` and ``content/`` in the agent directory; the logs
+        ``traces.<kind>`` AutoByteus' JSONL trace files there (:class:`FileTraceLog`); any other
+        log ``<name>`` the files of ``items`` under ``logs/<name>/`` (keys of any form)."""
         agent_dir = self.agent_dir(agent_id)
+        if name in TRACE_LOGS:
+            file_name, adapter = TRACE_LOGS[name]
+            traces = FileTraceLog(agent_dir / file_name, adapter, move_corrupt=not self._read_only)
+            if on_quarantine is not None:
+                traces.on_quarantine = lambda line, moved: on_quarantine(
+                    str(traces.jsonl.path), line.line_no, line.reason, str(moved) if moved is not None else None)
+            return traces
         if name == ITEMS_LOG:
             log = FileItemLog(agent_dir, move_corrupt=not self._read_only)
         else:
@@ -116,9 +124,6 @@ class FileBackend(BackendDefaults):
         if not read_only:
             agent_dir.mkdir(parents=True, exist_ok=True)
         return ChromaVectorIndex(agent_id, config, path=agent_dir / "index" / "chroma", read_only=read_only)
-
-    def traces(self, agent_id: str) -> FileTraceStore:
-        return FileTraceStore(self.agent_dir(agent_id))
 
     def document(self, agent_id: str, name: str) -> FileDocumentSlot:
         return FileDocumentSlot(self.agent_dir(agent_id) / document_file(name))

@@ -3,8 +3,8 @@
 ``AgentMemory("a", backend="postgresql://user:password@host/db")`` (or ``AGENT_MEMORY_URL``) keeps
 everything of every agent in the database: item records and content blobs
 (:mod:`~agent_memory.storage.postgres.items`), chunks with a pgvector HNSW index and full-text
-search (:mod:`~agent_memory.storage.postgres.search`), traces, episodes and facts
-(:mod:`~agent_memory.storage.postgres.traces`), the working context and forks
+search (:mod:`~agent_memory.storage.postgres.search`), traces, episodes and facts (the
+agent's logs ``traces.<kind>``, rows of ``am_items`` as every log), the working context and forks
 (:mod:`~agent_memory.storage.postgres.documents`), the event journal
 (:mod:`~agent_memory.storage.postgres.journal`) and advisory locks that die with their session
 (:mod:`~agent_memory.storage.postgres.locks`). The schema is created and migrated by the library
@@ -30,7 +30,6 @@ from agent_memory.storage.postgres.documents import PostgresDocumentSlot
 from agent_memory.storage.postgres.items import PostgresItemLog
 from agent_memory.storage.postgres.journal import PostgresJournal
 from agent_memory.storage.postgres.locks import PostgresLocks
-from agent_memory.storage.postgres.traces import PostgresTraceStore
 from agent_memory.storage.urls import redacted_url
 from agent_memory.tokens import TokenCounter
 
@@ -89,9 +88,6 @@ class PostgresBackend(BackendDefaults):
 
         return PostgresVectorIndex(self.database, validate_agent_id(agent_id), config)
 
-    def traces(self, agent_id: str) -> PostgresTraceStore:
-        return PostgresTraceStore(self.database, validate_agent_id(agent_id))
-
     def document(self, agent_id: str, name: str) -> PostgresDocumentSlot:
         return PostgresDocumentSlot(self.database, validate_agent_id(agent_id), name)
 
@@ -113,27 +109,31 @@ class PostgresBackend(BackendDefaults):
     def release_claim(self, agent_id: str) -> None:
         agent_id = validate_agent_id(agent_id)
         with self.database.transaction() as conn:
-            for table in _AGENT_TABLES:
-                conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))
+            for table in _AGENT_TABLES:  # the agent's rows and those of its other logs ('<agent>/<name>')
+                conn.execute(f"DELETE FROM {table} WHERE agent_id = %s OR starts_with(agent_id, %s)",
+                             (agent_id, f"{agent_id}/"))
 
     def agent_ids(self) -> list[str]:
         with self.database.connection() as conn:
-            rows = conn.execute(" UNION ".join(f"SELECT agent_id FROM {table}" for table in _AGENT_TABLES)
-                                + " ORDER BY 1").fetchall()
+            rows = conn.execute(" UNION ".join(f"SELECT split_part(agent_id, '/', 1) FROM {table}"
+                                               for table in _AGENT_TABLES) + " ORDER BY 1").fetchall()
         return [str(row[0]) for row in rows]
 
     @staticmethod
     def _stored(conn: psycopg.Connection[Any], agent_id: str) -> set[str]:
-        """``{agent_id}`` when anything is stored under it (items, traces, documents), else ``set()``."""
-        query = " UNION ".join(f"(SELECT agent_id FROM {table} WHERE agent_id = %s LIMIT 1)" for table in _AGENT_TABLES)
-        rows = conn.execute(query, [agent_id] * len(_AGENT_TABLES)).fetchall()
+        """``{agent_id}`` when anything is stored under it or one of its other logs (items,
+        traces, documents), else ``set()``."""
+        query = " UNION ".join(f"(SELECT split_part(agent_id, '/', 1) FROM {table} "
+                               "WHERE agent_id = %s OR starts_with(agent_id, %s) LIMIT 1)" for table in _AGENT_TABLES)
+        rows = conn.execute(query, [agent_id, f"{agent_id}/"] * len(_AGENT_TABLES)).fetchall()
         return {str(row[0]) for row in rows}
 
     def close(self) -> None:
         self.database.close()
 
 
-_AGENT_TABLES = ("am_agents", "am_items", "am_blobs", "am_documents", "am_traces", "am_events", "am_vectors",
+_AGENT_TABLES = ("am_agents", "am_items", "am_blobs", "am_documents", "am_events", "am_vectors",
                  "am_keywords", "am_keyword_terms", "am_keyword_stats", "am_item_logs", "am_item_deletions",
                  "am_journals", "am_lock_holders")
-"""Every table with an ``agent_id`` column: what an agent holds."""
+"""Every table with an ``agent_id`` column: what an agent holds (its logs other than ``items``
+under ``<agent_id>/<name>``)."""

@@ -216,6 +216,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER INDEX am_keywords_words SET (gin_pending_list_limit = 64);
     SELECT gin_clean_pending_list('am_keywords_words'::regclass);
     """,
+    # 4: traces on the item logs (issue 39): each agent's am_traces rows of a kind become the
+    # records of its log traces.<kind>, stored as every log is (am_items under the key
+    # '<agent>/traces.<kind>'), in their order, the same bytes, keyed as
+    # agent_memory.storage.traces.trace_key keys them (a repeated id with another turn or seq:
+    # '<id>#<turn_id>/<seq>'; the same line again replaces the earlier one, in its place)
+    """
+    CREATE TEMPORARY TABLE am_traces_keyed ON COMMIT DROP AS
+    SELECT log, seq, record,
+           CASE WHEN (first_turn, first_seq) IS NOT DISTINCT FROM (turn, line) THEN id
+                ELSE id || '#' || coalesce(turn, 'None') || '/' || coalesce(line, 'None') END AS item_id
+    FROM (SELECT agent_id || '/traces.' || kind AS log, seq, record,
+                 record::jsonb ->> 'id' AS id, record::jsonb ->> 'turn_id' AS turn, record::jsonb ->> 'seq' AS line,
+                 first_value(record::jsonb ->> 'turn_id') OVER w AS first_turn,
+                 first_value(record::jsonb ->> 'seq') OVER w AS first_seq
+          FROM am_traces
+          WINDOW w AS (PARTITION BY agent_id, kind, record::jsonb ->> 'id' ORDER BY seq)) AS rows;
+    WITH spans AS (SELECT log, item_id, min(seq) AS first, max(seq) AS last FROM am_traces_keyed
+                   GROUP BY log, item_id),
+         ordered AS (SELECT log, item_id, last, row_number() OVER (PARTITION BY log ORDER BY first) AS position
+                     FROM spans)
+    INSERT INTO am_items (agent_id, item_id, position, seq, record)
+    SELECT o.log, o.item_id, o.position, o.position, convert_to(k.record, 'UTF8')
+    FROM ordered AS o JOIN am_traces_keyed AS k ON k.log = o.log AND k.seq = o.last;
+    INSERT INTO am_item_logs (agent_id, generation, last_seq, live, tombstones)
+    SELECT agent_id, 1, max(position), count(*), 0 FROM am_items
+    WHERE agent_id IN (SELECT DISTINCT log FROM am_traces_keyed) GROUP BY agent_id;
+    DROP TABLE am_traces;
+    """,
 )
 """The schema's versions: version ``n`` is reached by running ``MIGRATIONS[n - 1]`` after the
 earlier ones. Append, never edit: a database at version ``n`` has run exactly the first ``n``."""
