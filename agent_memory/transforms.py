@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+import math
 import re
 import time
 from collections import Counter
@@ -216,21 +217,40 @@ _EXPONENT = re.compile(r"e[-+0-9]")
 a pattern that starts with a literal is found faster)."""
 
 
+_SCALAR_TEXT: dict[type, Callable[[Any], str]] = {
+    int: int.__repr__,
+    float: lambda value: float.__repr__(value) if math.isfinite(value) else json.dumps(value),
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda value: "null",
+}
+"""``json.dumps`` of a scalar of exactly these types, without its call (the ``json`` module writes
+ints and finite floats by their ``repr``): a table's cells are mostly numbers."""
+
+_ROW_VALUE_TYPES = frozenset(_SCALAR_TEXT) | {str}
+"""A dict whose values are all of these types is a row (one line), found at C speed."""
+
+
 def json_to_lines(data: Any, *, limit: int = MAX_JSON_LINES) -> list[str]:
     """Flatten JSON into readable lines: rows (objects in a list) one per line, other leaves as
     ``path: value``. Stops after ``limit`` lines."""
     lines: list[str] = []
 
     def scalar(value: Any) -> str:
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        kind = type(value)
+        if kind is str:
+            return value
+        write = _SCALAR_TEXT.get(kind)
+        return write(value) if write is not None else json.dumps(value, ensure_ascii=False)
 
     def walk(value: Any, path: str) -> None:
         if len(lines) >= limit:
             return
         if isinstance(value, dict):
-            if value and all(not isinstance(v, dict | list) for v in value.values()):
+            values = value.values()
+            if value and (_ROW_VALUE_TYPES.issuperset(map(type, values))
+                          or all(not isinstance(v, dict | list) for v in values)):
                 prefix = f"{path}: " if path else ""
-                lines.append(prefix + "; ".join(f"{k}: {scalar(v)}" for k, v in value.items()))
+                lines.append(prefix + "; ".join([f"{k}: {scalar(v)}" for k, v in value.items()]))
                 return
             for key, child in value.items():
                 walk(child, f"{path}.{key}" if path else str(key))

@@ -405,3 +405,36 @@ def test_indented_json_of_the_real_tables_is_the_standard_librarys_text(data_dir
     finally:
         db.close()
     assert len(tables) >= 10
+
+
+def _lines_as_written_before(data: Any) -> list[str]:
+    """json_to_lines as it was written before it looked up scalars' writers (the reference)."""
+    lines: list[str] = []
+
+    def scalar(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            if value and all(not isinstance(v, dict | list) for v in value.values()):
+                lines.append((f"{path}: " if path else "") + "; ".join(f"{k}: {scalar(v)}" for k, v in value.items()))
+                return
+            for key, child in value.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                walk(child, f"{path}.{i}" if path else str(i))
+        else:
+            lines.append(f"{path}: {scalar(value)}" if path else scalar(value))
+
+    walk(data, "")
+    return lines
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80) | st.floats() | st.text(max_size=6),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=20))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_json_lines_are_written_as_before_whatever_the_data(value: Any) -> None:
+    assert transforms.json_to_lines(value) == _lines_as_written_before(value)
