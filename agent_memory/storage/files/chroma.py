@@ -45,12 +45,13 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import chromadb
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -260,6 +261,14 @@ class _EmbeddedClients:
         return new
 
 
+SEGMENT_RETRY_WAITS_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+"""Waits between the tries of a chromadb call that found the collection's vector segment not
+written yet ("Error creating hnsw segment reader: Nothing found on disk": a query racing the first
+add to a collection on a Chroma server, chroma-core/chroma#4212), in seconds: 1.55 s in all,
+then the error is raised as any other."""
+_SEGMENT_NOT_WRITTEN = "Nothing found on disk"
+
+
 class ChromaVectorIndex:
     """A :class:`~agent_memory.storage.vector.VectorIndex` in one chromadb collection per agent.
 
@@ -391,16 +400,25 @@ class ChromaVectorIndex:
         )
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except VectorIndexError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - convert at the boundary
-            message = str(exc)[:300]
-            raise VectorIndexError(
-                f"chromadb {what} failed: {message} (if this persists, AgentMemory.rebuild_index() "
-                "recreates the index from items.jsonl)"
-            ) from exc
+        for wait_s in (*SEGMENT_RETRY_WAITS_S, None):
+            try:
+                return fn(*args, **kwargs)
+            except VectorIndexError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - convert at the boundary
+                if wait_s is not None and _SEGMENT_NOT_WRITTEN in str(exc):
+                    time.sleep(wait_s)  # a read racing the first write of the collection's vectors
+                    continue
+                self._raise(what, exc)
+        raise AssertionError("unreachable: the last try raises or returns")
+
+    @staticmethod
+    def _raise(what: str, exc: Exception) -> NoReturn:
+        message = str(exc)[:300]
+        raise VectorIndexError(
+            f"chromadb {what} failed: {message} (if this persists, AgentMemory.rebuild_index() "
+            "recreates the index from items.jsonl)"
+        ) from exc
 
     def _write(self, what: str, fn: Any) -> Any:
         """Run ``fn(collection)`` as a write: under ``write.lock`` in embedded mode, on a fresh
