@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from abc import ABC, abstractmethod
+from functools import lru_cache
 from collections.abc import Mapping
 from types import UnionType
 from typing import Any, ClassVar, Generic, TypeVar, Union, get_args, get_origin
@@ -204,8 +205,10 @@ class MemoryAction(ABC, Generic[ArgsT]):
     # -- schemas -------------------------------------------------------------------------------
     @classmethod
     def parameters_schema(cls) -> dict[str, Any]:
-        """The JSON schema of the arguments (``"type": "object"``, no ``$defs``)."""
-        return cls.Arguments.model_json_schema(schema_generator=ToolJsonSchema)
+        """The JSON schema of the arguments (``"type": "object"``, no ``$defs``): a new dict on
+        every call, from the schema pydantic generated once per class (generating it took ~2 ms
+        per tool, paid at every request the tools are offered in)."""
+        return json.loads(_schema_text(cls.Arguments))
 
     @classmethod
     def openai_schema(cls) -> dict[str, Any]:
@@ -350,3 +353,11 @@ class InstanceSchemas(MemoryAction[ArgsT]):
     def anthropic_schema(self) -> dict[str, Any]:  # type: ignore[override]
         """The tool for the Anthropic Messages API."""
         return {"name": self.name, "description": self.description, "input_schema": self.parameters_schema()}
+
+
+@lru_cache(maxsize=256)
+def _schema_text(arguments: type[BaseModel]) -> str:
+    """The JSON text of ``arguments``' tool schema (:class:`ToolJsonSchema`), generated once per
+    arguments model (a class, never changed once defined; the one-tool form builds one per
+    toolkit, hence a bound on those kept)."""
+    return json.dumps(arguments.model_json_schema(schema_generator=ToolJsonSchema))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent_memory.errors import ConfigurationError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
+from agent_memory.thread_priority import background_priority
 
 if TYPE_CHECKING:
     import tiktoken
@@ -119,13 +120,49 @@ def _load_encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
-@lru_cache(maxsize=4)
+def offsets_soon(counter: TokenCounter) -> None:
+    """Build what :meth:`TiktokenCounter.token_char_offsets` needs (:func:`_lead_bytes`, 0.2-0.5 s
+    once per process and encoding) in a thread of its own, at background priority, so that an
+    agent's first large result is not cut while it is built. Returns at once; does nothing for
+    another counter or once built; never raises (a failure is the first use's to meet)."""
+    if isinstance(counter, TiktokenCounter) and counter.encoding_name not in _LEAD_BYTES:
+        threading.Thread(target=_build_offsets, args=(counter.encoding_name,),
+                         name="agent-memory-token-offsets", daemon=True).start()
+
+
+def _build_offsets(name: str) -> None:
+    background_priority()
+    try:
+        _lead_bytes(name)
+    except Exception:  # noqa: BLE001, S110 - the first use meets it and raises it there
+        pass
+
+
+_LEAD_BYTES: dict[str, Any] = {}
+""":func:`_lead_bytes` by encoding name, once built."""
+_LEAD_BYTES_LOCK = threading.Lock()
+"""One build at a time: a use while :func:`offsets_soon`'s thread builds the table waits for
+that build instead of making a second."""
+
+
 def _lead_bytes(name: str) -> Any:
+    """:func:`_build_lead_bytes` of encoding ``name``, built once per process."""
+    found = _LEAD_BYTES.get(name)
+    if found is None:
+        with _LEAD_BYTES_LOCK:
+            found = _LEAD_BYTES.get(name)
+            if found is None:
+                found = _LEAD_BYTES[name] = _build_lead_bytes(name)
+    return found
+
+
+def _build_lead_bytes(name: str) -> Any:
     """For each token id of encoding ``name``, the lead bytes (bytes that start a UTF-8 character)
     of its bytes, as a numpy ``int64`` array of the vocabulary's size (0 for an id that is no
     ordinary token: a special token, a gap). Built once per process and encoding, at C speed:
     the ordinary tokens' bytes in one call, their lead bytes summed per token by numpy."""
-    import numpy as np
+    with HEAVY_IMPORTS:
+        import numpy as np
 
     encoding = _load_encoding(name)
     special_ids = {encoding.encode_single_token(token) for token in encoding.special_tokens_set}
@@ -184,7 +221,8 @@ class TiktokenCounter:
         return self._encoding.decode(tokens)
 
     def token_char_offsets(self, text: str) -> list[int]:
-        import numpy as np
+        with HEAVY_IMPORTS:  # an indexing thread cuts chunks while another imports chromadb
+            import numpy as np
 
         tokens = np.asarray(self.encode(text), dtype=np.int64)
         # A character has exactly one non-continuation (lead) byte: the characters each token

@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-import orjson
 import regex
 from pydantic import BaseModel, ValidationError
 
@@ -49,6 +48,7 @@ from agent_memory.models.items import (
     MemoryTransform,
     RetrieveResult,
     SummaryTransform,
+    json_bytes,
 )
 from agent_memory.tokens import TokenCounter
 
@@ -197,24 +197,11 @@ def raw_text(content: Any, encoding: ContentEncoding, *, json_format: JsonFormat
 
 
 def _indented_json(content: Any) -> str:
-    """``json.dumps(content, ensure_ascii=False, indent=2)``, written by orjson when that is the
-    same text (its ``OPT_INDENT_2`` layout is ``json``'s, and both write a float's shortest digits;
-    6x faster on 2 MB of rows), else by ``json``: where orjson refuses the content (integers beyond
-    64 bits, lone surrogates) or may write a float otherwise than Python's ``repr`` (``0.00001`` for
-    ``1e-05``, ``1e16`` for ``1e+16``: any digit followed by an exponent, or ``0.0000``, sends
-    the content to ``json``)."""
-    try:
-        text = orjson.dumps(content, option=orjson.OPT_INDENT_2).decode("utf-8")
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(content, ensure_ascii=False, indent=2)
-    if "0.0000" in text or any(text[m.start() - 1].isdigit() for m in _EXPONENT.finditer(text, 1)):
-        return json.dumps(content, ensure_ascii=False, indent=2)
-    return text
-
-
-_EXPONENT = re.compile(r"e[-+0-9]")
-"""What follows the digits of a number in exponent form (the digit before it is checked apart:
-a pattern that starts with a literal is found faster)."""
+    """``json.dumps(content, ensure_ascii=False, indent=2)``, by orjson where that is the same
+    text (:func:`~agent_memory.models.items.json_bytes`; 6x faster on 2 MB of rows). Content read
+    back from a blob holds only ``json``'s own types and finite floats."""
+    data = json_bytes(content, indent=True)
+    return data.decode("utf-8") if data is not None else json.dumps(content, ensure_ascii=False, indent=2)
 
 
 _SCALAR_TEXT: dict[type, Callable[[Any], str]] = {

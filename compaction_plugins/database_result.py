@@ -14,6 +14,7 @@ import io
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -41,7 +42,9 @@ class Table:
 
     def column_range(self, index: int) -> tuple[Any, Any] | None:
         """``(min, max)`` of a numeric (or ISO-date) column; ``None`` for other columns."""
-        values = [value for value in map(itemgetter(index), self.rows) if value is not None]
+        values = list(map(itemgetter(index), self.rows))
+        if None in values:
+            values = [value for value in values if value is not None]
         if not values:
             return None
         kinds = set(map(type, values))
@@ -98,7 +101,14 @@ def parse_table(data: Any) -> Table | None:
         if len(data) == 1:
             return parse_table(next(iter(data.values())))
         return None
-    if not isinstance(data, list) or not data or not all(isinstance(r, dict) and r for r in data):
+    if not isinstance(data, list) or not data:
+        return None
+    if set(map(type, data)) == {dict}:
+        keys = set(map(tuple, data))
+        if len(keys) == 1 and (names := next(iter(keys))) and _STR_TYPE.issuperset(map(type, names)) \
+                and _SCALAR_TYPES.issuperset(map(type, chain.from_iterable(map(dict.values, data)))):
+            return Table(names, tuple(map(tuple, map(dict.values, data))))  # flat rows of one shape, at C speed
+    if not all(isinstance(r, dict) and r for r in data):
         return None
     flat: list[dict[str, Any]] = []
     for r in data:

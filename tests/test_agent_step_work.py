@@ -179,14 +179,20 @@ def test_a_json_tool_result_is_serialised_once_on_the_agents_thread(
 
     rows = [{"id": n, "name": f"row {n}", "price": n / 10} for n in range(5_000)]
     dumped: list[str] = []
-    real = items_module.json.dumps
+    real_dumps, real_json_bytes = items_module.json.dumps, items_module.json_bytes
 
     def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
         if value is rows:
             dumped.append(threading.current_thread().name)
-        return real(value, *args, **kwargs)
+        return real_dumps(value, *args, **kwargs)
+
+    def json_bytes(value: Any, **kwargs: Any) -> bytes | None:  # orjson's writer, where it writes json's text
+        if value is rows:
+            dumped.append(threading.current_thread().name)
+        return real_json_bytes(value, **kwargs)
 
     monkeypatch.setattr(items_module.json, "dumps", dumps)
+    monkeypatch.setattr(items_module, "json_bytes", json_bytes)
 
     @tool
     def run_query(sql: str) -> list[dict[str, Any]]:

@@ -114,3 +114,22 @@ def test_token_offsets_are_each_tokens_characters_on_real_and_multilingual_text(
             expected.append(chars)
         expected[-1] = len(text)
         assert counter.token_char_offsets(text) == expected
+
+
+def test_the_offsets_table_is_built_ahead_in_a_background_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MemoryAgent calls offsets_soon when it starts: the first large result is cut without building it
+    import threading
+
+    from agent_memory import tokens
+
+    monkeypatch.setattr(tokens, "_LEAD_BYTES", {})
+    tokens.offsets_soon(COUNTER)
+    builders = [t for t in threading.enumerate() if t.name == "agent-memory-token-offsets"]
+    assert builders
+    for builder in builders:
+        builder.join(timeout=60)
+    assert set(tokens._LEAD_BYTES) == {COUNTER.encoding_name}
+    text = "Zürich → 東京, naïve café " * 50
+    assert COUNTER.token_char_offsets(text)[-1] == len(text)
+    tokens.offsets_soon(COUNTER)  # built: no second thread
+    assert not [t for t in threading.enumerate() if t.name == "agent-memory-token-offsets"]

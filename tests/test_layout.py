@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
-    {"errors", "extras", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports", "observers",
-     "tokens", "embeddings"},
+    {"errors", "extras", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports",
+     "thread_priority", "observers", "tokens", "embeddings"},
     {"models"},
     {"prompt_tokens", "transforms", "plugins", "llm"},
     {"storage"},

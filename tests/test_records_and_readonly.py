@@ -9,6 +9,7 @@ file system call is faked.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import json
@@ -17,17 +18,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from actions import MemoryToolkit
 from agent_memory import AgentMemory, InvalidArgumentError, MemoryConfig, MemoryCriteria, MemorySnapshot
 from agent_memory.errors import UnsupportedRecordError
-from agent_memory.models.items import ItemRecord
+from agent_memory.models.items import ItemRecord, content_from_bytes, content_to_bytes
 from agent_memory.observers import NoticeRecorder, RecordQuarantined, RecordUnsupported
 from agent_memory.records.prepare import result_store_arguments
 
@@ -395,6 +399,69 @@ def test_what_json_cannot_keep_is_normalised_or_refused(tmp_path: Path) -> None:
     assert memory.get(memory.store({"t": (1, 2), 3: "three"})).content == {"t": [1, 2], "3": "three"}
     with pytest.raises(InvalidArgumentError, match="JSON key '1'"):
         memory.store({1: "int", "1": "str"})  # one would silently replace the other
+
+
+JSON_DATA = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_DATA)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_json_blob_is_the_standard_librarys_compact_text_whatever_the_data(value: Any) -> None:
+    # written by orjson where that is the same text, by json where it would not be (exponents,
+    # integers beyond 64 bits, lone surrogates); read back by orjson, by json where it refuses
+    try:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except ValueError:  # a lone surrogate is not text
+        with pytest.raises(InvalidArgumentError, match="lone surrogate"):
+            content_to_bytes(value, "json")
+        return
+    data, encoding = content_to_bytes(value, "json")
+    assert (data, encoding) == (expected, "json")
+    assert content_from_bytes(data, "json") == json.loads(expected)
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Size(enum.IntEnum):
+    LARGE = 3
+
+
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize("value, refused", [
+    ([{"v": float("nan")}], "Out of range float values"),
+    ({"v": [1.0, float("inf")]}, "Out of range float values"),
+    (float("-inf"), "Out of range float values"),
+    ([{"colour": _Colour.RED}], "not JSON serializable"),
+    ({"when": datetime(2024, 1, 1)}, "not JSON serializable"),
+    ([uuid.UUID(int=7)], "not JSON serializable"),
+    ({"k": 2**70, "v": 0.5}, None),
+    ([{"size": _Size.LARGE, "name": _Name("x")}], None),
+    ({_Name("k"): 1.0e-7}, None),
+])
+def test_only_what_json_writes_is_written_and_as_json_writes_it(value: Any, refused: str | None) -> None:
+    # orjson would write NaN as null and an enum, a datetime or a UUID as its value; json refuses
+    # them, and a blob must read back as the value stored
+    if refused:
+        with pytest.raises(InvalidArgumentError, match=refused):
+            content_to_bytes(value)
+    else:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        assert content_to_bytes(value) == (expected, "json")
+
+
+def test_a_blob_orjson_cannot_read_is_read_by_json() -> None:
+    assert content_from_bytes(b'{"big":123456789012345678901234567890}', "json") == {"big": 123456789012345678901234567890}
 
 
 def test_json_nested_past_the_bound_or_with_colliding_keys_deep_inside_is_refused(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError
 from agent_memory.html import load_extractor_soon
+from agent_memory.tokens import offsets_soon
 from agent_memory.ids import validate_agent_id
 from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits, model_limits
@@ -203,6 +204,7 @@ class MemoryAgent:
         self.memory = memory if memory is not None else AgentMemory(agent_id, memory_dir, backend=backend,
                                                                     config=memory_config)
         load_extractor_soon()  # the first page's main text is extracted without importing trafilatura then
+        offsets_soon(self.memory.tokens)  # and the first large result is cut without building the offsets table
         if self.memory.config.index_on_store:  # open while the rest is set up and the model first answers
             self.memory.open_index_soon()
         conversation = validate_agent_id(conversation_id) if conversation_id is not None else None

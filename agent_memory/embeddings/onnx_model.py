@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_memory.errors import ConfigurationError, EmbeddingError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
+from agent_memory.thread_priority import background_priority
 
 if TYPE_CHECKING:
     import numpy as np
@@ -196,7 +197,8 @@ def export_onnx(model_path: Path, target: Path, *, precision: OnnxPrecision) -> 
                                   input_names=["input_ids", "attention_mask"], output_names=["sentence_embedding"],
                                   dynamic_axes=axes)
             if precision == "int8":
-                from onnxruntime.quantization import QuantType, quantize_dynamic
+                with HEAVY_IMPORTS:
+                    from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 quantize_dynamic(str(exported), str(partial), weight_type=QuantType.QInt8, per_channel=True,
                                  extra_options={"MatMulConstBOnly": True})
@@ -218,7 +220,8 @@ def _quiet() -> Iterator[None]:
     """Keep the export's chatter off the caller's stderr: torch's tracer warnings, transformers'
     progress bars, and onnxruntime's quantizer, which logs through the root logger (and, as
     ``logging.warning`` does, would give a process without logging configured a stderr handler)."""
-    from transformers.utils import logging as transformers_logging
+    with HEAVY_IMPORTS:
+        from transformers.utils import logging as transformers_logging
 
     root = logging.getLogger()
     silent = logging.NullHandler()
@@ -266,7 +269,8 @@ class _SentenceGraph:
     L2 normalisation (built lazily: torch is imported only by an export)."""
 
     def __new__(cls, model: Any, pooling: str) -> Any:
-        import torch
+        with HEAVY_IMPORTS:
+            import torch
 
         class SentenceGraph(torch.nn.Module):
             def __init__(self) -> None:
@@ -325,7 +329,8 @@ class OnnxSentenceModel:
         self._pool_lock = threading.Lock()
 
     def _run(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        import numpy as np
+        with HEAVY_IMPORTS:
+            import numpy as np
 
         tokens = np.asarray([ids], dtype=np.int64)
         vector: npt.NDArray[np.float32] = self.session.run(
@@ -358,6 +363,7 @@ class OnnxSentenceModel:
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None or self._pool[0] != os.getpid():
-                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agent-memory-embed")
+                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agent-memory-embed",
+                                          initializer=background_priority)
                 self._pool = (os.getpid(), pool)
             return self._pool[1]

@@ -73,6 +73,7 @@ from agent_memory.storage.contracts import Backend
 from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
 from agent_memory.storage import common
+from agent_memory.thread_priority import background_priority
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexUpkeep", "unindexable"]
 
@@ -251,7 +252,8 @@ class IndexUpkeep:
             self._opener.start()
 
     def _open_early(self) -> None:
-        """:meth:`open_soon`'s thread."""
+        """:meth:`open_soon`'s thread (at background priority)."""
+        background_priority()
         self._foreground.step_back(lambda: self._stopping, paused=False)
         with self._opening:
             if self._index is not None or self._stopping:
@@ -687,7 +689,8 @@ class IndexUpkeep:
         """The indexing thread: pending items in store order, a batch at a time (at most
         ``INDEX_BATCH_ITEMS`` items and ``max_embedded_chars`` characters of them to embed), until
         nothing is pending. It steps back for foreground calls between batches, items and stages
-        (:meth:`_step_back`)."""
+        (:meth:`_step_back`), at background priority (:func:`~agent_memory.thread_priority.background_priority`)."""
+        background_priority()
         while True:
             self._step_back()
             with self._changed:

@@ -56,6 +56,7 @@ from typing import Any
 
 import pytest
 
+from agent_memory.lazy_imports import HEAVY_IMPORTS
 from agent_memory.errors import (
     ConflictError,
     IsolationError,
@@ -469,7 +470,8 @@ class BackendConformance:
         (float32) and rank chunks by their cosine to the query vector it is given. The vectors
         here are made up (no text embeds to them), so an index that embedded the text itself
         would fail."""
-        import numpy as np
+        with HEAVY_IMPORTS:
+            import numpy as np
 
         from agent_memory.storage.vector import IndexChunk, ItemFilter
         from agent_memory.tokens import default_token_counter
