@@ -548,3 +548,16 @@ def test_query_with_criteria_and_keywords_merges_them(tmp_path: Path) -> None:
         memory.query(colour="red")  # type: ignore[call-arg]
     with pytest.raises(InvalidArgumentError, match="single string"):
         memory.query(tags="geo")
+
+
+def test_a_remembered_digest_is_only_ever_the_digest_of_those_bytes() -> None:
+    from agent_memory.storage.contracts import REMEMBERED_DIGEST_BYTES, sha256_hex
+
+    first = b"a" * REMEMBERED_DIGEST_BYTES
+    second = bytearray(first)  # equal bytes, a mutable object: hashed, never remembered
+    assert sha256_hex(first) == hashlib.sha256(first).hexdigest() == sha256_hex(first)
+    assert sha256_hex(second) == hashlib.sha256(second).hexdigest()
+    second[0] = ord("b")
+    assert sha256_hex(second) == hashlib.sha256(second).hexdigest() != sha256_hex(first)
+    other = b"b" + first[1:]  # another object of the same length
+    assert sha256_hex(other) == hashlib.sha256(other).hexdigest()

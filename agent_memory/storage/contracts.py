@@ -84,8 +84,22 @@ __all__ = [
 ]
 
 def sha256_hex(data: bytes) -> str:
-    """Hex sha256 of ``data`` (64 lower-case characters): the key of a content blob in a :class:`Log`."""
-    return hashlib.sha256(data).hexdigest()
+    """Hex sha256 of ``data`` (64 lower-case characters): the key of a content blob in a :class:`Log`.
+    The last large ``bytes`` object hashed is remembered by identity (``bytes`` never change):
+    a tool result's bytes are hashed for its id, its record and its blob, 1.5 ms per MB each."""
+    global _last_digest
+    last = _last_digest
+    if last is not None and last[0] is data:
+        return last[1]
+    digest = hashlib.sha256(data).hexdigest()
+    if type(data) is bytes and len(data) >= REMEMBERED_DIGEST_BYTES:
+        _last_digest = (data, digest)
+    return digest
+
+
+REMEMBERED_DIGEST_BYTES = 64 * 1024
+"""Smallest ``bytes`` whose digest :func:`sha256_hex` remembers (smaller ones hash in microseconds)."""
+_last_digest: tuple[bytes, str] | None = None
 
 
 ITEMS_LOG = "items"
