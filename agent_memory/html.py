@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.thread_priority import background_priority
+from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     from lxml.etree import _Element

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent_memory.errors import ConfigurationError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.thread_priority import background_priority
+from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     import tiktoken

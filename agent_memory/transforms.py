@@ -33,6 +33,7 @@ from typing import Any, Literal, overload
 import regex
 from pydantic import BaseModel, ValidationError
 
+from agent_memory.background import CHECKPOINT_ROWS, checkpoint
 from agent_memory.errors import InvalidArgumentError, TransformError, quoted, validation_summary
 from agent_memory.html import extract_page, looks_like_html
 from agent_memory.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS, MAX_REPEAT, REGEX_TIMEOUT_S, json_depth, shorten
@@ -238,6 +239,8 @@ def json_to_lines(data: Any, *, limit: int = MAX_JSON_LINES) -> list[str]:
                           or all(not isinstance(v, dict | list) for v in values)):
                 prefix = f"{path}: " if path else ""
                 lines.append(prefix + "; ".join([f"{k}: {scalar(v)}" for k, v in value.items()]))
+                if len(lines) % CHECKPOINT_ROWS == 0:
+                    checkpoint()  # an indexing thread may pause here for the agent's step
                 return
             for key, child in value.items():
                 walk(child, f"{path}.{key}" if path else str(key))

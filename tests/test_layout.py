@@ -17,7 +17,7 @@ PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
     {"errors", "extras", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports",
-     "thread_priority", "observers", "tokens", "embeddings"},
+     "background", "observers", "tokens", "embeddings"},
     {"models"},
     {"prompt_tokens", "transforms", "plugins", "llm"},
     {"storage"},

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_memory.errors import ConfigurationError, EmbeddingError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.thread_priority import background_priority
+from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     import numpy as np

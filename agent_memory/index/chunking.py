@@ -38,6 +38,7 @@ from typing import Any
 
 import regex
 
+from agent_memory.background import CHECKPOINT_ROWS, checkpoint
 from agent_memory.html import extract_page, looks_like_html
 from agent_memory.models.items import ItemRecord
 from agent_memory.storage.vector import IndexChunk
@@ -88,6 +89,8 @@ def chunk_text(text: str, counter: TokenCounter, *, chunk_tokens: int, overlap_t
         start, end = offsets[start_tok], offsets[end_tok]
         if text[start:end].strip():
             chunks.append(TextChunk(len(chunks), text[start:end], start, end))
+            if len(chunks) % CHECKPOINT_ROWS == 0:
+                checkpoint()  # an indexing thread may pause here for the agent's step
         if end_tok >= n_tokens:
             return chunks
         start_tok = max(end_tok - overlap_tokens, start_tok + 1)

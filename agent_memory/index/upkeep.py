@@ -73,7 +73,7 @@ from agent_memory.storage.contracts import Backend
 from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
 from agent_memory.storage import common
-from agent_memory.thread_priority import background_priority
+from agent_memory.background import background_priority, checkpoints
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexUpkeep", "unindexable"]
 
@@ -689,8 +689,14 @@ class IndexUpkeep:
         """The indexing thread: pending items in store order, a batch at a time (at most
         ``INDEX_BATCH_ITEMS`` items and ``max_embedded_chars`` characters of them to embed), until
         nothing is pending. It steps back for foreground calls between batches, items and stages
-        (:meth:`_step_back`), at background priority (:func:`~agent_memory.thread_priority.background_priority`)."""
+        (:meth:`_step_back`), and inside a stage's long loops (:func:`~agent_memory.background.checkpoint`),
+        at background priority (:func:`~agent_memory.background.background_priority`)."""
         background_priority()
+        with checkpoints(self._step_back):
+            self._work_until_idle()
+
+    def _work_until_idle(self) -> None:
+        """:meth:`_work`'s batches."""
         while True:
             self._step_back()
             with self._changed:

@@ -69,7 +69,14 @@ from agent_memory.models.items import MemoryCriteria
 __all__ = ["AgentMemoryEmbeddingFunction", "ChromaVectorIndex", "collection_name"]
 
 MAX_ADD_BATCH = 5_000
-"""Records per chromadb ``upsert`` call (chromadb refuses more than 5,461 at once)."""
+"""Records per chromadb call (chromadb refuses more than 5,461 at once)."""
+
+UPSERT_BATCH = 256
+"""Records per chromadb ``upsert`` call. chromadb's Rust bindings hold the interpreter lock for the
+whole call (~23 ms for 170 records on 2 cores): in batches of this size, a thread running Python
+beside the indexing thread (an agent's step) waits ~30 ms at most. (The indexing thread does not
+pause between them: it holds the cross-process ``index`` lock, which a foreground ``forget``
+may be waiting for.)"""
 
 DELETE_BY_ID_ITEMS = 16
 """Most items whose chunks a delete looks up by chunk id; a larger batch is deleted by one filter on
@@ -449,8 +456,8 @@ class ChromaVectorIndex:
             last[chunk.item_id] = max(last.get(chunk.item_id, 0), chunk.chunk_index)
             if len(chunk.tags) > MAX_TAGS:
                 raise VectorIndexError(f"item {chunk.item_id} has {len(chunk.tags):,} tags; the index takes {MAX_TAGS}")
-        for start in range(0, len(chunks), MAX_ADD_BATCH):
-            batch = chunks[start : start + MAX_ADD_BATCH]
+        for start in range(0, len(chunks), UPSERT_BATCH):
+            batch = chunks[start : start + UPSERT_BATCH]
             metadatas = []
             for chunk in batch:
                 meta: dict[str, Any] = {
@@ -468,7 +475,7 @@ class ChromaVectorIndex:
                 metadatas.append(meta)
             ids = [f"{c.item_id}:{c.chunk_index}" for c in batch]
             documents = [c.text for c in batch]
-            embeddings = rows[start : start + MAX_ADD_BATCH]
+            embeddings = rows[start : start + UPSERT_BATCH]
             self._write("upsert", lambda col: col.upsert(ids=ids, embeddings=embeddings, documents=documents,
                                                          metadatas=metadatas))
 

@@ -1,4 +1,4 @@
-"""The background threads' lower CPU priority (``agent_memory.thread_priority``)."""
+"""The background threads' lower CPU priority (``agent_memory.background``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from agent_memory.thread_priority import BACKGROUND_NICE, background_priority
+from agent_memory.background import BACKGROUND_NICE, background_priority
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 
@@ -77,3 +77,47 @@ def test_the_indexing_thread_runs_at_background_priority(tmp_path: object, monke
     memory.flush_index()
     memory.close()
     assert "agent-memory-index-agent" in lowered and threading.current_thread().name not in lowered
+
+
+def test_checkpoints_call_the_registered_step_back_on_that_thread_only() -> None:
+    from agent_memory.background import checkpoint, checkpoints
+
+    calls: list[str] = []
+    checkpoint()  # nothing registered: nothing happens
+    with checkpoints(lambda: calls.append(threading.current_thread().name)):
+        checkpoint()
+        other = threading.Thread(target=checkpoint, name="elsewhere")
+        other.start()
+        other.join()
+        with checkpoints(lambda: calls.append("inner")):
+            checkpoint()
+        checkpoint()
+    checkpoint()
+    assert calls == [threading.current_thread().name, "inner", threading.current_thread().name]
+
+
+def test_the_indexing_thread_passes_checkpoints_inside_its_long_loops(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # while the agent's step runs, the indexing thread waits at these, not only between its stages
+    import agent_memory.index.chunking as chunking
+    import agent_memory.transforms as transforms
+    from agent_memory import AgentMemory
+    from agent_memory.background import CHECKPOINT_ROWS
+
+    passed: list[tuple[str, str]] = []
+    for module in (transforms, chunking):
+        real = module.checkpoint
+
+        def recorded(module: object = module, real: object = real) -> None:
+            passed.append((module.__name__, threading.current_thread().name))  # type: ignore[attr-defined]
+            real()  # type: ignore[operator]
+
+        monkeypatch.setattr(module, "checkpoint", recorded)
+    rows = [{"id": n, "name": f"row {n}", "note": "a row of the table"} for n in range(4 * CHECKPOINT_ROWS)]
+    memory = AgentMemory("agent", tmp_path)  # type: ignore[arg-type]
+    memory.store(rows, source="sql")  # its rows become lines
+    memory.store(" ".join(f"word{n} of a long text" for n in range(40 * CHECKPOINT_ROWS)))  # many chunks
+    memory.flush_index()
+    memory.close()
+    on_worker = {name for name, thread in passed if thread == "agent-memory-index-agent"}
+    assert on_worker == {"agent_memory.transforms", "agent_memory.index.chunking"}, passed
