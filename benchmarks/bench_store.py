@@ -720,7 +720,7 @@ def agent_steps(data: Path, count: int) -> dict[str, Any]:
     }
 
 
-JSON_STEPS = 3
+JSON_STEPS = 5
 """Steps of each JSON agent-step measurement: each calls the query tool once."""
 
 JSON_STEP_SIZES = {"1 MB": 1_000_000, "2.43 MB": None}
@@ -759,6 +759,7 @@ def _json_steps(columns: list[str], rows: list[tuple[Any, ...]]) -> dict[str, An
     from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
 
     tool_s: list[float] = []
+    tool_cpu_s: list[float] = []
 
     @tool
     def run_query(sql: str) -> list[dict[str, Any]]:
@@ -767,18 +768,21 @@ def _json_steps(columns: list[str], rows: list[tuple[Any, ...]]) -> dict[str, An
         Args:
             sql: the query.
         """
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         answer = [dict(zip(columns, row)) for row in rows]
         tool_s.append(time.perf_counter() - began)
+        tool_cpu_s.append(time.thread_time() - began_cpu)
         return answer
 
     result = json.dumps([dict(zip(columns, row)) for row in rows], ensure_ascii=False).encode("utf-8")
     marks: list[float] = []
+    cpu_marks: list[tuple[int, float]] = []  # the thread the notice came on, and its CPU time then
 
     class StepMarks:
         def on_notice(self, notice: Any) -> None:
             if getattr(notice, "kind", None) == "llm_called":
                 marks.append(time.perf_counter())
+                cpu_marks.append((threading.get_ident(), time.thread_time()))
 
     with tempfile.TemporaryDirectory(prefix="bench-store-agent-") as tmp:
         baseline = _write_and_fsync_ms(result, Path(tmp))
@@ -795,9 +799,12 @@ def _json_steps(columns: list[str], rows: list[tuple[Any, ...]]) -> dict[str, An
         raise SystemExit(f"the scripted agent run went astray: {run.stopped}, {len(marks)} LLM calls")
     step_ms = [round(1000 * (b - a), 1) for a, b in zip(marks, marks[1:])]
     tool_ms = [round(1000 * t, 1) for t in tool_s]
+    one_thread = len({ident for ident, _ in cpu_marks}) == 1  # the agent's: the CPU it spent in each step
+    cpu_ms = ([round(1000 * (b - a - t), 1) for (_, a), (_, b), t in zip(cpu_marks, cpu_marks[1:], tool_cpu_s)]
+              if one_thread else None)
     return {"result_bytes": len(result), "rows": len(rows), "step_ms": step_ms, "tool_ms": tool_ms,
             "step_without_tool_ms": [round(a - b, 1) for a, b in zip(step_ms, tool_ms)],
-            "write_and_fsync_ms": baseline}
+            "agent_thread_cpu_ms_without_tool": cpu_ms, "write_and_fsync_ms": baseline}
 
 
 # -- the whole measurement -----------------------------------------------------------------------
@@ -952,7 +959,8 @@ def print_table(report: dict[str, Any]) -> None:
         for rows in (figures.get("agent_step_json") or {}).values():
             print(f"{label:8} agent steps with a {rows['result_bytes'] / 1e6:.2f} MB JSON query result "
                   f"({rows['rows']:,} rows): {rows['step_ms']} ms, of which the tool {rows['tool_ms']} ms "
-                  f"(write + fsync {rows['write_and_fsync_ms']} ms)")
+                  f"(write + fsync {rows['write_and_fsync_ms']} ms); the agent thread's CPU but the tool's "
+                  f"{rows.get('agent_thread_cpu_ms_without_tool')} ms")
     for backend, met in report.get("targets", {}).items():
         print(f"target   {backend:8} {met}")
 
