@@ -74,7 +74,7 @@ def test_the_indexing_thread_runs_at_background_priority(tmp_path: object, monke
     monkeypatch.setattr(upkeep, "background_priority", recorded)
     memory = AgentMemory("agent", tmp_path)  # type: ignore[arg-type]
     memory.store("a note about the priority of background threads " * 20)
-    memory.flush_index()
+    assert memory._upkeep._wait_pending(None, timeout_s=300)  # indexed by the indexing thread
     memory.close()
     assert "agent-memory-index-agent" in lowered and threading.current_thread().name not in lowered
 
@@ -117,7 +117,8 @@ def test_the_indexing_thread_passes_checkpoints_inside_its_long_loops(
     memory = AgentMemory("agent", tmp_path)  # type: ignore[arg-type]
     memory.store(rows, source="sql")  # its rows become lines
     memory.store(" ".join(f"word{n} of a long text" for n in range(40 * CHECKPOINT_ROWS)))  # many chunks
-    memory.flush_index()
+    # wait for the indexing thread (flush_index would index what it has not taken yet in this thread)
+    assert memory._upkeep._wait_pending(None, timeout_s=300)
     memory.close()
     on_worker = {name for name, thread in passed if thread == "agent-memory-index-agent"}
     assert on_worker == {"agent_memory.transforms", "agent_memory.index.chunking"}, passed
