@@ -1,61 +1,23 @@
-"""What the library's background threads do so that the agent's own thread comes first.
+"""Where the library's background work pauses for the agent's own thread.
 
 An agent waits on its own thread (a step: storing a result, building the next prompt), while the
-memory's background threads (indexing, embedding, opening the index, importing the page
-extractor) work beside it. Two things let the agent's thread go first:
+memory's indexing thread works beside it. Python code of two threads shares one interpreter lock,
+handed over every 5 ms (https://docs.python.org/3/library/sys.html#sys.setswitchinterval): a
+step running beside the indexing thread's Python gets about half of it. The indexing thread
+therefore waits while a foreground call runs (:class:`~agent_memory.index.foreground.Foreground`),
+at its checkpoints: between items and stages, and, through :func:`checkpoint`, inside the long
+loops of a stage (a table's rows turned into lines, a text cut into chunks), where no lock is held.
 
-- **Priority.** On a machine with few cores the background threads take the cores the agent's step
-  needs (on 2 cores, the 2.43 MB query result's indexing, whose tokenizer and ONNX runtime run
-  without the interpreter lock, left the step about a third of a core). Those threads lower their
-  own CPU priority when they start (:func:`background_priority`): the operating system then runs
-  the agent's thread first wherever they compete, and gives the background every cycle the agent
-  leaves idle (waiting for the model).
-- **Checkpoints.** Python code of two threads shares one interpreter lock, handed over every
-  5 ms (https://docs.python.org/3/library/sys.html#sys.setswitchinterval): a step running beside
-  the indexing thread's Python gets about half of it. The indexing thread waits while a foreground
-  call runs (:class:`~agent_memory.index.foreground.Foreground`), at its checkpoints: between items
-  and stages, and, through :func:`checkpoint`, inside the long loops of a stage (a table's rows
-  turned into lines, a text cut into chunks), where no lock is held.
+(Lowering the background threads' CPU priority was tried and left out: it showed no gain beside
+this machine's noise, and a nice value counts against every other process too, so that on a busy
+machine the index fell far behind.)
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-BACKGROUND_NICE = 10
-"""How much a background thread raises its nice value (Linux: -20 highest to 19 lowest, 0 the
-default): at +10 it gets about 1/10 of a core's time where it competes with a thread at 0 (the
-kernel's weight table, ``sched_prio_to_weight`` in kernel/sched/core.c of
-github.com/torvalds/linux: weight 1024 at nice 0, 110 at nice 10), and all of a core nobody else
-wants."""
-
-
-def background_priority() -> bool:
-    """Lower the calling thread's CPU priority by :data:`BACKGROUND_NICE`, for the rest of its
-    life; call it first thing in a thread that only does background work. On Linux the nice value
-    belongs to each thread (``setpriority(2)``, NOTES: "the nice value is a per-thread attribute":
-    ``PRIO_PROCESS`` with a thread id changes that thread only), and threads the thread starts
-    inherit it (an ONNX runtime pool started there). Elsewhere the value is the process's, so
-    nothing is changed. An unprivileged thread can lower its priority, never raise it back.
-
-    Returns:
-        Whether the priority was lowered (``False``: not Linux, or the system refused, which is
-        never an error: the work is done at the normal priority).
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    thread = threading.get_native_id()
-    try:
-        now = os.getpriority(os.PRIO_PROCESS, thread)
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, now + BACKGROUND_NICE))
-    except OSError:
-        return False
-    return True
-
 
 _hooks = threading.local()
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     from lxml.etree import _Element
@@ -211,7 +210,6 @@ def load_extractor_soon() -> None:
 
 
 def _load_extractor() -> None:
-    background_priority()
     try:
         _trafilatura()
     except ImportError:

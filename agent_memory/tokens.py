@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent_memory.errors import ConfigurationError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     import tiktoken
@@ -122,7 +121,7 @@ def _load_encoding(name: str) -> tiktoken.Encoding:
 
 def offsets_soon(counter: TokenCounter) -> None:
     """Build what :meth:`TiktokenCounter.token_char_offsets` needs (:func:`_lead_bytes`, 0.2-0.5 s
-    once per process and encoding) in a thread of its own, at background priority, so that an
+    once per process and encoding) in a thread of its own, so that an
     agent's first large result is not cut while it is built. Returns at once; does nothing for
     another counter or once built; never raises (a failure is the first use's to meet)."""
     if isinstance(counter, TiktokenCounter) and counter.encoding_name not in _LEAD_BYTES:
@@ -131,7 +130,6 @@ def offsets_soon(counter: TokenCounter) -> None:
 
 
 def _build_offsets(name: str) -> None:
-    background_priority()
     try:
         _lead_bytes(name)
     except Exception:  # noqa: BLE001, S110 - the first use meets it and raises it there

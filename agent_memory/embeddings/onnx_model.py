@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_memory.errors import ConfigurationError, EmbeddingError
 from agent_memory.lazy_imports import HEAVY_IMPORTS
-from agent_memory.background import background_priority
 
 if TYPE_CHECKING:
     import numpy as np
@@ -363,7 +362,6 @@ class OnnxSentenceModel:
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None or self._pool[0] != os.getpid():
-                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agent-memory-embed",
-                                          initializer=background_priority)
+                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="agent-memory-embed")
                 self._pool = (os.getpid(), pool)
             return self._pool[1]

@@ -73,7 +73,7 @@ from agent_memory.storage.contracts import Backend
 from agent_memory.records.items import ItemStore
 from agent_memory.tokens import TokenCounter
 from agent_memory.storage import common
-from agent_memory.background import background_priority, checkpoints
+from agent_memory.background import checkpoints
 
 __all__ = ["INDEX_BATCH_ITEMS", "INDEX_LOCK_TIMEOUT_S", "PROBE_ITEM_ID", "IndexUpkeep", "unindexable"]
 
@@ -252,8 +252,7 @@ class IndexUpkeep:
             self._opener.start()
 
     def _open_early(self) -> None:
-        """:meth:`open_soon`'s thread (at background priority)."""
-        background_priority()
+        """:meth:`open_soon`'s thread."""
         self._foreground.step_back(lambda: self._stopping, paused=False)
         with self._opening:
             if self._index is not None or self._stopping:
@@ -689,9 +688,7 @@ class IndexUpkeep:
         """The indexing thread: pending items in store order, a batch at a time (at most
         ``INDEX_BATCH_ITEMS`` items and ``max_embedded_chars`` characters of them to embed), until
         nothing is pending. It steps back for foreground calls between batches, items and stages
-        (:meth:`_step_back`), and inside a stage's long loops (:func:`~agent_memory.background.checkpoint`),
-        at background priority (:func:`~agent_memory.background.background_priority`)."""
-        background_priority()
+        (:meth:`_step_back`), and inside a stage's long loops (:func:`~agent_memory.background.checkpoint`)."""
         with checkpoints(self._step_back):
             self._work_until_idle()
 
