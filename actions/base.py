@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 from abc import ABC, abstractmethod
-from functools import lru_cache
 from collections.abc import Mapping
+from functools import lru_cache
 from types import UnionType
 from typing import Any, ClassVar, Generic, TypeVar, Union, get_args, get_origin
 

@@ -561,3 +561,20 @@ def test_a_remembered_digest_is_only_ever_the_digest_of_those_bytes() -> None:
     assert sha256_hex(second) == hashlib.sha256(second).hexdigest() != sha256_hex(first)
     other = b"b" + first[1:]  # another object of the same length
     assert sha256_hex(other) == hashlib.sha256(other).hexdigest()
+
+
+def test_rows_of_empty_dicts_count_their_own_level_of_nesting() -> None:
+    # the rows are read all at once: an empty row is still a level (as json_depth counts it)
+    from agent_memory.limits import MAX_JSON_DEPTH, json_depth
+    from agent_memory.models.items import _json_shape
+
+    def nested(levels: int) -> Any:
+        value: Any = [{}, {}]
+        for _ in range(levels - 2):
+            value = [value]
+        return value
+
+    assert _json_shape(nested(5)).depth == json_depth(nested(5)) == 5
+    content_to_bytes(nested(MAX_JSON_DEPTH))
+    with pytest.raises(InvalidArgumentError, match="levels deep"):
+        content_to_bytes(nested(MAX_JSON_DEPTH + 1))

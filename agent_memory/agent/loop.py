@@ -36,7 +36,6 @@ from agent_memory.agent.tools import FunctionTool, ToolFailure, as_tool
 from agent_memory.config import MemoryConfig
 from agent_memory.errors import ConfigurationError
 from agent_memory.html import load_extractor_soon
-from agent_memory.tokens import offsets_soon
 from agent_memory.ids import validate_agent_id
 from agent_memory.kernel.assembler import LLMRequestAssembler
 from agent_memory.kernel.budget import ModelLimits, model_limits
@@ -51,6 +50,7 @@ from agent_memory.observers import Compacted, LLMCalled, MemoryNotice, MemoryObs
 from agent_memory.presentation.offer import MemoryTools, load_toolkit
 from agent_memory.pricing import Cost, PriceModel
 from agent_memory.storage import Backend
+from agent_memory.tokens import offsets_soon
 
 __all__ = ["AgentRun", "AgentStep", "MemoryAgent"]
 
