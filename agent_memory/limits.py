@@ -121,19 +121,22 @@ words and punctuation before it merges bytes into tokens, so the tokens of a hea
 far past the cut are, up to the cut, the tokens of the whole text."""
 
 
-def _head_over(text: str, limit: int, counter: _TokenCounter) -> str | None:
-    """A head of ``text`` holding more than ``limit`` + :data:`HEAD_MARGIN_TOKENS` tokens, or
-    the whole text when it has more than ``limit`` tokens but no shorter head does; ``None`` when
-    the whole text has at most ``limit`` tokens. Counts heads of 4, 8, 16... characters per token
-    of ``limit`` (o200k: ~3 on JSON, ~4.5 on English prose): a 2 MB result cut to 6,000 tokens is
-    tokenized ~25-50 KB deep, not whole (o200k runs at 2-8 MB/s)."""
+def _head_offsets(text: str, limit: int, counter: _TokenCounter) -> list[int] | None:
+    """The token offsets (:meth:`~agent_memory.tokens.TokenCounter.token_char_offsets`) of a head
+    of ``text`` holding more than ``limit`` + :data:`HEAD_MARGIN_TOKENS` tokens, or of the whole
+    text when it has more than ``limit`` tokens but no shorter head does; ``None`` when the whole
+    text has at most ``limit`` tokens. Tokenizes heads of 4, 8, 16... characters per token of
+    ``limit`` (o200k: ~3 on JSON, ~4.5 on English prose), once each: a 2 MB result cut to 6,000
+    tokens is tokenized ~25-50 KB deep, not whole (o200k runs at 2-8 MB/s)."""
     size = (limit + HEAD_MARGIN_TOKENS + 1) * 4
     while size < len(text):
-        head = text[:size]
-        if counter.count(head) > limit + HEAD_MARGIN_TOKENS:
-            return head
+        offsets = counter.token_char_offsets(text[:size])
+        if len(offsets) - 1 > limit + HEAD_MARGIN_TOKENS:
+            return offsets
         size *= 2
-    return text if counter.count(text) > limit else None
+    if counter.count(text) <= limit:
+        return None
+    return counter.token_char_offsets(text)
 
 
 def shorten(text: str, limit: int, *, counter: _TokenCounter | None = None, marker: str = "…",
@@ -166,10 +169,9 @@ def shorten(text: str, limit: int, *, counter: _TokenCounter | None = None, mark
         if limit < len(mark):
             return text[:limit]
         return text[: limit - len(mark)] + mark
-    head = _head_over(text, limit, counter)
-    if head is None:
+    offsets = _head_offsets(text, limit, counter)
+    if offsets is None:
         return text
-    offsets = counter.token_char_offsets(head)
     for keep in range(min(limit, len(offsets) - 1), 0, -1):
         cut = text[: offsets[keep]].rstrip() + marker
         if counter.count(cut) <= limit:

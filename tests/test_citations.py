@@ -140,3 +140,6 @@ def test_a_json_results_first_values_are_read_from_as_much_of_it_as_they_need(en
                       metadata=ItemMetadata(content_encoding="json"))
     whole = json.dumps(rows, ensure_ascii=False)
     assert citations_module._first_values(item, enough) == values_in(whole, max_chars=enough)
+    # the text a caller already wrote, indented as a first showing has it, holds the same values
+    indented = json.dumps(rows, ensure_ascii=False, indent=2)
+    assert citations_module._first_values(item, enough, indented) == values_in(whole, max_chars=enough)

@@ -101,12 +101,17 @@ key content gets the rest): what a model goes on to use from a cited result is m
 dates and amounts (:mod:`~agent_memory.presentation.key_values`)."""
 
 
-def _first_values(item: MemoryItem, enough: int) -> list[str]:
+def _first_values(item: MemoryItem, enough: int, json_text: str | None = None) -> list[str]:
     """The key values of the text ``item`` is indexed as (compact JSON for JSON content), in order,
-    until they fill ``enough`` characters: JSON is written lazily, chunk by chunk, only as far as
-    those values reach (a 2 MB query result's first values are in its first kilobytes)."""
+    until they fill ``enough`` characters. ``json_text``: JSON content already written as text by
+    the caller (compact or indented: whitespace separates no value, so both hold the same values
+    in the same order), read as far as the values reach; ``None``: the JSON is written lazily,
+    chunk by chunk, only as far as those values reach (a 2 MB query result's first values are in
+    its first kilobytes)."""
     if item.metadata.content_encoding != "json":
         return values_in(indexable_text(item, item.content, json_format="compact"), max_chars=enough)
+    if json_text is not None:
+        return values_in(json_text, max_chars=enough)
     parts: list[str] = []
     length, look_at = 0, enough * FIRST_VALUES_READ_AHEAD
     for chunk in _CHUNKED_JSON.iterencode(item.content):
@@ -168,18 +173,19 @@ class CitationBuilder:
         return Citation(item_id=item.id, type=item.type, source=source, title=title, tokens=size,
                         tokens_estimated=estimated, retrieve_call=self.retrieve_call)
 
-    def _with_values(self, item: MemoryItem, key_content: str, budget: int) -> str:
+    def _with_values(self, item: MemoryItem, key_content: str, budget: int, json_text: str | None = None) -> str:
         """``key_content`` within ``budget`` tokens, followed by a line of the result's key values
         it does not already show (as many as fit in :data:`VALUES_SHARE` of the budget, in order
         of appearance). The values are read from the text the item is indexed as
         (:func:`~agent_memory.index.chunking.indexable_text`): an HTML page's main text, not its
         markup (a stylesheet's or a script's name is no value a model goes on to use); JSON as
-        compact JSON (keys, not the paths of lines); nothing from binary content."""
+        compact JSON (keys, not the paths of lines), or ``json_text`` when given (see
+        :func:`_first_values`); nothing from binary content."""
         shown = set(values_in(key_content))
         room = int(budget * VALUES_SHARE) if key_content else budget
         # enough values to fill the room: a token holds at most a few characters of them
         enough = (room + len(shown)) * VALUE_CHARS_PER_TOKEN + len(" ".join(shown))
-        values = [value for value in _first_values(item, enough) if value not in shown]
+        values = [value for value in _first_values(item, enough, json_text) if value not in shown]
         if not values:
             return shorten(key_content, budget, counter=self.counter)
         line = VALUES_LABEL + " ".join(values)
@@ -189,7 +195,7 @@ class CitationBuilder:
         return f"{head}\n{line}" if head else line
 
     def cite(self, item: MemoryItem, *, key_content: str | None = None, plugin: str | None = None,
-             tokens: tuple[int, bool] | None = None) -> Citation:
+             tokens: tuple[int, bool] | None = None, json_text: str | None = None) -> Citation:
         """A citation of ``item``, within ``max_tokens``.
 
         Args:
@@ -197,6 +203,9 @@ class CitationBuilder:
             key_content: key content made elsewhere (the LLM citation writer); ``None``: the plugin's.
             plugin: name to record with ``key_content``.
             tokens: see :meth:`header`.
+            json_text: JSON content as text when the caller has written it already (compact or
+                indented, ``json``'s text): its key values are read from it; ``None``: written
+                here as far as they reach. Ignored for other content.
         """
         base = self.header(item, tokens=tokens)
         room = self.max_tokens - self.counter.count(base.render())
@@ -206,7 +215,7 @@ class CitationBuilder:
         if key_content is None:
             chosen = self.registry.for_item(item)
             if chosen is None:
-                key_content, plugin = self._with_values(item, "", budget), None
+                key_content, plugin = self._with_values(item, "", budget, json_text), None
                 return base.model_copy(update={"key_content": key_content}) if key_content else base
             try:
                 key_content, plugin = chosen.key_content(item, max_tokens=budget, counter=self.counter), chosen.name
@@ -217,7 +226,7 @@ class CitationBuilder:
                 logger.warning("compaction plugin %s gave %s for %s, citing by header", chosen.name,
                                type(key_content).__name__, item.id)
                 return base
-        key_content = self._with_values(item, key_content.strip(), budget)
+        key_content = self._with_values(item, key_content.strip(), budget, json_text)
         while key_content:  # the layout's separators and the "…" can add a token or two: shrink
             cited = base.model_copy(update={"key_content": key_content, "plugin": plugin})
             over = self.counter.count(cited.render()) - self.max_tokens

@@ -323,7 +323,8 @@ class ContextBuilder:
             item = item.model_copy(update={"metadata": item.metadata.model_copy(update=counts)})
         made: Citation | CitationOutcome
         if isinstance(self.citations, CitationBuilder):
-            made = self.citations.cite(item, tokens=(readable_tokens, readable_estimated))
+            made = self.citations.cite(item, tokens=(readable_tokens, readable_estimated),
+                                       json_text=raw if item.metadata.content_encoding == "json" else None)
         else:  # an LLM citation writer reads the whole result anyway
             made = self.citations.cite(item)
         cited = (made.citation if isinstance(made, CitationOutcome) else made).render()

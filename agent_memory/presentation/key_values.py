@@ -19,13 +19,12 @@ MIN_VALUE_CHARS = 5
 are too common to say where a model read them."""
 
 _TOKEN = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?")
-_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+_VALUE_MARK = re.compile(r"[0-9_]|[a-z][A-Z]")
+"""A digit, an underscore or an inner capital (a token holds ASCII only: its digits are 0-9)."""
 
 
 def _is_value(token: str) -> bool:
-    return len(token) >= MIN_VALUE_CHARS and (
-        any(ch.isdigit() for ch in token) or "_" in token or _INNER_CAPITAL.search(token) is not None
-    )
+    return len(token) >= MIN_VALUE_CHARS and _VALUE_MARK.search(token) is not None
 
 
 def values_in(text: str | None, *, max_chars: int | None = None) -> list[str]:
