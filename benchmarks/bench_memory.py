@@ -59,6 +59,7 @@ from rich.table import Table  # noqa: E402
 
 from agent_memory import AgentMemory, MemoryConfig  # noqa: E402
 from agent_memory.index.embedding import index_embedder  # noqa: E402
+from revisions import forget_extractions  # noqa: E402 - a sibling module
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -183,17 +184,6 @@ def open_memory(root: Path, name: str, *, index_on_store: bool) -> AgentMemory:
     memory = AgentMemory(name, root / name, config=MemoryConfig(index_on_store=index_on_store))
     _ = memory.index
     return memory
-
-
-def forget_extractions() -> None:
-    """Empty the in-process cache of HTML main-text extractions, so that no phase profits from
-    the pages an earlier phase extracted."""
-    from agent_memory import html
-
-    forget = getattr(html, "forget_extractions", None)  # this code's
-    cache_clear = forget if forget is not None else getattr(html.extract_page, "cache_clear", None)  # a revision's
-    if cache_clear is not None:
-        cache_clear()
 
 
 def dense_view(memory: AgentMemory) -> AgentMemory | None:

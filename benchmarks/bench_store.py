@@ -103,7 +103,7 @@ from html.parser import HTMLParser  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from revisions import PROJECT_ROOT, at_revision, head_revision  # noqa: E402 - a sibling module
+from revisions import PROJECT_ROOT, at_revision, forget_extractions, head_revision  # noqa: E402 - a sibling module
 
 DEFAULT_DATA = Path(os.environ.get("AGENT_MEMORY_DATA", PROJECT_ROOT.parent / "shared" / "data"))
 DEFAULT_OUT = PROJECT_ROOT / "benchmarks" / "results" / "store.json"
@@ -717,10 +717,12 @@ def agent_steps(data: Path, count: int) -> dict[str, Any]:
 
     root = data / "webpages" / "readability"
     chosen = sorted(root.glob("*/source.html"), key=lambda p: (-p.stat().st_size, p))[:count]
+    forget_extractions()  # the backends' phase stored these pages: no step may read their extraction from it
     with tempfile.TemporaryDirectory(prefix="bench-store-agent-") as tmp:
         baseline = [_write_and_fsync_ms(p.read_bytes(), Path(tmp)) for p in chosen]
     with tempfile.TemporaryDirectory(prefix="bench-store-agent-") as tmp:
         timed, _, model_s = _agent_run(root, chosen, MemoryConfig(), tmp)
+    forget_extractions()
     with tempfile.TemporaryDirectory(prefix="bench-store-agent-") as tmp:
         marks, payloads, _ = _agent_run(root, chosen, MemoryConfig(index_on_store=False), tmp)
     sizes = [p.stat().st_size for p in chosen]

@@ -73,3 +73,14 @@ def exported(revision: str) -> Iterator[Path]:
                                  check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, capture_output=True)
         yield tree
+
+
+def forget_extractions() -> None:
+    """Empty the in-process cache of HTML main-text extractions, so that no phase profits from
+    the pages an earlier phase extracted."""
+    from agent_memory import html
+
+    forget = getattr(html, "forget_extractions", None)  # this code's
+    cache_clear = forget if forget is not None else getattr(html.extract_page, "cache_clear", None)  # a revision's
+    if cache_clear is not None:
+        cache_clear()
