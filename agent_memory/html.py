@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 
@@ -39,8 +39,9 @@ def looks_like_html(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PageDetails:
-    """What a page states about itself beyond its title and URL, read by citations (the web-page
-    plugin), not by the model's first view of the page."""
+    """What a page states about itself beyond its title and URL: its site, date and description
+    (read with its main text, from the same parse: a citation shows them) and its byline (read
+    when first asked for: only a summary shows it)."""
 
     site_name: str | None = None
     """Site name, or ``None``."""
@@ -54,9 +55,9 @@ class PageDetails:
 
 class ExtractedPage:
     """The readable part of an HTML page: its main text, title and URL, and its
-    :class:`PageDetails`, read when first asked for.
+    :class:`PageDetails` (the byline read when first asked for).
 
-    Args:
+    Attributes:
         text: main content as plain text, paragraphs separated by blank lines ("" if none).
         title: page title from metadata (``og:title``, JSON-LD, ``<title>``, first ``<h1>``),
             or ``None``.
@@ -64,41 +65,45 @@ class ExtractedPage:
         url: canonical URL when the page states one, or ``None``.
     """
 
-    __slots__ = ("_details", "_html", "text", "title", "url")
+    __slots__ = ("_details", "_html", "_stated", "text", "title", "url")
 
     def __init__(self, text: str, title: str | None = None, site_name: str | None = None, date: str | None = None,
                  author: str | None = None, url: str | None = None, description: str | None = None) -> None:
         self.text = text
         self.title = title
         self.url = url
+        self._stated = PageDetails(site_name, date, None, description)
         self._details: PageDetails | None = PageDetails(site_name, date, author, description)
         self._html: str | None = None
 
     @classmethod
-    def _details_later(cls, html: str, text: str, title: str | None, url: str | None) -> ExtractedPage:
-        """A page whose details :func:`page_details` reads from ``html`` when first asked for."""
-        page = cls(text, title, url=url)
+    def _author_later(cls, html: str, text: str, stated: _Stated) -> ExtractedPage:
+        """A page whose byline :func:`page_details` reads from ``html`` when first asked for."""
+        page = cls(text, stated.title, stated.site_name, stated.date, url=stated.url, description=stated.description)
         page._details, page._html = None, html
         return page
 
     @property
     def details(self) -> PageDetails:
-        """The page's :class:`PageDetails` (read from its HTML on first use: tens of ms for a
-        1 MB page, which the indexing thread usually spent already, :func:`page_details`)."""
+        """The page's :class:`PageDetails`; the byline is read from its HTML on first use
+        (:func:`page_details`: a parse of its own and trafilatura's author search, 10-70 ms for a
+        1 MB page)."""
         if self._details is None:
             assert self._html is not None
-            self._details, self._html = page_details(self._html), None
+            author = page_details(self._html).author
+            self._details, self._html = PageDetails(self._stated.site_name, self._stated.date, author,
+                                                    self._stated.description), None
         return self._details
 
     @property
     def site_name(self) -> str | None:
         """Site name, or ``None``."""
-        return self.details.site_name
+        return self._stated.site_name
 
     @property
     def date(self) -> str | None:
         """Publication date (ISO ``YYYY-MM-DD``) when the page states one, or ``None``."""
-        return self.details.date
+        return self._stated.date
 
     @property
     def author(self) -> str | None:
@@ -108,7 +113,7 @@ class ExtractedPage:
     @property
     def description(self) -> str | None:
         """Meta description, or ``None``."""
-        return self.details.description
+        return self._stated.description
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ExtractedPage):
@@ -173,9 +178,10 @@ def extract_page(html: str) -> ExtractedPage:
     last :data:`EXTRACTED_PAGES` pages are kept, and a thread that asks for a page another thread
     is extracting waits for that extraction instead of doing it again (the agent's first showing
     of a page and the indexing thread's chunks of it read one extraction: tens of ms for a large
-    page). The page's :class:`PageDetails` (date, byline, site, description: 3-40 ms more on a
-    large page, in htmldate and trafilatura's author and category searches) are read when first
-    asked for (:func:`page_details`), so that showing the page never waits for them.
+    page). The page's site, date and description, which its citation shows, are read from the
+    same parse by trafilatura's own steps (:func:`_stated`); its byline, which only a summary
+    shows, when first asked for (:func:`page_details`: a parse of its own and trafilatura's
+    author search, up to ~70 ms on a large page).
 
     Falls back to all visible text (scripts, styles and navigation removed) when trafilatura
     finds no main content. Never raises for malformed HTML; returns empty text instead.
@@ -241,7 +247,7 @@ def _extract(html: str) -> ExtractedPage:
     the text it parses it again (a 1.6 MB page: ~15-35 ms a parse)."""
     trafilatura = _trafilatura()
     text = ""
-    title = url = None
+    stated = _Stated()
     tree = None
     try:
         tree = trafilatura.load_html(html)
@@ -249,20 +255,32 @@ def _extract(html: str) -> ExtractedPage:
             text = trafilatura.extract(
                 tree, output_format="txt", include_comments=False, include_tables=True, favor_recall=True
             ) or ""
-            title, url = _title_and_url(tree)
+            stated = _stated(tree)
     except Exception:  # noqa: BLE001 - lxml raises assorted errors on broken markup
-        title = url = None
+        stated = _Stated()
     if not text.strip():
         text = _visible_text(html, tree)
-    return ExtractedPage._details_later(html, text.strip(), title, url)
+    return ExtractedPage._author_later(html, text.strip(), stated)
 
 
-def _title_and_url(tree: _Element) -> tuple[str | None, str | None]:
-    """The title and URL trafilatura's ``extract_metadata`` finds, by its own first steps (meta
-    tags, JSON-LD, then ``<title>``/``<h1>``, and the canonical link; trafilatura 2.3,
-    ``trafilatura/metadata.py``), without the date, author and category searches that follow them
-    there: ~10% of its time. Equal to ``extract_metadata``'s on every HTML page of the project's
-    test data; a trafilatura without these steps is asked ``extract_metadata`` itself."""
+class _Stated(NamedTuple):
+    """What a page states about itself, as a first showing and its citation read it."""
+
+    title: str | None = None
+    url: str | None = None
+    site_name: str | None = None
+    date: str | None = None
+    description: str | None = None
+
+
+def _stated(tree: _Element) -> _Stated:
+    """The title, URL, site, date and description trafilatura's ``extract_metadata`` finds, by its
+    own steps in its own order (meta tags, JSON-LD, ``<title>``/``<h1>``, the canonical link,
+    htmldate's shallow date search, the site name and its URL fallback; trafilatura 2.3,
+    ``trafilatura/metadata.py``), without its author, category, tag and license searches (up to
+    ~70 ms on a large page, which only a summary's byline needs). Equal to ``extract_metadata``'s
+    on every HTML page of the project's test data; a trafilatura without these steps is asked
+    ``extract_metadata`` itself."""
     from trafilatura import metadata as steps
 
     try:
@@ -275,10 +293,21 @@ def _title_and_url(tree: _Element) -> tuple[str | None, str | None]:
             pass
         found.title = found.title or steps.extract_title(tree)
         found.url = found.url or steps.extract_url(tree, None)
+        found.date = steps.find_date(tree, extensive_search=False, url=found.url)
+        if not found.sitename:
+            found.sitename = steps.extract_sitename(tree)
+        if found.sitename:
+            found.sitename = found.sitename.lstrip("@")  # a Twitter handle
+            if found.sitename and "." not in found.sitename and not found.sitename[0].isupper():
+                found.sitename = found.sitename.title()
+        elif found.url:
+            matched = steps.META_URL.match(found.url)
+            if matched:
+                found.sitename = matched[1]
         found.clean_and_trim()
     except AttributeError:  # a trafilatura whose steps have other names
         found = _metadata(tree)
-    return found.title, found.url
+    return _Stated(found.title, found.url, found.sitename, found.date, found.description)
 
 
 def _metadata(tree: _Element) -> Any:

@@ -117,19 +117,16 @@ def test_an_agent_step_never_tokenizes_the_whole_raw_page_on_its_thread(
     assert longest[0] < len(large_page) // 10, f"the agent's thread tokenized {longest[0]:,} characters at once"
 
 
-def test_the_agent_parses_a_page_once_and_its_details_are_read_by_the_indexing_thread(
+def test_a_page_is_parsed_once_in_an_agent_step_and_its_byline_never(
         large_page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # one extraction for the agent's view and the indexing thread's chunks, one parse in it for the
-    # main text, title and URL; the details a citation reads (date, byline, site) are the indexing
-    # thread's, from a parse of its own, never the agent's step's
+    # main text, title, URL and what the citation shows (site, date, description); the byline,
+    # which only a summary shows, is not read at all
     forget_extractions()
     parses = Parses(monkeypatch)
-    run_agent_on(large_page, tmp_path, MemoryConfig())
-    agent = threading.current_thread().name
-    on_agent = [size for size, thread in zip(parses.sizes, parses.threads) if thread == agent]
-    elsewhere = [thread for size, thread in zip(parses.sizes, parses.threads) if thread != agent]
-    assert on_agent == [len(large_page)] and len(elsewhere) == 1, (parses.sizes, parses.threads)
-    assert elsewhere[0].startswith("agent-memory-index"), elsewhere
+    messages = run_agent_on(large_page, tmp_path, MemoryConfig())
+    assert parses.sizes == [len(large_page)], (parses.sizes, parses.threads)
+    assert any(m["role"] == "tool" for m in messages)
 
 
 @pytest.mark.parametrize("rank", [0, 1, 2])
@@ -147,16 +144,17 @@ def test_a_page_parsed_once_is_extracted_as_trafilatura_extracts_its_text(
     page = extract_page(html)
     assert parses.sizes == [len(html)]  # the text, title and URL: from one parse
     assert text and page.text == text.strip()
-    assert (page.title, page.url) == (meta.title, meta.url)  # by trafilatura's first steps alone
-    assert parses.sizes == [len(html)]
-    assert (page.site_name, page.date, page.author, page.description) == (
-        meta.sitename, meta.date, meta.author, meta.description)
-    assert parses.sizes == [len(html)] * 2  # the details, read when asked for, from a parse of their own
+    assert (page.title, page.url) == (meta.title, meta.url)  # by trafilatura's own steps
+    assert (page.site_name, page.date, page.description) == (meta.sitename, meta.date, meta.description)
+    assert parses.sizes == [len(html)]  # what a citation shows: from the same parse
+    assert page.author == meta.author
+    assert parses.sizes == [len(html)] * 2  # the byline, read when asked for, from a parse of its own
     assert page.title  # the pages state one: the comparison is not of two Nones alone
 
 
-def test_the_title_and_url_shown_first_are_trafilaturas_on_every_page_of_the_data(data_dir: Path) -> None:
-    # the first view reads them by trafilatura's first metadata steps alone; a citation later
+def test_what_a_page_states_is_read_as_trafilatura_reads_it_on_every_page_of_the_data(data_dir: Path) -> None:
+    # the first view and its citation read the title, URL, site, date and description by
+    # trafilatura's own metadata steps, without its author and category searches; a citation
     # compares them with the item's: they must be extract_metadata's own, page for page
     from agent_memory import html as html_module
 
@@ -167,8 +165,9 @@ def test_the_title_and_url_shown_first_are_trafilaturas_on_every_page_of_the_dat
         if tree is None:
             continue
         meta = trafilatura.extract_metadata(tree, extensive=False, date_config={"extensive_search": False})
-        if html_module._title_and_url(tree) != (meta.title, meta.url):
-            differ.append(path.name)
+        stated = html_module._stated(tree)
+        if tuple(stated) != (meta.title, meta.url, meta.sitename, meta.date, meta.description):
+            differ.append((path.name, stated, (meta.title, meta.url, meta.sitename, meta.date, meta.description)))
     assert len(pages) > 100 and not differ, differ
 
 

@@ -59,8 +59,7 @@ from agent_memory.errors import (
     outage_behind,
 )
 from agent_memory.index.foreground import Foreground
-from agent_memory.html import page_details
-from agent_memory.index.chunking import chunks_to_embed, is_page, is_table, item_chunks
+from agent_memory.index.chunking import chunks_to_embed, is_table, item_chunks
 from agent_memory.index.embedding import index_embedder
 from agent_memory.storage.keyword import KeywordIndex
 from agent_memory.storage.keyword import is_corruption
@@ -756,8 +755,6 @@ class IndexUpkeep:
                 for record, content, _ in ready:
                     self._step_back()
                     self._count(record, content)
-                    self._step_back()
-                    _read_page_details(record, content)
             self._step_back()
             self._write_vectors([chunk for _, _, chunks in ready for chunk in chunks], [(r, c) for r, c, _ in ready])
         except LockTimeoutError:
@@ -1126,13 +1123,6 @@ def unindexable(record: ItemRecord) -> str | None:
     if meta.title is not None and len(meta.title) > MAX_TITLE_CHARS:
         problems.append(f"a title of {len(meta.title):,} characters (at most {MAX_TITLE_CHARS:,})")
     return f"the record has {' and '.join(problems)}; it is stored but cannot be indexed" if problems else None
-
-
-def _read_page_details(record: ItemRecord, content: Any) -> None:
-    """Read the details of a stored HTML page (:func:`~agent_memory.html.page_details`: its date,
-    byline, site) here, before its first citation asks for them on the agent's thread."""
-    if record.metadata.content_encoding == "text" and isinstance(content, str) and is_page(record, content):
-        page_details(content)
 
 
 def _describe(exc: BaseException) -> str:
