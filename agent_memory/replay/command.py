@@ -1,18 +1,16 @@
 """``agent-memory replay``: replay real agent runs and write the token and cost report (registered
 on the CLI app by :mod:`agent_memory.cli`; its output and errors as every command's, from
-:mod:`agent_memory.console`)."""
+:mod:`agent_memory.console`). The module needs the ``cli`` extra only, so that ``agent-memory
+--help`` works without the ``replay`` extra; the command itself asks for that extra when it runs
+(its plots need matplotlib)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from agent_memory.extras import require_extra
-
-require_extra("replay", "agent-memory replay")
-
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
+import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent_memory.console import CliError
@@ -21,6 +19,7 @@ from agent_memory.console import reported_errors as _reported_errors
 from agent_memory.console import stderr as _stderr
 from agent_memory.console import stdout as _stdout
 from agent_memory.errors import ConfigurationError
+from agent_memory.extras import require_extra
 from agent_memory.pricing import PriceModel
 from agent_memory.replay.pages import DEFAULT_MAX_PAGES
 
@@ -118,6 +117,8 @@ def replay(
     definition sent (and gross, messages only): naive full history, observation masking (3 newest
     results), agent memory per strategy and the peers (LangChain's, the OpenAI Agents SDK's and
     Anthropic's tool-result clearing); price every call with prompt caching; write a report."""
+    with _reported_errors():
+        require_extra("replay", "agent-memory replay")  # its plots; the command's help needs only the cli extra
     from agent_memory.replay import engine, report, report_plots, report_text
     from agent_memory.replay.loaders import limit_per_source, load_traces, with_tool_definitions
     from agent_memory.replay.pages import find_react_log, load_page_session

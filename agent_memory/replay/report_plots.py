@@ -153,7 +153,12 @@ def _save(fig: Figure, path: Path) -> None:
 def write_report(report: ReplayReport, out_dir: Path | str) -> dict[str, Path]:
     """Write ``report.json``, ``report.md``, ``tokens.png`` and (when priced) ``cost.png`` and
     ``savings.png`` into ``out_dir`` (created); returns their paths by name (``json``, ``md``,
-    ``png``, ``cost_png``, ``savings_png``)."""
+    ``png``, ``cost_png``, ``savings_png``).
+
+    Raises:
+        MissingExtraError: without the ``replay`` extra (matplotlib), before anything is written.
+    """
+    require_extra("replay", "the replay's plots")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "report.json", "md": out / "report.md", "png": out / "tokens.png"}
