@@ -7,13 +7,14 @@ inside the model's budget, and :class:`MemoryAgent` runs an agent loop with both
 included. Importing this package is fast: chromadb, torch and sentence-transformers load on first
 use of the index.
 
-This is the public face, what the README and docs/ use (39 names): the memory (:class:`AgentMemory`,
+This is the public face, what the README and docs/ use (40 names): the memory (:class:`AgentMemory`,
 :class:`MemoryConfig`, its items, criteria, hits and snapshots); the agent loop
 (:class:`MemoryAgent`, its config, run, tools, sub-agents, event processor); the kernel
 (:class:`MemoryManager`, :class:`ModelLimits`, :class:`LLMRequestAssembler`); the chat models;
 what the model is shown (:class:`Message`, :class:`ToolCall`, :class:`ContextBuilder`, its policy,
 citations, plugins and the memory tools' offer, :func:`load_toolkit`); money (:class:`PriceModel`,
-:class:`Cost`); what observers hear (:class:`MemoryNotice`); and the errors most callers catch.
+:class:`Cost`); what observers hear (:class:`MemoryNotice`); the errors most callers catch; and
+a small web page to try it on (:func:`sample_page`).
 Everything else stays importable from its module (``agent_memory.errors`` for the whole error
 tree, ``agent_memory.observers`` for every notice,
 ``agent_memory.storage`` for backends); the framework adapters are in
@@ -52,6 +53,7 @@ from agent_memory.presentation.context import ContextBuilder
 from agent_memory.presentation.offer import OfferState, load_toolkit
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import Cost, PriceModel
+from agent_memory.samples import sample_page
 
 try:
     __version__ = _version("agent-memory")
@@ -99,5 +101,6 @@ __all__ = [
     "SubAgentResult",
     "ToolCall",
     "load_toolkit",
+    "sample_page",
     "tool",
 ]

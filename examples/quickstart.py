@@ -1,14 +1,11 @@
 """Quickstart: a real page stored, cited, retrieved around a term and queried, then a MemoryAgent
 turn against a scripted stand-in for a model. Offline, no key: python examples/quickstart.py"""
 import json
-import os
-from pathlib import Path
 
-from agent_memory import AgentMemory, ContextBuilder, MemoryAgent, OpenAIChatModel, tool
+from agent_memory import AgentMemory, ContextBuilder, MemoryAgent, OpenAIChatModel, sample_page, tool
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall
 
-data = Path(os.environ.get("AGENT_MEMORY_DATA", "../shared/data"))
-page = (data / "webpages/readability/002/source.html").read_text(encoding="utf-8")  # any HTML page
+page = sample_page("fetch-api")  # a small web page shipped with the package; any HTML page works
 
 memory = AgentMemory("quickstart", "./quickstart-memory")
 page_id = memory.store(page, type="web_content", source="https://example.org/fetch-api")

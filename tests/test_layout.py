@@ -17,7 +17,7 @@ PACKAGE = ROOT / "agent_memory"
 
 FLOORS: list[set[str]] = [
     {"errors", "extras", "ids", "limits", "config", "diagnostics", "pricing", "html", "fileio", "lazy_imports",
-     "background", "observers", "tokens", "embeddings"},
+     "background", "observers", "tokens", "embeddings", "samples"},
     {"models"},
     {"prompt_tokens", "transforms", "plugins", "llm"},
     {"storage"},

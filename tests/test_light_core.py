@@ -98,10 +98,9 @@ def test_the_extras_map_matches_pyproject_and_what_each_distribution_provides() 
     assert _distributions(extras["all"], extras) == everything
 
 
-def test_the_quickstart_runs_with_no_extra_installed(data_dir: Path, tmp_path: Path) -> None:
+def test_the_quickstart_runs_with_no_extra_installed(tmp_path: Path) -> None:
     code = f"""
-import os, runpy
-os.environ["AGENT_MEMORY_DATA"] = {str(data_dir)!r}
+import runpy
 runpy.run_path({str(QUICKSTART)!r}, run_name="__main__")
 for name in {HIDDEN!r}:
     assert name not in sys.modules, name
