@@ -263,6 +263,16 @@ class PriceModel:
         return cls(provider=found_provider.id, model=info.id, name=info.name or info.id, caching=caching,
                    priced_at=when, prices=prices)
 
+    @classmethod
+    def lookup_or_reason(cls, model: str, *, provider: str | None = None) -> tuple[PriceModel | None, str | None]:
+        """:meth:`lookup`, for callers that run unpriced rather than refuse a model the bundled
+        table lacks (a local model behind vLLM or Ollama): ``(price model, None)``, or ``(None,
+        why)`` with the lookup's message."""
+        try:
+            return cls.lookup(model, provider=provider), None
+        except ConfigurationError as exc:
+            return None, str(exc)
+
     @property
     def label(self) -> str:
         """The name in reports: the model id."""

@@ -144,6 +144,11 @@ def test_bad_input_raises() -> None:
         PriceModel.lookup("no-such-model-xyz", provider="openai")
     with pytest.raises(ConfigurationError, match="caching"):
         PriceModel.lookup("gemini-2.5-pro", provider="google")
+    # callers that run unpriced get the lookup's message instead of the error
+    found, reason = PriceModel.lookup_or_reason("qwen2.5-7b-instruct")
+    assert found is None and reason is not None and reason.startswith("no price for model 'qwen2.5-7b-instruct'")
+    found, reason = PriceModel.lookup_or_reason("gpt-4o")
+    assert reason is None and found is not None and found.provider == "openai"
 
 
 def test_headline_models_and_custom_caching() -> None:

@@ -156,6 +156,11 @@ class BlockRun:
 def run_block(index: int, workdir: Path) -> BlockRun:
     """Run block ``index`` in a fresh interpreter in ``workdir`` (also its home), against its own
     stand-in model on loopback, with no real key."""
+    return run_code(blocks()[index], workdir)
+
+
+def run_code(code: str, workdir: Path) -> BlockRun:
+    """:func:`run_block` for any code."""
     with stand_in_server(record=True) as server:
         env = {
             **os.environ,
@@ -171,7 +176,7 @@ def run_block(index: int, workdir: Path) -> BlockRun:
             "PYTHONPATH": str(ROOT),
         }
         env.pop("AGENT_MEMORY_DIR", None)
-        done = subprocess.run([sys.executable, "-c", blocks()[index]], cwd=workdir, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env, capture_output=True,
                               text=True, timeout=BLOCK_TIMEOUT_S)
         return BlockRun(done.returncode, done.stdout, done.stderr, json.dumps(server.requests, ensure_ascii=False))
 
@@ -196,3 +201,30 @@ def test_readme_python_block_runs_as_written(index: int, block_runs: dict[int, F
         assert text in run.stdout, f"block {index + 1} printed:\n{run.stdout[-2000:]}"
     for text in expected.requests:
         assert text in run.sent, f"block {index + 1}: no request held {text!r}"
+
+
+LOCAL_MODEL = "qwen2.5-7b-instruct"
+"""A model served locally (vLLM, Ollama), which the bundled price table does not hold."""
+
+ADAPTERS = {
+    "import asyncio\nfrom agents import Agent, Runner, function_tool": 'OpenAIAgentsMemory(AgentMemory("researcher"), model=',
+    "from langchain.agents import create_agent": 'AgentMemoryMiddleware(AgentMemory("researcher"), model=',
+    "from pydantic_ai import Agent": 'PydanticAIMemory(AgentMemory("researcher"), model=',
+}
+"""The framework blocks, and where each gives its adapter the model's name."""
+
+
+@pytest.mark.parametrize("start", list(ADAPTERS), ids=["openai-agents", "langchain", "pydantic-ai"])
+def test_an_adapter_given_a_local_models_name_runs_its_block_unpriced(start: str, tmp_path: Path) -> None:
+    # as MemoryAgent does: the run goes on, cost is None, the reason names the model, one warning
+    (code,) = [code for code in blocks() if code.startswith(start)]
+    given = ADAPTERS[start] + '"gpt-4o"'
+    assert given in code
+    code = code.replace(given, ADAPTERS[start] + repr(LOCAL_MODEL))
+    ledger = "middleware" if "AgentMemoryMiddleware" in given else "memory"
+    code += f"print('reason:', {ledger}.usage.unpriced_reason)\n"
+    run = run_code("import warnings\nwarnings.simplefilter('default')\n" + code, tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert f"fetch_page returned: Plans and pricing. {PRICING}" in run.stdout and "cost: None USD" in run.stdout
+    assert f"reason: no price for model '{LOCAL_MODEL}'" in run.stdout
+    assert run.stderr.count("UnknownModelWarning") == 1, run.stderr[-3000:]

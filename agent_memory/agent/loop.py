@@ -418,7 +418,5 @@ def _price_model_of(model: ChatModel) -> tuple[PriceModel | None, str | None]:
     name = getattr(model, "model", None)
     if not isinstance(name, str) or not name:
         return None, f"{type(model).__name__} names no model to price by: pass MemoryAgent(price_model=...)"
-    try:
-        return PriceModel.lookup(name, provider=getattr(model, "price_provider", None)), None
-    except ConfigurationError as exc:
-        return None, f"{exc}; or pass MemoryAgent(price_model=PriceModel.lookup(...))"
+    found, reason = PriceModel.lookup_or_reason(name, provider=getattr(model, "price_provider", None))
+    return found, None if reason is None else f"{reason}; or pass MemoryAgent(price_model=PriceModel.lookup(...))"

@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
+from agent_memory.diagnostics import UnknownModelWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError
 from agent_memory.ids import derived_memory_id, memory_ids_in, validate_agent_id
 from agent_memory.llm.chat import Usage
@@ -124,10 +125,12 @@ class UsageLedger:
     """The reported usage of a conversation's model calls and what they cost.
 
     ``prices`` prices each call (prompt caching as the provider bills it); ``None``: usage is
-    counted, not priced (:attr:`unpriced_calls` says how many).
+    counted, not priced (:attr:`unpriced_calls` says how many, :attr:`unpriced_reason` why).
     """
 
     prices: PriceModel | None = None
+    unpriced_reason: str | None = None
+    """Why calls are not priced (``None``: they are, when their tokens are reported)."""
     calls: int = 0
     """Model calls recorded."""
     billed: BilledTokens = field(default_factory=BilledTokens)
@@ -169,6 +172,21 @@ class UsageLedger:
         return None if self.cost is None else self.cost.total_usd
 
 
+def _prices(model: str | None, prices: PriceModel | None) -> tuple[PriceModel | None, str | None]:
+    """The price model a channel bills with (``prices``, else ``model``'s in the bundled table), and
+    why there is none; a model the table lacks is warned of once per name and runs unpriced."""
+    if prices is not None:
+        return prices, None
+    if model is None:
+        return None, "no price model: give the adapter model= (a name of the bundled price table) or prices="
+    found, reason = PriceModel.lookup_or_reason(model)
+    if reason is not None:
+        reason = f"{reason}; or give prices=PriceModel(...)"
+        warn_once(UnknownModelWarning, ("price", model), f"{reason}. Usage is counted, not priced (cost None), "
+                  "and results are cited when that saves tokens", stacklevel=4)
+    return found, reason
+
+
 class MemoryChannel:
     """One conversation's memory channel: results stored, shown once, cited, and the memory tools.
 
@@ -179,6 +197,9 @@ class MemoryChannel:
             (:func:`result_id`).
         model: the model's name, to look its price model up (:meth:`PriceModel.lookup`) for the
             cache-aware decisions and :attr:`usage`; ``None``: give ``prices`` or decide by tokens.
+            A name the bundled price table lacks (a local model) runs unpriced, as ``MemoryAgent``
+            does: an ``UnknownModelWarning`` once per name, swaps decided by tokens, usage counted
+            with ``usage.unpriced_reason`` saying why.
         prices: the price model the prompts are billed under (wins over ``model``); ``None`` and
             no ``model``: swaps are decided by tokens, usage is counted but not priced.
         policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
@@ -202,8 +223,7 @@ class MemoryChannel:
     Raises:
         InvalidArgumentError: if ``conversation_id`` is not a valid id (letters, digits, ``_``,
             ``-``, ``.``; at most 64 characters).
-        ConfigurationError: if ``model`` has no price in the bundled table, or no memory toolkit
-            is installed.
+        ConfigurationError: if no memory toolkit is installed.
     """
 
     def __init__(
@@ -223,8 +243,7 @@ class MemoryChannel:
     ) -> None:
         self.memory = memory
         self.conversation_id = validate_agent_id(conversation_id)
-        if prices is None and model is not None:
-            prices = PriceModel.lookup(model)
+        prices, unpriced = _prices(model, prices)
         self.prices = prices
         self.toolkit: MemoryTools = load_toolkit(memory, offer=offer or ToolOffer(), form=form)
         self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.tool_definitions())
@@ -244,7 +263,7 @@ class MemoryChannel:
         self._ahead_on = False
         """The ``tool_names_ahead`` tools go with the next call."""
         self.use_tool_definitions(own_tool_definitions)
-        self.usage = UsageLedger(prices=prices)
+        self.usage = UsageLedger(prices=prices, unpriced_reason=unpriced)
         self._lock = threading.RLock()
         self._last: list[Message] = []
         """The history of the last call, results as references."""
@@ -434,14 +453,15 @@ class FixedToolsAdapter:
         conversation_id: names the conversation (results are stored under ids derived from it, the
             tool call ids and the results' text).
         model: the model's name, for prices (``PriceModel.lookup``); ``None``: give ``prices``,
-            or usage is counted and not priced and swaps are decided by tokens.
+            or usage is counted and not priced and swaps are decided by tokens. A name the price
+            table lacks runs unpriced (see :class:`MemoryChannel`).
         prices: the price model (wins over ``model``).
         policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
         tool_names: which memory tools the agent gets (names of the toolkit's tools).
         memory_prompt: the system-prompt text sent while the memory tools are; ``None``: none.
 
     Raises:
-        ConfigurationError: if ``model`` has no price, or an unknown tool is named.
+        ConfigurationError: if an unknown tool is named.
         InvalidArgumentError: for an invalid ``conversation_id``.
     """
 
@@ -469,6 +489,12 @@ class FixedToolsAdapter:
 
     def _make_tools(self) -> None:
         """Build the framework's memory tools from :attr:`tool_definitions` (a subclass's part)."""
+
+    @property
+    def usage(self) -> UsageLedger:
+        """The conversation's model calls as recorded (``record``) and what they cost:
+        ``usage.total_usd`` (``None``: nothing priced, ``usage.unpriced_reason`` says why)."""
+        return self.channel.usage
 
     @property
     def enabled(self) -> bool:

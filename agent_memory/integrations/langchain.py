@@ -44,7 +44,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.ids import MAX_AGENT_ID_CHARS
-from agent_memory.integrations.channel import MemoryChannel
+from agent_memory.integrations.channel import MemoryChannel, UsageLedger
 from agent_memory.llm.chat import Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
@@ -109,7 +109,8 @@ class AgentMemoryMiddleware(AgentMiddleware):
     Args:
         memory: where results are stored.
         model: the chat model's name, for prices (``PriceModel.lookup``); ``None``: give
-            ``prices``, or usage is counted and not priced and swaps are decided by tokens.
+            ``prices``, or usage is counted and not priced and swaps are decided by tokens. A name
+            the price table lacks runs unpriced (see :class:`~agent_memory.integrations.channel.MemoryChannel`).
         prices: the price model (wins over ``model``).
         policy: when results are shown in full or cited; ``None``: ``PresentationPolicy()``.
         offer: when each memory tool is offered; ``None``: ``ToolOffer()``.
@@ -133,9 +134,8 @@ class AgentMemoryMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.memory = memory
-        self._options: dict[str, Any] = {"prices": prices if prices is not None else (
-            PriceModel.lookup(model) if model is not None else None), "policy": policy, "offer": offer,
-            "memory_prompt": memory_prompt}
+        self._options: dict[str, Any] = {"model": model, "prices": prices, "policy": policy, "offer": offer,
+                                         "memory_prompt": memory_prompt}
         self._channels: dict[str, MemoryChannel] = {}
         self._lock = threading.Lock()
         first = self.channel("default")
@@ -143,6 +143,19 @@ class AgentMemoryMiddleware(AgentMiddleware):
 
     def __repr__(self) -> str:
         return f"AgentMemoryMiddleware({self.memory!r})"
+
+    @property
+    def usage(self) -> UsageLedger:
+        """Every conversation's model calls and what they cost, summed (a new ledger at each read;
+        one conversation's: ``channel(id).usage``): ``usage.total_usd`` (``None``: nothing
+        priced, ``usage.unpriced_reason`` says why)."""
+        with self._lock:
+            channels = list(self._channels.values())
+        first = channels[0].usage
+        total = UsageLedger(prices=first.prices, unpriced_reason=first.unpriced_reason)
+        for channel in channels:
+            total.absorb(channel.usage)
+        return total
 
     def channel(self, conversation_id: str | None = None) -> MemoryChannel:
         """The channel of conversation ``conversation_id`` (``None``: the current LangGraph thread's,
