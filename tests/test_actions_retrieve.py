@@ -57,7 +57,8 @@ def test_retrieve_parts_map_onto_transforms(tmp_path: Path) -> None:
     assert "first 2 lines" in read(lines=":2")[0]
     assert read(lines="-1:")[1] == "row 100: alpha" and "last 1 lines" in read(lines="-1:")[0]
     assert read(lines="4:6")[1] == "row 5: beta\nrow 6: beta"  # Python slice: the 5th and 6th lines
-    assert "lines 5-6" in read(lines="4:6")[0]
+    assert 'lines="4:6": lines 5-6 counted from 1' in read(lines="4:6")[0]  # the slice as sent, then 1-based
+    assert 'lines="98:": lines 99-end counted from 1' in read(lines="98:")[0]
     assert read(lines="98:")[1] == "row 99: beta\nrow 100: alpha"
     assert read(lines=":")[1] == text
     header, body = read(pattern="ALPHA")
