@@ -176,9 +176,10 @@ def _read_as(spec: MemoryTransform) -> str:
         case ExcerptTransform(around=str(term)):
             return f"around {quoted(term, 40)}"
         case ExcerptTransform():  # the slice as sent (0-based), then the line numbers (1-based)
+            first = spec.start_line or 1
             stop = spec.end_line if spec.end_line is not None else ""
             end = spec.end_line if spec.end_line is not None else "end"
-            return f'lines="{spec.start_line - 1}:{stop}": lines {spec.start_line}-{end} counted from 1'
+            return f'lines="{first - 1}:{stop}": lines {first}-{end} counted from 1'
 
         case FirstNTransform():
             return f"first {spec.n} lines"

@@ -256,17 +256,19 @@ MAX_LISTED_AGENTS = 20
 
 def _open_stored(ctx: typer.Context) -> AgentMemory:
     """The agent's memory for a command that reads it (``query``, ``list``, ``export``): when the
-    agent has stored nothing there, the command fails naming the agents that have, instead of
-    answering "No items." for a mistyped ``--agent-id``."""
+    agent has stored nothing there but others have, the command fails naming them, instead of
+    answering "No items." for a mistyped ``--agent-id``. A memory where nothing is stored yet is
+    no error (as for ``stats``): the command says so on stderr and exits 0."""
     memory = _open(ctx)
     agents = memory.backend.agent_ids()
     if memory.agent_id in agents:
         return memory
-    memory.close()
     where = redacted_url(memory.backend.url)
     if not agents:
-        _fail(f"nothing is stored in {where} yet (agent {memory.agent_id!r} has no items); store something first: "
-              "agent-memory store FILE")
+        _stderr().print(f"Nothing is stored in {where} yet (agent {memory.agent_id!r} has no items); store "
+                        "something first: agent-memory store FILE")
+        return memory  # read as it is: empty
+    memory.close()
     shown = ", ".join(agents[:MAX_LISTED_AGENTS]) + (f" and {len(agents) - MAX_LISTED_AGENTS:,} more"
                                                       if len(agents) > MAX_LISTED_AGENTS else "")
     _fail(f"agent {memory.agent_id!r} has stored nothing in {where}; agents there: {shown} "

@@ -274,7 +274,11 @@ def test_a_command_applies_each_memory_option_given_after_it(
     def listed(before: list[str], after: list[str], code: int = 0) -> Result:
         return run(*before, "list", "--type", "custom", "--json", *after, code=code)
 
-    assert "agent" in listed(rest, [], code=1).stderr  # without the option: nothing stored there
+    if option in ("--memory-dir", "--backend"):  # without the option: ./memory, where nothing is stored: no error
+        empty = listed(rest, [])
+        assert "Nothing is stored" in empty.stderr and json.loads(empty.stdout) == []
+    else:  # the default agent, in a memory where only bot has stored: a mistyped agent id
+        assert "has stored nothing" in listed(rest, [], code=1).stderr
     for before in (rest, [option, wrong, *rest]):  # given after the command, it beats one given before it
         result = listed(before, [option, right])
         assert [record["id"] for record in json.loads(result.stdout)] == [item_id]
