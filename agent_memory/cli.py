@@ -917,7 +917,7 @@ def inspect_memory(
         None, "--report", metavar="DIR", exists=True, file_okay=False, dir_okay=True, resolve_path=True,
         help="A replay report directory (agent-memory replay --out DIR): its tables and plots get a page."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; loopback only unless --allow-remote."),
-    port: int = typer.Option(8765, "--port", min=0, max=65535, help="TCP port (0: a free one)."),
+    port: int = typer.Option(8766, "--port", min=0, max=65535, help="TCP port (0: a free one)."),
     allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --host (e.g. 0.0.0.0): "
                                       "anyone who reaches the port reads the whole memory."),
     price_model: str = typer.Option("claude-sonnet-4-6", "--price-model", metavar="MODEL",

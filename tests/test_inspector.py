@@ -286,6 +286,18 @@ def test_read_only_backend_refuses_writes(memory_root: Path) -> None:
         memory.close()
 
 
+def test_a_port_in_use_is_refused_with_the_option_to_change_it(memory_root: Path) -> None:
+    # the stand-in model listens on 8765: the inspector's default is another port, and a port
+    # already taken says how to choose one
+    from agent_memory.inspector.server import DEFAULT_PORT
+    from agent_memory.testing.stand_in import STAND_IN_PORT
+
+    assert DEFAULT_PORT != STAND_IN_PORT
+    with InspectorServer(Inspector(memory_root), port=0) as taken:
+        with pytest.raises(ConfigurationError, match=f"cannot listen on 127.0.0.1:{taken.port}.*--port"):
+            InspectorServer(Inspector(memory_root), port=taken.port)
+
+
 def test_non_loopback_bind_is_refused_unless_asked(memory_root: Path) -> None:
     for host in ("0.0.0.0", "192.168.1.20", "::", "example.org"):
         with pytest.raises(ConfigurationError, match="--allow-remote"):

@@ -27,6 +27,7 @@ answers only requests whose ``Host`` is a loopback name (no DNS rebinding).
 
 from __future__ import annotations
 
+import errno
 import functools
 import ipaddress
 import socket
@@ -68,8 +69,9 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 """Where the inspector listens unless told otherwise: loopback only."""
 
-DEFAULT_PORT = 8765
-"""The inspector's default TCP port."""
+DEFAULT_PORT = 8766
+"""The inspector's default TCP port (beside the stand-in model's 8765,
+:data:`agent_memory.testing.stand_in.STAND_IN_PORT`: a user trying both runs both)."""
 
 DEFAULT_LIST_LIMIT = 50
 """Items a listing shows at most."""
@@ -385,7 +387,8 @@ class InspectorServer:
             self._socket.bind((self.host.strip("[]"), port))
         except OSError as exc:
             self._socket.close()
-            raise ConfigurationError(f"cannot listen on {self.host}:{port}: {exc}") from exc
+            hint = "; choose another port with --port (0: a free one)" if exc.errno == errno.EADDRINUSE else ""
+            raise ConfigurationError(f"cannot listen on {self.host}:{port}: {exc}{hint}") from exc
         self.port: int = self._socket.getsockname()[1]
         require_extra("inspector", "the inspector")
         import uvicorn
