@@ -51,9 +51,16 @@ from pydantic import Field, ValidationError
 
 from actions.base import ActionArguments, InstanceSchemas, MemoryAction, ToolCallError, ToolResult, format_call
 from agent_memory import AgentMemory
-from agent_memory.errors import ConfigurationError, IngestError, LockTimeoutError, StoreError, quoted
+from agent_memory.errors import (
+    ConfigurationError,
+    IngestError,
+    InvalidArgumentError,
+    LockTimeoutError,
+    StoreError,
+    quoted,
+)
 from agent_memory.fileio import atomic_write_bytes
-from agent_memory.ids import new_memory_id
+from agent_memory.ids import derived_memory_id, new_memory_id
 from agent_memory.ingest import read_file
 from agent_memory.limits import check_text
 from agent_memory.records.prepare import counted_tokens
@@ -75,6 +82,7 @@ __all__ = [
     "StorePartsArguments",
     "Tag",
     "UPLOADS_DIR",
+    "note_memory_id",
     "uploads_dir",
     "UPLOAD_LOCK_TIMEOUT_S",
     "UPLOAD_TTL_S",
@@ -172,11 +180,21 @@ class StoreFileArguments(StorePartsArguments):
     path: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
 
 
+def note_memory_id(agent_id: str, content: str, title: str | None, tags: list[str]) -> str:
+    """The memory id of a note ``store_memory`` keeps: derived from the agent, the text, the title
+    and the tags (:func:`~agent_memory.ids.derived_memory_id`), so the same note stored again (a
+    model repeating itself, a script run twice) is the item stored the first time."""
+    note = json.dumps([content, title, sorted(tags)], ensure_ascii=False)
+    return derived_memory_id(f"note:{agent_id}/{hashlib.sha256(note.encode('utf-8')).hexdigest()}")
+
+
 class StoreMemoryAction(MemoryAction[StoreMemoryArguments]):
     """``store_memory``: stores ``content`` (type ``custom``, source ``agent``, at most
     :data:`MAX_CONTENT_CHARS` characters) with its title and tags and answers with the new id and
-    its size in tokens. The form an agent loop offers (its tool results are stored already); an
-    MCP server offers :class:`StoreMemoryUploadAction`, which also takes longer text in parts."""
+    its size in tokens. A note with the same text, title and tags as one stored before is not
+    stored again: the answer names the item kept (:func:`note_memory_id`). The form an agent loop
+    offers (its tool results are stored already); an MCP server offers
+    :class:`StoreMemoryUploadAction`, which also takes longer text in parts."""
 
     name = "store_memory"
     title = "Store in Memory"
@@ -192,11 +210,21 @@ class StoreMemoryAction(MemoryAction[StoreMemoryArguments]):
         content = args.content or ""
         if not content.strip():
             raise ToolCallError("content is empty: give the text to keep. Nothing was stored.")
-        item_id = memory.store(content, type="custom", source="agent", title=args.title, tags=args.tags)
+        item_id = note_memory_id(memory.agent_id, content, args.title, args.tags)
+        if item_id in memory:
+            return self._stored(memory, item_id, again=True)
+        try:
+            memory.store(content, type="custom", source="agent", title=args.title, tags=args.tags, item_id=item_id)
+        except InvalidArgumentError:  # stored by another call meanwhile: the same note
+            if item_id not in memory:
+                raise
+            return self._stored(memory, item_id, again=True)
         return self._stored(memory, item_id)
 
-    def _stored(self, memory: AgentMemory, item_id: str, *, parts: int | None = None) -> ToolResult:
-        """The answer for a stored item (``parts``: how many parts it came in, if uploaded)."""
+    def _stored(self, memory: AgentMemory, item_id: str, *, parts: int | None = None,
+                again: bool = False) -> ToolResult:
+        """The answer for a stored item (``parts``: how many parts it came in, if uploaded;
+        ``again``: the same note was stored before, and this call stored nothing)."""
         item = memory.get(item_id)
         meta = item.metadata
         tokens, _ = counted_tokens(item, memory.tokens)
@@ -212,8 +240,9 @@ class StoreMemoryAction(MemoryAction[StoreMemoryArguments]):
         }
         if parts is not None:
             data["parts"] = parts
+        data["stored_before"] = again
         return ToolResult.success(
-            f"Stored as {item_id} ({tokens:,} tokens{how}). Read it with "
+            f"{'Already stored' if again else 'Stored'} as {item_id} ({tokens:,} tokens{how}). Read it with "
             f"{format_call(self.retrieve_call, {'id': item_id})}; a query finds it by meaning or tags.",
             data,
         )

@@ -160,6 +160,8 @@ class AgentMemory:
         observers: Sequence[MemoryObserver] = (),
         base: MemoryFork | None = None,
     ) -> None:
+        """Open the memory of ``agent_id`` in a backend (nothing is written until the first
+        write). The arguments and the errors raised are the class's (:class:`AgentMemory`)."""
         self._closed = False
         self.agent_id = validate_agent_id(agent_id)
         if memory_dir is not None and not isinstance(memory_dir, str | os.PathLike):

@@ -416,6 +416,13 @@ def test_store_keeps_content_and_metadata(embedded_memory: AgentMemory) -> None:
     assert item.metadata.tags == ("finance", "q3")
     assert stored.data["tags"] == ["finance", "q3"]
     assert stored.data["size_bytes"] == len("Summary of the figures ✓".encode())
+    # the same note again (a model repeating itself, a script run twice) is the item kept
+    again = toolkit.dispatch("store_memory", json.dumps(arguments, ensure_ascii=False))
+    assert again.ok and again.data["id"] == stored.data["id"] and again.data["stored_before"]
+    assert again.content.startswith(f"Already stored as {stored.data['id']}") and not stored.data["stored_before"]
+    other = toolkit.dispatch("store_memory", {**arguments, "tags": ["finance"]})  # other tags: another note
+    assert other.ok and other.data["id"] != stored.data["id"] and not other.data["stored_before"]
+    assert len(embedded_memory.records()) == 2
 
 
 # -- async ---------------------------------------------------------------------------------------
