@@ -66,10 +66,8 @@ def _hit_line(rank: int, hit: QueryHit) -> str:
     else:
         parts.append(f"{meta.tokens:,} tokens")
     parts.append(meta.timestamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
-    if hit.similarity is not None:
-        parts.append(f"similarity {hit.similarity:.2f}")
-    elif hit.score is not None:
-        parts.append("keyword match")
+    if hit.match is not None:
+        parts.append(hit.match)
     turns = meta.extra.get("turn_ids")
     if isinstance(turns, list) and turns:
         parts.append("turns " + shorten(", ".join(map(str, turns)), HIT_LABEL_CHARS))

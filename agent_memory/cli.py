@@ -556,7 +556,7 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
     heading = f"{len(hits)} item(s)" + (f" for {text!r}, best first" if text else ", newest first")
     table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, expand=True, pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=16)
-    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("match", justify="right", no_wrap=True)
     table.add_column("type", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
     table.add_column("title / source, then the matching excerpt", overflow="fold", ratio=1)
@@ -566,7 +566,7 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
             cell.append("\n" + shorten(hit.chunk or '', EXCERPT_CHARS, one_line=True))
         table.add_row(
             hit.item.id,
-            "-" if hit.score is None else f"{hit.score:.4f}",
+            hit.match or "-",
             hit.item.type,
             _tokens_cell(hit.item.metadata.tokens),
             cell,
@@ -589,9 +589,10 @@ def query(
 ) -> None:
     """Find items by meaning and keywords (each item by its best chunk) and filters, best first.
 
-    The score orders the hits of one query (reciprocal rank fusion of the dense and keyword
-    rankings, or the cosine similarity when hybrid search is off); --json also gives each hit's
-    cosine similarity.
+    Each hit shows how well it matches, as the memory tools show it: the cosine similarity of its
+    best chunk, or "keyword match" when only its keywords found it. --json also gives each hit's
+    score, which only orders the hits of one query (reciprocal rank fusion of the dense and
+    keyword rankings).
     """
     since_dt, until_dt = _parse_time(since, "--since"), _parse_time(until, "--until")
     with _reported_errors():

@@ -11,7 +11,7 @@ memory = AgentMemory("quickstart", "./quickstart-memory")
 page_id = memory.store(page, type="web_content", source="https://example.org/fetch-api")
 print(ContextBuilder(memory).view(page_id).cited)              # what the model sees after one showing
 print(memory.retrieve(page_id, around="XMLHttpRequest").content[:300])
-print([(hit.item.id, round(hit.score, 3)) for hit in memory.query("replacement for XHR", limit=2)])
+print([(hit.item.id, hit.match) for hit in memory.query("replacement for XHR", limit=2)])
 
 
 @tool

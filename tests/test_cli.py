@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from agent_memory import AgentMemory
 from agent_memory.cli import app
+from agent_memory.models.items import ItemRecord, QueryHit
 from agent_memory.tokens import TiktokenCounter
 
 PAGES = "webpages/readability"
@@ -62,6 +63,14 @@ def test_real_page_store_query_retrieve(cli: Cli, data_dir: Path) -> None:
 
     table = cli("query", "Minecraft exploit that crashes game servers").stdout
     assert page["id"] in table and "best first" in table
+    # how well a hit matches reads the same as the memory tools show it: its similarity
+    hits = cli.json("query", "Minecraft exploit that crashes game servers")
+    first = hits[0]
+    assert first["similarity"] is not None and f"similarity {first['similarity']:.2f}" in table
+    record = ItemRecord.model_validate(first["item"])
+    assert QueryHit(item=record, score=0.016, similarity=0.8012).match == "similarity 0.80"
+    assert QueryHit(item=record, score=0.016).match == "keyword match"  # found by its keywords only
+    assert QueryHit(item=record).match is None  # a query without text
 
     excerpt = cli("retrieve", page["id"], "--around", "Ammar Askar", "--context-chars", "200").stdout
     assert "Ammar Askar" in excerpt and "Mojang" in excerpt

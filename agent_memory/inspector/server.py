@@ -252,14 +252,14 @@ class Inspector:
                 criteria = MemoryCriteria(text=q, type=cast("MemoryType | None", type_), source=source,
                                           tags=(tag,) if tag else (), limit=min(DEFAULT_SEARCH_LIMIT, MAX_QUERY_LIMIT))
                 hits = memory.query(criteria)
-                rows = [{"record": hit.item, "score": hit.score, "chunk": hit.chunk} for hit in hits]
+                rows = [{"record": hit.item, "match": hit.match, "chunk": hit.chunk} for hit in hits]
             else:
                 chosen = [record for record in records
                           if (type_ is None or record.type == type_)
                           and (source is None or record.metadata.source == source)
                           and (tag is None or tag in record.metadata.tags)]
                 chosen = sorted(reversed(chosen), key=lambda record: record.metadata.timestamp, reverse=True)
-                rows = [{"record": record, "score": None, "chunk": None} for record in chosen[:DEFAULT_LIST_LIMIT]]
+                rows = [{"record": record, "match": None, "chunk": None} for record in chosen[:DEFAULT_LIST_LIMIT]]
             return page(request, "items.html", agent=agent, rows=rows, q=q, type=type_ or "", source=source or "",
                         tag=tag or "", types=types, tags=tags, total=len(records), read_only=memory.read_only)
 

@@ -734,6 +734,16 @@ class QueryHit(_Model):
     chunk_start_char: int | None = None
     """Offset of the chunk in the item's indexed text, in characters."""
 
+    @property
+    def match(self) -> str | None:
+        """How well the hit matches, as the memory tools, the CLI and the inspector show it:
+        ``"similarity 0.80"`` (:attr:`similarity`, 2 decimals), ``"keyword match"`` (found by its
+        keywords only), ``None`` (a query without text). :attr:`score` only orders one query's
+        hits (a fused score is ~0.016 for the best hit of any query)."""
+        if self.similarity is not None:
+            return f"similarity {self.similarity:.2f}"
+        return "keyword match" if self.score is not None else None
+
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         """What ``repr`` and ``print`` show: the item in short, the scores, the chunk's start."""
         yield "item", self.item
