@@ -393,7 +393,8 @@ def _excerpt(text: str, spec: ExcerptTransform, notes: list[str]) -> str:
     assert spec.around is not None
     windows: list[tuple[int, int]] = []
     for match in re.finditer(re.escape(spec.around), text, flags=re.IGNORECASE):
-        lo, hi = max(0, match.start() - spec.context_chars), min(len(text), match.end() + spec.context_chars)
+        lo, hi = _whole_words(text, max(0, match.start() - spec.context_chars), match.start(), match.end(),
+                              min(len(text), match.end() + spec.context_chars))
         if windows and lo <= windows[-1][1]:
             windows[-1] = (windows[-1][0], hi)
         else:
@@ -405,6 +406,29 @@ def _excerpt(text: str, spec: ExcerptTransform, notes: list[str]) -> str:
         notes.append(f"no match for {quoted(spec.around)}")
         return ""
     return "\n…\n".join(f"[chars {lo}-{hi}]\n{text[lo:hi]}" for lo, hi in windows)
+
+
+_SPACE = re.compile(r"\s")
+
+WORD_REACH_CHARS = 40
+"""Farthest an excerpt's window is widened to the edge of the word it would cut, in characters (a
+longer run of characters, a hash or a base64 blob, is cut where the window ends)."""
+
+
+def _whole_words(text: str, lo: int, start: int, end: int, hi: int) -> tuple[int, int]:
+    """The window ``text[lo:hi]`` around a match at ``start:end``, widened so that it neither
+    starts nor ends inside a word: ``lo`` back to the whitespace before the word it falls in,
+    ``hi`` on to the whitespace after, each by at most :data:`WORD_REACH_CHARS`."""
+    if 0 < lo < start and not text[lo - 1].isspace() and not text[lo].isspace():
+        reach = max(0, lo - WORD_REACH_CHARS)
+        before = max(text.rfind(" ", reach, lo), text.rfind("\n", reach, lo))
+        if before >= 0:
+            lo = before + 1
+    if end < hi < len(text) and not text[hi - 1].isspace() and not text[hi].isspace():
+        after = _SPACE.search(text, hi, hi + WORD_REACH_CHARS)
+        if after is not None:
+            hi = after.start()
+    return lo, hi
 
 
 def _ends(text: str, spec: FirstNTransform | LastNTransform, counter: TokenCounter) -> str:

@@ -105,6 +105,16 @@ def test_excerpt_around_merges_windows_and_reports_misses() -> None:
     assert miss.content == "" and "no match for 'absent'" in miss.notes
 
 
+def test_an_excerpt_starts_and_ends_with_whole_words() -> None:
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
+    text = " ".join(words * 20) + " TARGET " + " ".join(reversed(words * 20))
+    for context in (7, 23, 41, 58):
+        body = run(text, {"type": "excerpt", "around": "TARGET", "context_chars": context}).content.split("\n", 1)[1]
+        first, last = body.split()[0], body.split()[-1]
+        assert first in words and last in words, (context, body)
+        assert len(body) <= len("TARGET") + 2 * context + 2 * 10  # widened by at most a word each side
+
+
 @pytest.mark.parametrize(
     ("content", "transform", "message"),
     [
