@@ -656,7 +656,7 @@ def get(
     with _reported_errors():
         item = _open(ctx).get(item_id)
         if as_json:
-            _print_json(item.record().model_dump(mode="json"))
+            _print_json(item.record.model_dump(mode="json"))
             return
         data, _ = content_to_bytes(item.content, item.metadata.content_encoding)
         stdout = typer.get_binary_stream("stdout")

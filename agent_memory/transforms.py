@@ -330,7 +330,7 @@ def apply_transform(
         if page != 1:
             raise TransformError(f"page {page} does not exist: the answer has 1 page")
         return RetrieveResult(
-            item=item.record(), transform=spec, content=shaped, tokens=total, total_tokens=total,
+            item=item.record, transform=spec, content=shaped, tokens=total, total_tokens=total,
             page=1, pages=1, max_tokens=max_tokens, notes=tuple(notes),
         )
     bounds = _page_bounds(shaped, counter, max_tokens - PAGE_NOTICE_TOKENS)
@@ -339,7 +339,7 @@ def apply_transform(
     start, end = bounds[page - 1]
     content = shaped[start:end]
     return RetrieveResult(
-        item=item.record(), transform=spec, content=content, tokens=counter.count(content), total_tokens=total,
+        item=item.record, transform=spec, content=content, tokens=counter.count(content), total_tokens=total,
         page=page, pages=len(bounds), max_tokens=max_tokens, notes=tuple(notes),
     )
 

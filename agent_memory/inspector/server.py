@@ -270,7 +270,7 @@ class Inspector:
             text = raw_text(found.content, found.metadata.content_encoding)
             cut = len(text) > MAX_CONTENT_CHARS
             citation = CitationBuilder(memory.plugins, memory.tokens).cite(found).render()
-            return page(request, "item.html", agent=agent, item=found, record=found.record(), citation=citation,
+            return page(request, "item.html", agent=agent, item=found, record=found.record, citation=citation,
                         content=text[:MAX_CONTENT_CHARS], cut=cut, content_chars=len(text))
 
         def calls(request: Request) -> Response:

@@ -521,8 +521,9 @@ class MemoryItem(ItemRecord):
             object.__setattr__(self, "content", base64.b64decode(self.content))
         return self
 
+    @property
     def record(self) -> ItemRecord:
-        """The item without its content."""
+        """The item without its content (a new :class:`ItemRecord` at each read)."""
         return ItemRecord(id=self.id, type=self.type, metadata=self.metadata)
 
     def model_dump_json_safe(self) -> dict[str, Any]:

@@ -240,7 +240,7 @@ def snapshot_pairs(snapshot: MemorySnapshot) -> list[tuple[ItemRecord, bytes]]:
         data, encoding = content_to_bytes(item.content, item.metadata.content_encoding)
         if item.metadata.content_sha256 and sha256_hex(data) != item.metadata.content_sha256:
             raise StoreError(f"snapshot item {item.id}: content does not match its sha256")
-        record = item.record()
+        record = item.record
         if not item.metadata.content_sha256:
             derived = {"content_sha256": sha256_hex(data), "content_encoding": encoding, "size_bytes": len(data)}
             record = record.model_copy(update={"metadata": item.metadata.model_copy(update=derived)})
