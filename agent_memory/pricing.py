@@ -260,8 +260,11 @@ class PriceModel:
         prices = info.get_prices(when)
         if caching.kind != "none" and prices.cache_read_mtok is None:
             caching = PromptCaching("none")  # the table has no cached price: the model is not cached
-        return cls(provider=found_provider.id, model=info.id, name=info.name or info.id, caching=caching,
-                   priced_at=when, prices=prices)
+        name = info.name or info.id
+        if name == name.lower() and name.replace(" ", "-") == info.id:
+            name = info.id  # the table's lower-case spelling of the id itself ("gpt 4o"): the id reads better
+        return cls(provider=found_provider.id, model=info.id, name=name, caching=caching, priced_at=when,
+                   prices=prices)
 
     @classmethod
     def lookup_or_reason(cls, model: str, *, provider: str | None = None) -> tuple[PriceModel | None, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -521,19 +522,89 @@ def test_report_leads_with_one_short_table_of_tokens_and_cost(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("kind", ["tokens", "cost"])
-def test_plots_are_log_scale_with_the_default_marked(kind: str) -> None:
+def test_plots_mark_the_default(kind: str) -> None:
     import matplotlib.pyplot as plt
 
     report = summarize(_constructed_results())
     fig = figure(report, kind)
     try:
         axes = [ax for ax in fig.axes if ax.get_visible()]
-        assert axes and all(ax.get_yscale() == "log" for ax in axes)
+        assert axes and all(ax.get_yscale() == ("log" if kind == "tokens" else "linear") for ax in axes)
         lines = {line.get_label(): line for line in axes[0].get_lines()}
         default = next(label for label in lines if label.startswith("full_once (default)"))
         others = [line for label, line in lines.items() if label != default]
         assert all(lines[default].get_linewidth() > line.get_linewidth() for line in others)
         assert "−" in default or "+" in default  # the legend gives the change against naive
+    finally:
+        plt.close(fig)
+
+
+def _many_strategies_report() -> Any:
+    """A report shaped as `make run`'s: five real sources and the constructed page session, the
+    library's strategies and eight peers, a re-run curve, priced under the headline models."""
+    labels = [NAIVE, MASKING, MASKING_RERUN, "full_once", "keep_last_3", "keep_last_5", "always_cite",
+              *[f"peer_{n}" for n in range(8)]]
+    results = []
+    for s_n, source in enumerate(["smolagents_gaia", "tapeagents_gaia_workarena", "react_hotpotqa", "swe_agent",
+                                  "tau_bench", "pages"]):
+        for run in range(3):
+            calls = 12 + 3 * s_n
+            curves = {}
+            for l_n, label in enumerate(labels):
+                factor = 1.0 if label == NAIVE else 0.35 + 0.04 * l_n
+                prompts = [int((2_000 + 1_500 * c) * (factor if c else 1.0)) for c in range(calls)]
+                curves[label] = _curve(prompts, [0] + [int(p * 0.6) for p in prompts[:-1]])
+            results.append(RunResult(source=source, run_id=f"{source}-{run}", calls=calls, results=calls - 1,
+                                     result_tokens=[900] * (calls - 1), curves=curves, citation_tokens=[40],
+                                     roundtrip_ok=1, output_tokens=[100] * calls, scripted=source == "pages"))
+    report = summarize(results)
+    report.peers = {f"peer_{n}": f"a peer, setting {n}" for n in range(8)}
+    return report
+
+
+def _text_overlaps(fig: Any) -> list[tuple[str, str]]:
+    """Pairs of the texts ``fig`` draws (its title; each visible panel's title, axis labels, tick
+    labels within its view, legend entries and bar labels) whose boxes overlap."""
+    from itertools import combinations
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        (x_low, x_high), (y_low, y_high) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        texts += [t for t in ax.get_xticklabels() if x_low <= t.get_position()[0] <= x_high]
+        texts += [t for t in ax.get_yticklabels() if y_low <= t.get_position()[1] <= y_high]
+        if ax.get_legend() is not None:
+            texts += ax.get_legend().get_texts()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text().strip()]
+    return [(a, b) for (a, box_a), (b, box_b) in combinations(boxes, 2) if box_a.overlaps(box_b)]
+
+
+@pytest.mark.parametrize("kind", ["tokens", "cost", "savings"])
+def test_each_plot_answers_its_question_readably(kind: str) -> None:
+    # at most 6 curves a panel, legends off the data, dollars on a linear axis, no text over another
+    import matplotlib.pyplot as plt
+
+    from agent_memory.replay.report_plots import MAX_CURVES, savings_figure
+
+    report = _many_strategies_report()
+    fig = savings_figure(report) if kind == "savings" else figure(report, kind)
+    try:
+        assert _text_overlaps(fig) == []
+        axes = [ax for ax in fig.axes if ax.get_visible()]
+        renderer = fig.canvas.get_renderer()
+        for ax in axes:
+            legend = ax.get_legend()
+            if legend is not None:
+                assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+            if kind != "savings":
+                assert 0 < len(ax.get_lines()) <= MAX_CURVES
+                assert ax.get_yscale() == ("log" if kind == "tokens" else "linear")
+        if kind == "savings":  # the constructed session apart from the real runs
+            assert [ax.get_title() for ax in axes] == ["real agent runs", "constructed page session"]
     finally:
         plt.close(fig)
 

@@ -54,6 +54,11 @@ def _short(label: str) -> str:
     return {NAIVE: "naive", MASKING: "mask3", MASKING_RERUN: "mask3+rerun"}.get(label, label)
 
 
+def _its(count: int, noun: str) -> str:
+    """``its 1 simulated retrieve call`` / ``its 3 simulated retrieve calls`` (``count`` of ``noun``)."""
+    return f"its {count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _model_names(report: ReplayReport) -> list[tuple[str, str]]:
     """(label, display name) of each price model."""
     return [(m["label"], m["name"]) for m in report.price_models]
@@ -220,7 +225,7 @@ def _lead_lines(report: ReplayReport) -> list[str]:
                          if label in total.cost)
     return [
         f"**On the {report.total.runs:,} real agent runs of {len(real)} sources, `{report.default}` costs {changes}"
-        f" against naive, its {total.retrieves:,} simulated retrieve calls included; its prompts kept"
+        f" against naive, {_its(total.retrieves, 'simulated retrieve call')} included; its prompts kept"
         f" {total.kept:,} of the {total.needed:,} values the runs' models went on to use from tool results"
         f" ({total.kept_share * 100:.1f}%).** The constructed page session is not in these figures.",
         "",
@@ -240,7 +245,8 @@ def _used_values_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]
         for label in columns:
             s = st[label]
             paid = (f", {s.retrieves:,} retrieves" if s.retrieves else "") + (f", {s.lost:,} lost" if s.lost else "")
-            cell = f"{s.kept_share * 100:.1f}% ({s.calls_missed:,} calls miss{paid})"
+            missed = f"{s.calls_missed:,} call misses" if s.calls_missed == 1 else f"{s.calls_missed:,} calls miss"
+            cell = f"{s.kept_share * 100:.1f}% ({missed}{paid})"
             again = st.get(label + RERUN_SUFFIX) if label + RERUN_SUFFIX in reruns else None
             if again is not None and again.retrieves:
                 cell += f"; +rerun: {again.retrieves:,} re-runs" + (f", {again.lost:,} lost" if again.lost else "")
@@ -431,8 +437,8 @@ def markdown(report: ReplayReport) -> str:
         if summary.react:
             r = summary.react
             lines += [
-                f"`{summary.source}` Query Memory check: for the {r['runs_checked']} runs whose `Finish[...]` answer occurs",
-                "(case-insensitive, whole words; yes/no answers excluded) in one of their Search/Lookup observations,",
+                f"`{summary.source}` Query Memory check: for the {r['runs_checked']} runs whose final answer occurs",
+                "(case-insensitive, whole words; yes/no answers excluded) in one of their tool results,",
                 f"the question as query finds such an observation in the top 5 in {r['hits_in_run']} runs when",
                 f"filtered to the run's own observations, and in {r['hits_pooled']} runs over the pooled",
                 f"{r['pooled_items']:,} distinct observations of every run.",
