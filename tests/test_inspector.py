@@ -245,6 +245,12 @@ def test_report_page_shows_tables_and_plots(served: tuple[str, dict], report_dir
     html = get(url, "/report").text
     assert '<img src="/report/tokens.png"' in html and '<img src="/report/cost.png"' in html
     assert "full_once" in html and "claude-sonnet-4-6" in html
+    # it opens on the report's verdict, then the table, then the plots: savings, tokens, cost
+    verdict = html.index('class="verdict"')
+    assert "against naive" in html[verdict:html.index("</p>", verdict)] and "**" not in html
+    assert verdict < html.index('<table class="report"') < html.index("<img")
+    assert (html.index('src="/report/savings.png"') < html.index('src="/report/tokens.png"')
+            < html.index('src="/report/cost.png"'))
     plot = get(url, "/report/tokens.png")
     assert plot.status_code == 200 and plot.headers["content-type"] == "image/png"
     assert plot.content == (report_dir / "tokens.png").read_bytes()

@@ -275,10 +275,10 @@ def test_report_lists_every_peer_with_net_and_gross_tokens_and_cost(
     headers = [line for line in text.splitlines() if line.startswith("| source |")]
     assert data["default"] == PresentationPolicy().label
     assert not any(label in headers[0] for label in labels)  # the short headline table: the default against naive
-    tokens_table = next(h for h in headers if "naive (net)" in h)
-    cost_table = next(h for h in headers if h.startswith("| source | naive (claude-sonnet-4-6"))
-    for label in labels:
-        assert f"| {label} net (gross) |" in tokens_table and f"| {label} |" in cost_table + " |"
+    tokens_part = text[text.index("### Tokens per strategy"):text.index("### Cost per strategy")]
+    cost_part = text[text.index("### Cost per strategy"):text.index("Where the money goes")]
+    for label in labels:  # a row of each detail table per strategy
+        assert f"\n| {label} net (gross) |" in tokens_part and f"\n| {label} |" in cost_part
         assert f"- `{label}`: " in text
 
 

@@ -342,7 +342,11 @@ class ReportView:
     data: dict[str, Any]
     """``report.json``."""
     plots: tuple[str, ...]
-    """The PNG files in the directory (names matching :data:`PLOT_NAME`), sorted."""
+    """The PNG files in the directory (names matching :data:`PLOT_NAME`): :data:`PLOT_ORDER`'s
+    first, in that order (the answer first), then any other, sorted."""
+    verdict: str = ""
+    """``report.md``'s opening sentence (what the default saves on the real traces), as plain text;
+    ``""`` when the directory has no report.md."""
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per source and strategy: net prompt tokens, change against naive, and the
@@ -375,6 +379,22 @@ def load_report(path: Path) -> ReportView:
         raise ConfigurationError(f"{path} is not a replay report directory (no readable report.json: {exc})") from exc
     if not isinstance(data, dict):
         raise ConfigurationError(f"{file} is not a replay report (not a JSON object)")
-    plots = tuple(sorted(p.name for p in path.iterdir() if p.is_file() and PLOT_NAME.match(p.name)))
-    return ReportView(path=path, data=data, plots=plots)
+    found = sorted(p.name for p in path.iterdir() if p.is_file() and PLOT_NAME.match(p.name))
+    plots = tuple(sorted(found, key=lambda name: PLOT_ORDER.index(name) if name in PLOT_ORDER else len(PLOT_ORDER)))
+    return ReportView(path=path, data=data, plots=plots, verdict=_verdict(path / "report.md"))
+
+
+PLOT_ORDER = ("savings.png", "tokens.png", "cost.png")
+"""The report's plots in the order a reader asks their questions: does it save money, how many
+tokens, what over the calls."""
+
+
+def _verdict(file: Path) -> str:
+    """The first paragraph of ``report.md`` after its title, without markdown's emphasis marks."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    paragraphs = [part.strip() for part in text.split("\n\n") if part.strip() and not part.lstrip().startswith("#")]
+    return " ".join(paragraphs[0].replace("**", "").replace("`", "").split()) if paragraphs else ""
 

@@ -184,7 +184,7 @@ def replay(
             summary.kernel_budget = budget
             summary.seconds = time.monotonic() - started
         paths = report_plots.write_report(summary, out)
-        Console(highlight=False, width=max(_stdout().width, 200)).print(report_text.rich_table(summary))
+        Console(highlight=False, width=min(_stdout().width, 100)).print(report_text.rich_table(summary))
         line = report_text.tools_line(summary)
         if line:
             typer.echo(line)

@@ -5,8 +5,9 @@ all from a :class:`~agent_memory.replay.report.ReplayReport`.
 ``report.md`` leads with one sentence on the real traces only (the default's cost after its
 simulated retrieves, per price model, and the later-used values its prompts kept), then one short table, the default strategy against naive per source (tokens
 and cost under the headline price models); the details follow. Peer strategies
-(:mod:`~agent_memory.replay.peers`) are columns of the detail tables like every other strategy, each
-described in one line (what it is, at what settings, whether it is a re-implementation).
+(:mod:`~agent_memory.replay.peers`) are rows of the detail tables like every other strategy, each
+described in one line (what it is, at what settings, whether it is a re-implementation). No table has
+more than :data:`MAX_TABLE_COLUMNS` columns.
 """
 
 from __future__ import annotations
@@ -67,13 +68,13 @@ def _model_names(report: ReplayReport) -> list[tuple[str, str]]:
 def _headline_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     """The short table: per source, the default against naive, tokens then cost per model."""
     default = report.default
-    headers = ["source", "naive tokens", f"{default} tokens", "tokens saved", "used values kept (retrieves)",
+    headers = ["source", f"tokens naive → {default}", "tokens saved", "used values kept (retrieves)",
                "memory ms/step p50 / p95"]
     headers += [f"cost {label}" for label, _ in _model_names(report)]
     rows = []
     for summary in [*report.sources, report.total]:
         naive, chosen = summary.strategies[NAIVE], summary.strategies[default]
-        row = [_name(summary, report), _k(naive.prompt_tokens), _k(chosen.prompt_tokens),
+        row = [_name(summary, report), f"{_k(naive.prompt_tokens)} → {_k(chosen.prompt_tokens)}",
                _pct(-chosen.reduction).removeprefix("+"),
                f"{chosen.kept:,}/{chosen.needed:,} ({chosen.retrieves:,})", _step_ms(chosen.memory_ms_p50,
                                                                                     chosen.memory_ms_p95)]
@@ -143,9 +144,29 @@ def _other_rows(report: ReplayReport) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+MAX_TABLE_COLUMNS = 8
+"""Columns of a table in report.md at most; a wider one is cut into several, each repeating the
+first column (report.json holds every figure)."""
+
+
+def _by_strategy(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """A per-source table (a row per source, a column per figure or strategy) turned a quarter:
+    a row per figure or strategy, a column per source (a report has a few sources, many strategies)."""
+    return (["per source →", *(row[0] for row in rows)],
+            [[header, *(row[n] for row in rows)] for n, header in enumerate(headers) if n])
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    """A markdown table, cut into tables of at most :data:`MAX_TABLE_COLUMNS` columns (each one
+    repeating the first column) when it is wider."""
+    lines: list[str] = []
+    width = MAX_TABLE_COLUMNS - 1
+    for start in range(1, max(2, len(headers)), width):
+        chosen = [0, *range(start, min(len(headers), start + width))]
+        if lines:
+            lines.append("")
+        lines += ["| " + " | ".join(headers[n] for n in chosen) + " |", "| " + " | ".join("---" for _ in chosen) + " |"]
+        lines += ["| " + " | ".join(row[n].replace("|", "\\|") for n in chosen) + " |" for row in rows]
     return lines
 
 
@@ -275,7 +296,7 @@ def _used_values_lines(report: ReplayReport) -> list[str]:
         "Cells: share kept (calls whose prompt missed a value, then the retrieves made or values lost;",
         "then the `+rerun` replay's re-runs and what even they did not bring back).",
         "",
-        *_table(*_used_values_rows(report)),
+        *_table(*_by_strategy(*_used_values_rows(report))),
         "",
     ]
 
@@ -389,7 +410,7 @@ def markdown(report: ReplayReport) -> str:
         *_peer_lines(report),
         "### Tokens per strategy, change against naive",
         "",
-        *_table(*_token_rows(report)),
+        *_table(*_by_strategy(*_token_rows(report))),
         "",
     ]
     if report.price_models:
@@ -397,7 +418,7 @@ def markdown(report: ReplayReport) -> str:
         lines += [
             f"### Cost per strategy, change against naive ({names})",
             "",
-            *_table(*_cost_rows(report)),
+            *_table(*_by_strategy(*_cost_rows(report))),
             "",
             f"Where the money goes under {report.price_models[0]['name']}, naive and `{default}`:",
             "",
