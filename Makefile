@@ -75,7 +75,8 @@ $(LLM_STAMP): $(STAMP)
 	$(PY) -m pip install -e '.[llm]'
 	touch $@
 
-run: venv
+# The main job needs the project's venv only (AutoByteus' is the tests').
+run: $(STAMP)
 	$(OFFLINE) $(VENV)/bin/agent-memory replay $(DATA)/traces --pages $(DATA)/webpages/readability \
 		--tool-definitions tau_bench=$(DATA)/agent_tools/tau_bench_airline.json --budget 1000 --out replay-report
 

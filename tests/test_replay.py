@@ -635,6 +635,7 @@ def test_cli_replay_small_subset(traces: Path, data_dir: Path, tmp_path: Path) -
         assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["change"] == 0.0
         assert source["strategies"][NAIVE]["cost"]["gpt-4o"]["total_usd"] > 0
     assert "gpt-4o" in result.output  # the headline table, folded to the terminal: at most 100 columns
+    assert re.search(r"^Replaying: 5/5 runs, \d+ s", result.output, re.M)  # a log shows progress too
     table = [line for line in result.output.splitlines() if "│" in line or "┃" in line]
     assert table and max(len(line) for line in table) <= 100
     assert "ms/step" in result.output and data["workers"] == 4  # the terminal table carries it too

@@ -7,6 +7,7 @@ on the CLI app by :mod:`agent_memory.cli`; its output and errors as every comman
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -27,6 +28,28 @@ __all__ = ["DEFAULT_REPLAY_OUT", "replay"]
 
 DEFAULT_REPLAY_OUT = Path("replay-report")
 """Where ``replay`` writes report.md, report.json, tokens.png, cost.png and savings.png when no ``--out`` is given."""
+
+
+PROGRESS_LINES = 10
+"""Lines a long step prints on a log (stderr not a terminal, where the progress bar shows nothing)."""
+
+
+def _progress_lines(what: str, total: int, started: float) -> Callable[[str], None]:
+    """A callback, one call per run done, that prints ``what: done/total runs, seconds`` on stderr
+    about :data:`PROGRESS_LINES` times in all, when stderr is not a terminal (a CI log, a file);
+    on a terminal it does nothing (the progress bar shows the same)."""
+    if _stderr().is_terminal or total <= 0:
+        return lambda _: None
+    every, done = max(1, total // PROGRESS_LINES), 0
+
+    def line(last: str) -> None:
+        nonlocal done
+        done += 1
+        if done % every == 0 or done == total:
+            tail = f", last {last}" if last else ""
+            typer.echo(f"{what}: {done:,}/{total:,} runs, {time.monotonic() - started:.0f} s{tail}", err=True)
+
+    return line
 
 
 def _price_models(names: list[str]) -> list[PriceModel] | None:
@@ -158,8 +181,11 @@ def replay(
         with progress:
             task = progress.add_task("", total=len(runs))
 
+            logged = _progress_lines("Replaying", len(runs), started)
+
             def advance(result: engine.RunResult) -> None:
                 progress.update(task, advance=1, description=f"{result.source}/{result.run_id}"[-60:])
+                logged(f"{result.source}/{result.run_id}")
 
             results, checks = engine.replay_many(
                 runs, strategies=chosen, workers=workers, react_check=react_check, on_run=advance, peers=peers,
@@ -178,8 +204,13 @@ def replay(
                                        console=_stderr())
             with kernel_progress:
                 kernel_task = kernel_progress.add_task("", total=len(runs))
-                kernel_results = replay_kernel(runs, budget=budget,
-                                               on_run=lambda _: kernel_progress.update(kernel_task, advance=1))
+                kernel_logged = _progress_lines("Kernel", len(runs), time.monotonic())
+
+                def kernel_advance(_: object) -> None:
+                    kernel_progress.update(kernel_task, advance=1)
+                    kernel_logged("")
+
+                kernel_results = replay_kernel(runs, budget=budget, on_run=kernel_advance)
             summary.kernel = report.summarize_kernel(kernel_results)
             summary.kernel_budget = budget
             summary.seconds = time.monotonic() - started
