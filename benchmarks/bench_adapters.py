@@ -6,7 +6,7 @@ For every LLM call of every tau-bench run (``../shared/data/traces/tau_bench``, 
 agent's own tools), the history before the call is handed to each framework in its own types, and
 its hook runs as the framework runs it:
 
-- **LangChain** (``langchain``): ``AgentMemoryMiddleware.wrap_model_call`` on a ``ModelRequest`` of
+- **LangChain** (``langchain``): ``LangChainMemory.wrap_model_call`` on a ``ModelRequest`` of
   LangChain messages (``HumanMessage``, ``AIMessage`` with ``tool_calls``, ``ToolMessage``), the
   agent's tools and the middleware's memory tools; the request it hands the model is captured.
 - **OpenAI Agents SDK** (``openai-agents``): ``OpenAIAgentsMemory.input_filter`` on the Responses
@@ -67,7 +67,7 @@ from langchain_openai import ChatOpenAI  # noqa: E402
 from agent_memory import AgentMemory  # noqa: E402
 from agent_memory.agent.prompt import MEMORY_PROMPT  # noqa: E402
 from agent_memory.integrations.channel import result_id  # noqa: E402
-from agent_memory.integrations.langchain import AgentMemoryMiddleware, langchain_to_messages  # noqa: E402
+from agent_memory.integrations.langchain import LangChainMemory, langchain_to_messages  # noqa: E402
 from agent_memory.integrations.openai_agents import OpenAIAgentsMemory, items_to_messages  # noqa: E402
 from agent_memory.kernel.assembler import with_memory_prompt  # noqa: E402
 from agent_memory.models.messages import Message, calls_answered  # noqa: E402
@@ -196,7 +196,7 @@ def _replay(run: ReplayRun, prices: PriceModel, memory: Callable[[str], AgentMem
     chat = ChatOpenAI(model="gpt-4o", api_key="not-used", base_url="http://127.0.0.1:9/v1")  # never called
 
     lc_ref = Reference(memory("lc-ref"), own_definitions, prices, offer=ToolOffer())
-    middleware = AgentMemoryMiddleware(memory("lc"), prices=prices)
+    middleware = LangChainMemory(memory("lc"), prices=prices)
     sdk_ref = Reference(memory("sdk-ref"), own_definitions, prices, offer=ToolOffer(mode="all"))
     adapter = OpenAIAgentsMemory(memory("sdk"), prices=prices)
     sdk_tools = [FunctionTool(name=t["function"]["name"], description=t["function"].get("description", ""),

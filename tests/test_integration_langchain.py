@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from agent_memory import AgentMemory  # noqa: E402
 from agent_memory.integrations.channel import result_id  # noqa: E402
-from agent_memory.integrations.langchain import AgentMemoryMiddleware  # noqa: E402
+from agent_memory.integrations.langchain import LangChainMemory  # noqa: E402
 from agent_memory.presentation.policy import PresentationPolicy  # noqa: E402
 from agent_memory.testing import FakeLLMServer, ScriptedReply, ScriptedToolCall, ScriptedUsage  # noqa: E402
 
@@ -54,7 +54,7 @@ def _script(server: FakeLLMServer) -> None:
     )
 
 
-def _agent(server: FakeLLMServer, middleware: AgentMemoryMiddleware, page: str) -> Any:
+def _agent(server: FakeLLMServer, middleware: LangChainMemory, page: str) -> Any:
     @tool
     def fetch_page(url: str) -> str:
         """Fetch a web page."""
@@ -69,7 +69,7 @@ def _agent(server: FakeLLMServer, middleware: AgentMemoryMiddleware, page: str) 
 def test_a_result_is_stored_shown_once_cited_retrieved_and_priced(tmp_path: Path, data_dir: Path, mode: str) -> None:
     page = (data_dir / "webpages" / "readability" / "lwn-1" / "source.html").read_text(encoding="utf-8")
     memory = AgentMemory("researcher", tmp_path)
-    middleware = AgentMemoryMiddleware(memory, model="gpt-4o",
+    middleware = LangChainMemory(memory, model="gpt-4o",
                                        policy=PresentationPolicy(cache_aware=False, full_result_max_tokens=20_000))
     with FakeLLMServer() as server:
         _script(server)
@@ -108,7 +108,7 @@ def test_a_reused_call_id_sends_each_result_as_itself(tmp_path: Path, call_id: s
     """A server that reuses a call id (or sends none): LangChain passes it on, and each result
     is stored, shown and cited as itself (the second was shown and cited as the first)."""
     memory = AgentMemory("researcher", tmp_path)
-    middleware = AgentMemoryMiddleware(memory, policy=PresentationPolicy(start="first_call", cache_aware=False))
+    middleware = LangChainMemory(memory, policy=PresentationPolicy(start="first_call", cache_aware=False))
 
     @tool
     def weekly_report(week: int) -> str:

@@ -208,7 +208,7 @@ LOCAL_MODEL = "qwen2.5-7b-instruct"
 
 ADAPTERS = {
     "import asyncio\nfrom agents import Agent, Runner, function_tool": 'OpenAIAgentsMemory(AgentMemory("researcher"), model=',
-    "from langchain.agents import create_agent": 'AgentMemoryMiddleware(AgentMemory("researcher"), model=',
+    "from langchain.agents import create_agent": 'LangChainMemory(AgentMemory("researcher"), model=',
     "from pydantic_ai import Agent": 'PydanticAIMemory(AgentMemory("researcher"), model=',
 }
 """The framework blocks, and where each gives its adapter the model's name."""
@@ -221,7 +221,7 @@ def test_an_adapter_given_a_local_models_name_runs_its_block_unpriced(start: str
     given = ADAPTERS[start] + '"gpt-4o"'
     assert given in code
     code = code.replace(given, ADAPTERS[start] + repr(LOCAL_MODEL))
-    ledger = "middleware" if "AgentMemoryMiddleware" in given else "memory"
+    ledger = "middleware" if "LangChainMemory" in given else "memory"
     code += f"print('reason:', {ledger}.usage.unpriced_reason)\n"
     run = run_code("import warnings\nwarnings.simplefilter('default')\n" + code, tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]

@@ -2,11 +2,11 @@
 
 Three lines::
 
-    middleware = AgentMemoryMiddleware(AgentMemory("researcher"), model="gpt-4o")
+    middleware = LangChainMemory(AgentMemory("researcher"), model="gpt-4o")
     agent = create_agent(ChatOpenAI(model="gpt-4o"), tools=[fetch], middleware=[middleware])
     agent.invoke({"messages": [{"role": "user", "content": task}]}, {"configurable": {"thread_id": "t1"}})
 
-:class:`AgentMemoryMiddleware` replaces ``ContextEditingMiddleware``: where LangChain's
+:class:`LangChainMemory` replaces ``ContextEditingMiddleware``: where LangChain's
 ``ClearToolUsesEdit`` throws old tool results away (``[cleared]``), the middleware stores every
 result on its way into the model call and shows it in full once, then as its citation with a memory
 id the model can read back. Before each model call (``wrap_model_call`` / ``awrap_model_call``) it
@@ -16,7 +16,7 @@ id the model can read back. Before each model call (``wrap_model_call`` / ``awra
   (a call id the model used before keeps each of its results);
 - writes the shown text (full, capped or citation) into copies of the ``ToolMessage`` objects
   (every other message is passed as is; the agent's state is not changed);
-- sends the memory tools (:attr:`AgentMemoryMiddleware.tools`, registered with the agent by the
+- sends the memory tools (:attr:`LangChainMemory.tools`, registered with the agent by the
   middleware) only in the calls that need them (``retrieve_memory`` once a result is cited), and
   adds the memory prompt to the system message in those calls;
 - records the answer's ``usage_metadata`` (cache reads and writes included) and prices it.
@@ -52,7 +52,7 @@ from agent_memory.presentation.offer import ToolOffer
 from agent_memory.presentation.policy import PresentationPolicy
 from agent_memory.pricing import PriceModel
 
-__all__ = ["AgentMemoryMiddleware", "langchain_to_messages"]
+__all__ = ["LangChainMemory", "langchain_to_messages"]
 
 
 def _text(content: Any) -> str:
@@ -102,7 +102,7 @@ def _conversation(thread_id: Any) -> str:
     return "thread-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class AgentMemoryMiddleware(AgentMiddleware):
+class LangChainMemory(AgentMiddleware):
     """LangChain v1 agent middleware: tool results stored, shown once, cited, retrievable
     (module docstring).
 
@@ -142,7 +142,7 @@ class AgentMemoryMiddleware(AgentMiddleware):
         self.tools: list[BaseTool] = [self._tool(tool["function"]) for tool in first.toolkit.tool_definitions()]
 
     def __repr__(self) -> str:
-        return f"AgentMemoryMiddleware({self.memory!r})"
+        return f"LangChainMemory({self.memory!r})"
 
     @property
     def usage(self) -> UsageLedger:
