@@ -78,6 +78,7 @@ from agent_memory.limits import shorten
 from agent_memory.memory import DEFAULT_AGENT_ID, AgentMemory
 from agent_memory.models.items import (
     MEMORY_TYPES,
+    ItemMetadata,
     ItemRecord,
     MemoryCriteria,
     MemoryItem,
@@ -286,9 +287,15 @@ def _kernel(memory: AgentMemory) -> Iterator[MemoryManager]:
         yield MemoryManager(memory)
 
 
-def _tokens_cell(tokens: int | None) -> str:
-    """A token count as a table shows it; ``…`` for a large result not counted yet."""
-    return "…" if tokens is None else f"{tokens:,}"
+def _tokens_cell(meta: ItemMetadata) -> str:
+    """An item's size in tokens as a table shows it, in the memory tools' words: its text's when
+    it is read as text (a page: ``3,551 as text (24,380 raw)``), else its own; ``…`` for a large
+    result not counted yet."""
+    if meta.tokens is None:
+        return "…"
+    if meta.text_tokens is not None and meta.text_tokens != meta.tokens:
+        return f"{meta.text_tokens:,} as text ({meta.tokens:,} raw)"
+    return f"{meta.tokens:,}"
 
 
 def _label(record: ItemRecord) -> str:
@@ -413,7 +420,7 @@ def _records_table(records: list[ItemRecord], *, title: str | None = None, times
         row: list[Any] = [record.id]
         if timestamps:
             row.append(record.metadata.timestamp.strftime("%Y-%m-%d %H:%M"))
-        row += [record.type, _tokens_cell(record.metadata.tokens), _label(record)]
+        row += [record.type, _tokens_cell(record.metadata), _label(record)]
         table.add_row(*row)
     return table
 
@@ -568,7 +575,7 @@ def _hits_table(hits: list[QueryHit], text: str | None) -> Table:
             hit.item.id,
             hit.match or "-",
             hit.item.type,
-            _tokens_cell(hit.item.metadata.tokens),
+            _tokens_cell(hit.item.metadata),
             cell,
         )
     return table

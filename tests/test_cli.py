@@ -63,6 +63,10 @@ def test_real_page_store_query_retrieve(cli: Cli, data_dir: Path) -> None:
 
     table = cli("query", "Minecraft exploit that crashes game servers").stdout
     assert page["id"] in table and "best first" in table
+    # a page's size reads as the memory tools give it: its text's tokens, then its markup's
+    meta = {record["id"]: record for record in cli.json("list")}[page["id"]]["metadata"]  # counted by now
+    assert meta["text_tokens"] is not None and meta["tokens"] > meta["text_tokens"]
+    assert f"{meta['text_tokens']:,} as text" in cli("list").stdout
     # how well a hit matches reads the same as the memory tools show it: its similarity
     hits = cli.json("query", "Minecraft exploit that crashes game servers")
     first = hits[0]
