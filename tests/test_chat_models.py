@@ -399,3 +399,14 @@ def test_a_call_while_another_thread_imports_httpx_does_not_meet_it_half_importe
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "fine"
+
+
+def test_without_a_key_or_a_server_the_error_names_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a docs block run without a key, or with the stand-in's address while it is not running
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match=r"python -m agent_memory\.testing\.stand_in"):
+        OpenAIChatModel("gpt-4o")
+    model = OpenAIChatModel("gpt-4o", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="none", max_retries=0)
+    with pytest.raises(LLMConnectionError, match=r"cannot connect .*agent_memory\.testing\.stand_in"):
+        model.generate([Message(role="user", content="hi")])

@@ -50,7 +50,7 @@ from agent_memory.extras import require_extra
 from agent_memory.diagnostics import ToolsDroppedWarning, warn_once
 from agent_memory.errors import ConfigurationError, InvalidArgumentError, LLMOutputError
 from agent_memory.limits import replace_surrogates
-from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, import_openai, map_sdk_errors
+from agent_memory.llm.client import DEFAULT_LLM_TIMEOUT_S, NO_MODEL_HINT, import_openai, map_sdk_errors
 from agent_memory.llm.renderers import AnthropicRenderer, OpenAIChatRenderer, OpenAIResponsesRenderer, PromptRenderer
 from agent_memory.models.messages import Message, ToolCall
 from agent_memory.pricing import BilledTokens
@@ -447,7 +447,7 @@ class _SDKChatModel(ABC):
         try:
             return openai, openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
         except openai.OpenAIError as exc:  # no api_key given and none in OPENAI_API_KEY
-            raise ConfigurationError(f"{type(self).__name__}: {exc}") from exc
+            raise ConfigurationError(f"{type(self).__name__}: {exc} ({NO_MODEL_HINT})") from exc
 
     @staticmethod
     @abstractmethod
@@ -703,7 +703,7 @@ class AnthropicChatModel(_SDKChatModel):
         if client is None:
             client = anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
         if getattr(client, "api_key", None) is None and getattr(client, "auth_token", None) is None:
-            raise ConfigurationError("AnthropicChatModel: no api_key given and ANTHROPIC_API_KEY is not set")
+            raise ConfigurationError(f"AnthropicChatModel: no api_key given and ANTHROPIC_API_KEY is not set ({NO_MODEL_HINT})")
         return anthropic, client
 
     def _max_tokens(self, max_output_tokens: int | None) -> dict[str, Any]:

@@ -29,7 +29,13 @@ from agent_memory.errors import (
 )
 from agent_memory.lazy_imports import HEAVY_IMPORTS
 
-__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "OpenAIChatClient", "import_openai", "map_sdk_errors"]
+__all__ = ["DEFAULT_LLM_TIMEOUT_S", "LLMClient", "LLMResponse", "NO_MODEL_HINT", "OpenAIChatClient", "import_openai",
+           "map_sdk_errors"]
+
+NO_MODEL_HINT = ("without a key or a model server of your own, run the stand-in model on loopback: python -m "
+                 "agent_memory.testing.stand_in, then the two exports it prints (docs/memory.md)")
+"""What an error about a missing key, or about a loopback server that does not answer, adds: the
+way the docs' blocks run without a key."""
 
 DEFAULT_LLM_TIMEOUT_S = 30.0
 """Longest wait for one completion, in seconds, when neither the client nor the call sets one."""
@@ -198,7 +204,8 @@ def map_sdk_errors(sdk: ModuleType, where: str) -> Iterator[None]:
     except sdk.APITimeoutError as exc:  # before APIConnectionError, its base class
         raise LLMTimeoutError(f"{where}: no answer within the timeout ({exc})") from exc
     except sdk.APIConnectionError as exc:
-        raise LLMConnectionError(f"{where}: cannot connect ({exc})") from exc
+        loopback = any(host in where for host in ("://127.", "://localhost", "://[::1]"))
+        raise LLMConnectionError(f"{where}: cannot connect ({exc})" + (f"; {NO_MODEL_HINT}" if loopback else "")) from exc
     except sdk.APIStatusError as exc:
         message = f"{where}: HTTP {exc.status_code}: {_error_message(exc)}"
         raise LLMStatusError(message, status_code=exc.status_code) from exc
