@@ -204,3 +204,29 @@ def test_an_adapters_sub_agent_is_recorded_with_its_parent_and_scope(tmp_path: P
     assert (scopes[shared_id].scope, scopes[shared_id].memory_id) == ("shared", "lead") and shared is parent
     child.close()
     parent.close()
+
+
+def test_every_adapter_takes_a_local_models_name_and_runs_unpriced(tmp_path: Path) -> None:
+    # a model the bundled price table lacks (vLLM, Ollama): no error, one warning, usage counted
+    # unpriced with the reason, one way to read it in the three adapters
+    import warnings
+
+    from agent_memory.diagnostics import UnknownModelWarning
+    from agent_memory.integrations.langchain import LangChainMemory
+    from agent_memory.integrations.openai_agents import OpenAIAgentsMemory
+    from agent_memory.integrations.pydantic_ai import PydanticAIMemory
+
+    model = "local-model-for-the-adapters-test"  # a name no other test warns about first
+    memory = AgentMemory("local", tmp_path / "memory")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        adapters = [OpenAIAgentsMemory(memory, model=model), PydanticAIMemory(memory, model=model),
+                    LangChainMemory(memory, model=model)]
+    assert [w.category for w in seen if issubclass(w.category, UnknownModelWarning)] == [UnknownModelWarning]
+    for adapter in adapters:
+        usage = adapter.usage
+        assert usage.prices is None and usage.unpriced_reason is not None and repr(model) in usage.unpriced_reason
+    channel = adapters[0].channel
+    assert channel.record_usage(Usage(prompt_tokens=1_000, completion_tokens=20)) is None
+    assert adapters[0].usage.calls == 1 and adapters[0].usage.unpriced_calls == 1 and adapters[0].usage.total_usd is None
+    memory.close()
