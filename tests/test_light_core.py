@@ -149,7 +149,9 @@ def test_the_command_line_helps_with_the_cli_extra_alone(tmp_path: Path) -> None
     code = textwrap.dedent("""
         from typer.testing import CliRunner
         from agent_memory.cli import app
-        for args in (["--help"], ["replay", "--help"], ["replay", "."]):
+        open("note.txt", "w").write("The lighthouse keeper logs the weather at dawn.")
+        for args in (["--help"], ["replay", "--help"], ["replay", "."],
+                     ["store", "note.txt", "--memory-dir", "mem", "--no-index", "-q"]):
             done = CliRunner().invoke(app, args)
             print(json.dumps([args, done.exit_code, done.output]))
     """)
@@ -158,7 +160,8 @@ def test_the_command_line_helps_with_the_cli_extra_alone(tmp_path: Path) -> None
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = [json.loads(line) for line in done.stdout.splitlines()]
-    (_, main_code, main_help), (_, replay_code, replay_help), (_, run_code, run_output) = runs
+    (_, main_code, main_help), (_, replay_code, replay_help), (_, run_code, run_output), (_, store_code, stored) = runs
+    assert store_code == 0 and stored.strip().startswith("mem_"), stored
     assert main_code == 0 and "replay" in main_help and "store" in main_help
     assert replay_code == 0 and "--out" in replay_help
     assert run_code == 1 and "pip install 'agent-memory[replay]'" in run_output
