@@ -30,6 +30,9 @@ DEFAULT_REPLAY_OUT = Path("replay-report")
 """Where ``replay`` writes report.md, report.json, tokens.png, cost.png and savings.png when no ``--out`` is given."""
 
 
+TABLE_COLUMNS = 100
+"""Width of the headline table on the terminal (narrower when the terminal is; a log gets this)."""
+
 PROGRESS_LINES = 10
 """Lines a long step prints on a log (stderr not a terminal, where the progress bar shows nothing)."""
 
@@ -215,7 +218,8 @@ def replay(
             summary.kernel_budget = budget
             summary.seconds = time.monotonic() - started
         paths = report_plots.write_report(summary, out)
-        Console(highlight=False, width=min(_stdout().width, 100)).print(report_text.rich_table(summary))
+        width = min(_stdout().width, TABLE_COLUMNS) if _stdout().is_terminal else TABLE_COLUMNS
+        Console(highlight=False, width=width).print(report_text.rich_table(summary))
         line = report_text.tools_line(summary)
         if line:
             typer.echo(line)
