@@ -58,7 +58,7 @@ from agent_memory.pricing import BilledTokens, Cost, PriceModel
 from agent_memory.prompt_tokens import tool_tokens
 from agent_memory.records.prepare import result_store_arguments
 
-__all__ = ["DEFAULT_ADAPTER_TOOL_NAMES", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "result_id"]
+__all__ = ["DEFAULT_ADAPTER_TOOL_NAMES", "FixedToolsAdapter", "MemoryChannel", "Presented", "UsageLedger", "channel_prices", "result_id"]
 
 
 def result_id(agent_id: str, conversation_id: str, tool_call_id: str, content: str) -> str:
@@ -172,7 +172,7 @@ class UsageLedger:
         return None if self.cost is None else self.cost.total_usd
 
 
-def _prices(model: str | None, prices: PriceModel | None) -> tuple[PriceModel | None, str | None]:
+def channel_prices(model: str | None, prices: PriceModel | None) -> tuple[PriceModel | None, str | None]:
     """The price model a channel bills with (``prices``, else ``model``'s in the bundled table), and
     why there is none; a model the table lacks is warned of once per name and runs unpriced."""
     if prices is not None:
@@ -243,7 +243,7 @@ class MemoryChannel:
     ) -> None:
         self.memory = memory
         self.conversation_id = validate_agent_id(conversation_id)
-        prices, unpriced = _prices(model, prices)
+        prices, unpriced = channel_prices(model, prices)
         self.prices = prices
         self.toolkit: MemoryTools = load_toolkit(memory, offer=offer or ToolOffer(), form=form)
         self.tool_names = frozenset(tool["function"]["name"] for tool in self.toolkit.tool_definitions())

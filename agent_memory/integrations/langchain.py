@@ -44,7 +44,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from agent_memory.agent.prompt import MEMORY_PROMPT
 from agent_memory.ids import MAX_AGENT_ID_CHARS
-from agent_memory.integrations.channel import MemoryChannel, UsageLedger
+from agent_memory.integrations.channel import MemoryChannel, UsageLedger, channel_prices
 from agent_memory.llm.chat import Usage
 from agent_memory.memory import AgentMemory
 from agent_memory.models.messages import Message, ToolCall
@@ -134,7 +134,8 @@ class LangChainMemory(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.memory = memory
-        self._options: dict[str, Any] = {"model": model, "prices": prices, "policy": policy, "offer": offer,
+        found, _ = channel_prices(model, prices)  # looked up once: each conversation's channel takes it
+        self._options: dict[str, Any] = {"model": model, "prices": found, "policy": policy, "offer": offer,
                                          "memory_prompt": memory_prompt}
         self._channels: dict[str, MemoryChannel] = {}
         self._lock = threading.Lock()

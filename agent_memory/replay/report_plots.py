@@ -39,7 +39,7 @@ def _shown(report: ReplayReport, series: dict[str, list[float]]) -> list[str]:
     wanted = [label for label in (NAIVE, report.default, MASKING) if label in present]
     peers = sorted((label for label in present if label in report.peers and label not in wanted),
                    key=lambda label: (sum(series[label]), label))
-    wanted += [label for label in dict.fromkeys(peers[:1] + peers[-1:])]
+    wanted += dict.fromkeys(peers[:1] + peers[-1:])
     others = [label for label in present if label not in wanted]  # strategies beside the default, no peer
     wanted += others[: max(0, MAX_CURVES - len(wanted))]
     return [label for label in present if label in wanted][:MAX_CURVES]
